@@ -1,0 +1,25 @@
+"""The project's exception types.
+
+The engine raises these; the command-line layer maps each to an exit code and a one-line message
+(``DataError``, ``FormatError`` and ``DivergenceError`` exit 1; usage errors are click's and exit 2).
+"""
+
+
+class SlangError(Exception):
+    """Base class of every error ``slang`` reports to its user without a traceback."""
+
+
+class DataError(SlangError):
+    """Input data that cannot be used: malformed file, non-finite value, bad labels, shape mismatch."""
+
+
+class FormatError(SlangError):
+    """A run file that is not a valid slang HDF5 file of a format version this slang reads."""
+
+
+class DivergenceError(SlangError):
+    """Training produced non-finite values."""
+
+
+class ConfigError(SlangError):
+    """An invalid combination of hyperparameters or options."""

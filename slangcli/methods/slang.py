@@ -1,0 +1,164 @@
+"""SLANG: stochastic, low-rank, approximate natural-gradient VI (Mishkin et al. 2018, Algorithm 1).
+
+The posterior is ``q = N(mu, (U U^T + diag d)^{-1})`` with ``U : (D, L)``. One step, minibatch of M examples,
+S weight samples, N training examples, with per-example NLL gradients ``g_si`` (the columns of ``G``):
+
+1. ``theta_s = mu + eps_s``, ``eps_s ~ N(0, (U U^T + diag d)^{-1})`` exactly (Algorithm 3; ``lowrank.sample_noise``).
+2. ``g = (N / (M S)) sum g_si``; the empirical Fisher ``G G^T`` is scaled by the same ``c = N / (M S)``.
+3. Rates ``alpha_t``, ``beta_t`` decay as ``r_0 / (1 + t^decay)``.
+4. ``U_new = Q_L Lambda_L^{1/2}`` from the exact top-L eigendecomposition of
+   ``(1 - beta) U U^T + beta c G G^T`` (eq. 6-7); eigenvalues <= 1e-6 are dropped.
+5. ``d = (1 - beta) d + beta lambda + Delta``, the diagonal correction
+   ``Delta = max(0, diag((1 - beta) U U^T + beta c G G^T - U_new U_new^T))`` (eq. 9-10).
+6. Momentum on the likelihood gradient, ``m = rho m + (1 - rho) g`` with bias correction, then
+   ``mu = mu - alpha (U_new U_new^T + diag d)^{-1} (m_hat + lambda mu)`` (eq. 11, Woodbury).
+
+Step 4 writes the matrix as ``B B^T`` with ``B = [sqrt(1-beta) U, sqrt(beta c) G]`` (D x K, K = L + #columns of
+G) and takes whichever side is smaller: the D x D matrix ``B B^T`` directly, or the K x K Gram ``B^T B`` whose
+top eigenvectors ``V`` give ``U_new = B V`` (then ``U_new^T U_new = Lambda``). For a network without hidden layer
+the S samples of an example share its input, so G is first reduced to ``min(S, K_out)`` columns per example
+(``FactoredGrads.combine_samples``), which leaves ``G G^T`` unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from slangcli import lowrank
+from slangcli.methods.base import Problem, decayed, require
+from slangcli.posteriors import LowRankGaussian
+
+# Below this many entries of G (D x columns) a dense matrix and plain BLAS beat the factored per-layer route.
+DENSE_G_MAX_ENTRIES = 1 << 22
+EIG_FLOOR = 1e-6
+
+
+@dataclass(frozen=True)
+class Hyper:
+    rank: int = 1
+    samples: int = 12
+    lr: float = 0.05
+    beta: float = 0.05
+    decay: float = 0.51
+    momentum: float = 0.9
+    init_precision: float = 1.0
+
+    def __post_init__(self):
+        require(isinstance(self.rank, int) and self.rank >= 0, f"--rank must be a whole number >= 0, got {self.rank}")
+        require(self.samples >= 1, f"--samples must be >= 1, got {self.samples}")
+        require(self.lr > 0, f"--lr must be positive, got {self.lr}")
+        require(0 < self.beta < 1, f"--beta must be in (0, 1), got {self.beta}")
+        require(self.decay >= 0, f"--decay must be >= 0, got {self.decay}")
+        require(0 <= self.momentum < 1, f"--momentum must be in [0, 1), got {self.momentum}")
+        require(self.init_precision > 0, f"--init-precision must be positive, got {self.init_precision}")
+
+
+class State(NamedTuple):
+    mu: np.ndarray  # (D,)
+    U: np.ndarray  # (D, L)
+    d: np.ndarray  # (D,)
+    m: np.ndarray  # (D,) momentum of the likelihood gradient
+    t: int  # steps taken
+
+
+def init(rng: np.random.Generator, problem: Problem, hyper: Hyper) -> State:
+    D = problem.model.n_params
+    require(hyper.rank <= D, f"--rank {hyper.rank} exceeds the number of parameters {D}")
+    return State(
+        mu=problem.model.init_mean(rng),
+        U=np.zeros((D, hyper.rank)),
+        d=np.full(D, hyper.init_precision),
+        m=np.zeros(D),
+        t=0,
+    )
+
+
+def step(rng: np.random.Generator, state: State, problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper):
+    """One SLANG iteration on the minibatch ``(X, y)``: sample, then :func:`update`."""
+    Z = rng.standard_normal((state.mu.size, hyper.samples))
+    theta = (state.mu[:, None] + lowrank.sample_noise(state.U, state.d, Z)).T
+    return update(state, theta, problem, X, y, hyper)
+
+
+class _DenseGrads:
+    """A materialised ``G : (D, k)`` with the interface of ``FactoredGrads`` used here."""
+
+    def __init__(self, G):
+        self.G = G
+        self.n_columns = G.shape[1]
+
+    def sq_sum(self):
+        return np.einsum("dk,dk->d", self.G, self.G)
+
+    def gram(self):
+        return self.G.T @ self.G
+
+    def left(self, U):
+        return U.T @ self.G
+
+    def right(self, W):
+        return self.G @ W
+
+    def dense(self):
+        return self.G
+
+
+def low_rank_update(U: np.ndarray, grads, beta: float, c: float, L: int) -> tuple[np.ndarray, np.ndarray]:
+    """``U_new : (D, L)`` from the top-L eigenpairs of ``(1 - beta) U U^T + beta c G G^T``, and
+    ``diag((1 - beta) U U^T + beta c G G^T)``, with ``grads`` a ``FactoredGrads`` or ``_DenseGrads``."""
+    D = U.shape[0]
+    a, b = np.sqrt(1.0 - beta), np.sqrt(beta * c)
+    diag = (1.0 - beta) * np.einsum("dl,dl->d", U, U) + (beta * c) * grads.sq_sum()
+    if L == 0:
+        return U, diag
+    K = U.shape[1] + grads.n_columns
+    if D <= K:
+        B = np.hstack([a * U, b * grads.dense()])
+        lam, Q = lowrank.top_eig_gram(B @ B.T, L)
+        U_new = Q * np.sqrt(np.maximum(lam, 0.0))
+    else:
+        r = U.shape[1]
+        gram = np.empty((K, K))
+        gram[:r, :r] = (1.0 - beta) * (U.T @ U)
+        gram[:r, r:] = (a * b) * grads.left(U)
+        gram[r:, :r] = gram[:r, r:].T
+        gram[r:, r:] = (beta * c) * grads.gram()
+        lam, V = lowrank.top_eig_gram(gram, L)
+        U_new = a * (U @ V[:r]) + b * grads.right(V[r:])
+    keep = lam > EIG_FLOOR
+    if not keep.all():
+        U_new = U_new * keep
+    return U_new, diag
+
+
+def update(state: State, theta: np.ndarray, problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper):
+    """The deterministic part of a SLANG step, given the weight samples ``theta : (S, D)``."""
+    t = state.t + 1
+    alpha = decayed(hyper.lr, t, hyper.decay)
+    beta = decayed(hyper.beta, t, hyper.decay)
+    lam = problem.prior_precision
+    S, M = theta.shape[0], X.shape[0]
+    c = problem.n_data / (M * S)
+
+    nll, fg = problem.model.per_example_grads(theta, X, y)
+    g = c * fg.sum()
+    grads = fg.combine_samples() if problem.model.is_linear else fg
+    if state.mu.size * grads.n_columns <= DENSE_G_MAX_ENTRIES:
+        grads = _DenseGrads(grads.dense())
+
+    U_new, diag = low_rank_update(state.U, grads, beta, c, hyper.rank)
+    correction = np.maximum(diag - np.einsum("dl,dl->d", U_new, U_new), 0.0)
+    d = (1.0 - beta) * state.d + beta * lam + correction
+
+    rho = hyper.momentum
+    m = rho * state.m + (1.0 - rho) * g
+    m_hat = m / (1.0 - rho**t)
+    mu = state.mu - alpha * lowrank.solve(U_new, d, m_hat + lam * state.mu)
+    return State(mu, U_new, d, m, t), {"nll": float(nll.mean())}
+
+
+def posterior(state: State) -> LowRankGaussian:
+    return LowRankGaussian(mean=state.mu.copy(), U=state.U.copy(), d=state.d.copy())

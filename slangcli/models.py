@@ -1,0 +1,337 @@
+"""Multilayer perceptrons with hand-written, per-example back-propagation over a leading sample axis.
+
+A network maps ``x : (n_0,)`` through dense layers ``h_l = act(h_{l-1} W_l + b_l)`` (no activation on the last
+layer) to the output ``f``. Logistic (and softmax, and linear) regression is the network with no hidden layer.
+Parameters live in one flat vector ``theta : (D,)``; :class:`Layout` is the single definition of which slice is
+which layer's ``W_l : (n_in, n_out)`` (row-major) and ``b_l : (n_out,)``.
+
+Per-example gradients follow Goodfellow's outer-product construction: the gradient of example ``i``'s negative
+log-likelihood with respect to ``W_l`` under weight sample ``s`` is ``a_{s,i} delta_{s,i}^T`` where ``a`` is the
+layer input and ``delta`` the back-propagated gradient with respect to the layer's pre-activation; for ``b_l`` it is
+``delta_{s,i}``. They are returned in this factored form (:class:`FactoredGrads`), never as a D x (S M) matrix
+unless asked.
+
+Likelihoods, with ``delta_out = dNLL/df`` (valid because each output activation is the canonical link of its
+likelihood: sigmoid with Bernoulli, softmax with categorical, identity with Gaussian):
+
+- ``bernoulli``: one output, ``NLL = log(1 + e^f) - y f``, ``delta = sigmoid(f) - y``
+- ``categorical``: K outputs, ``NLL = logsumexp(f) - f_y``, ``delta = softmax(f) - onehot(y)``
+- ``gaussian``: one output, noise precision tau, ``NLL = tau (f - y)^2 / 2 - log(tau) / 2 + log(2 pi) / 2``,
+  ``delta = tau (f - y)``
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import scipy.special
+
+from slangcli.errors import ConfigError
+
+LIKELIHOODS = ("bernoulli", "categorical", "gaussian")
+
+
+def _relu(z):
+    return np.maximum(z, 0.0)
+
+
+def _relu_grad(h):
+    return (h > 0).astype(h.dtype)
+
+
+def _tanh_grad(h):
+    return 1.0 - h * h
+
+
+def _sigmoid_grad(h):
+    return h * (1.0 - h)
+
+
+# Activation and its derivative, the derivative written in terms of the activation's *output* h (what the
+# forward pass stores), which is exact for all three: relu'(z) = [h > 0], tanh' = 1 - h^2, sigmoid' = h (1 - h).
+ACTIVATIONS = {
+    "relu": (_relu, _relu_grad),
+    "tanh": (np.tanh, _tanh_grad),
+    "sigmoid": (scipy.special.expit, _sigmoid_grad),
+}
+
+
+class LayerSlices(NamedTuple):
+    W: slice
+    b: slice
+    n_in: int
+    n_out: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which slice of the flat parameter vector holds each layer's weights and biases."""
+
+    sizes: tuple[int, ...]
+
+    @property
+    def layers(self) -> list[LayerSlices]:
+        out, start = [], 0
+        for n_in, n_out in zip(self.sizes[:-1], self.sizes[1:]):
+            w = slice(start, start + n_in * n_out)
+            b = slice(w.stop, w.stop + n_out)
+            out.append(LayerSlices(w, b, n_in, n_out))
+            start = b.stop
+        return out
+
+    @property
+    def n_params(self) -> int:
+        return sum(i * o + o for i, o in zip(self.sizes[:-1], self.sizes[1:]))
+
+    def bias_mask(self) -> np.ndarray:
+        """Boolean (D,) marking the bias entries."""
+        mask = np.zeros(self.n_params, dtype=bool)
+        for layer in self.layers:
+            mask[layer.b] = True
+        return mask
+
+    def unflatten(self, theta: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Views ``(W : (..., n_in, n_out), b : (..., n_out))`` per layer of ``theta : (..., D)``."""
+        lead = theta.shape[:-1]
+        return [
+            (theta[..., s.W].reshape(*lead, s.n_in, s.n_out), theta[..., s.b]) for s in self.layers
+        ]
+
+
+@dataclass(frozen=True)
+class MLP:
+    """A network architecture with its likelihood. ``sizes = (n_0, n_1, ..., n_out)``."""
+
+    sizes: tuple[int, ...]
+    activation: str = "relu"
+    likelihood: str = "bernoulli"
+    noise_precision: float = 1.0
+
+    def __post_init__(self):
+        if self.activation not in ACTIVATIONS:
+            raise ConfigError(f"unknown activation {self.activation!r} (choose from {', '.join(ACTIVATIONS)})")
+        if self.likelihood not in LIKELIHOODS:
+            raise ConfigError(f"unknown likelihood {self.likelihood!r} (choose from {', '.join(LIKELIHOODS)})")
+        if len(self.sizes) < 2 or min(self.sizes) < 1:
+            raise ConfigError(f"invalid layer sizes {self.sizes}")
+        if self.likelihood in ("bernoulli", "gaussian") and self.sizes[-1] != 1:
+            raise ConfigError(f"a {self.likelihood} likelihood needs one output, not {self.sizes[-1]}")
+        if self.likelihood == "gaussian" and not self.noise_precision > 0:
+            raise ConfigError(f"noise precision must be positive, got {self.noise_precision}")
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(tuple(self.sizes))
+
+    @property
+    def n_params(self) -> int:
+        return self.layout.n_params
+
+    @property
+    def is_linear(self) -> bool:
+        """No hidden layer: every weight sample sees the same layer input."""
+        return len(self.sizes) == 2
+
+    def prior_precision(self, weight: float, bias: float) -> np.ndarray:
+        """Per-parameter prior precision lambda : (D,)."""
+        return np.where(self.layout.bias_mask(), bias, weight).astype(float)
+
+    def init_mean(self, rng: np.random.Generator) -> np.ndarray:
+        """A standard layer initialisation: zeros for a linear model (its objective is convex), else
+        He-uniform (relu) or Glorot-uniform (tanh, sigmoid) weights and zero biases."""
+        theta = np.zeros(self.n_params)
+        if self.is_linear:
+            return theta
+        for s in self.layout.layers:
+            fan = 6.0 / s.n_in if self.activation == "relu" else 6.0 / (s.n_in + s.n_out)
+            theta[s.W] = rng.uniform(-np.sqrt(fan), np.sqrt(fan), s.n_in * s.n_out)
+        return theta
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, theta: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Outputs ``f : (S, N, n_out)`` for weight samples ``theta : (S, D)`` and inputs ``X : (N, n_0)``.
+
+        Also returns the inputs of every layer: the first is ``X`` itself (shared by all samples), the others
+        ``(S, N, n_in)``.
+        """
+        act = ACTIVATIONS[self.activation][0]
+        inputs: list[np.ndarray] = [X]
+        h = None
+        params = self.layout.unflatten(theta)
+        for k, (W, b) in enumerate(params):
+            if k == 0:
+                # one GEMM for all samples: X (N, n0) @ [W_1 | ... | W_S] (n0, S n1)
+                S, n_in, n_out = W.shape
+                z = (X @ W.transpose(1, 0, 2).reshape(n_in, S * n_out)).reshape(len(X), S, n_out)
+                z = z.transpose(1, 0, 2) + b[:, None, :]
+            else:
+                z = h @ W + b[:, None, :]
+            if k < len(params) - 1:
+                h = act(z)
+                inputs.append(h)
+            else:
+                h = z
+        return h, inputs
+
+    def nll_and_delta(self, f: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per-example NLL ``(S, N)`` and ``dNLL/df : (S, N, n_out)`` for outputs ``f : (S, N, n_out)``.
+
+        ``y``: (N,) codes in {0, 1} (bernoulli), {0..K-1} (categorical), or real targets (gaussian).
+        """
+        if self.likelihood == "bernoulli":
+            z = f[..., 0]
+            nll = np.logaddexp(0.0, z) - y * z
+            delta = (scipy.special.expit(z) - y)[..., None]
+        elif self.likelihood == "categorical":
+            lse = scipy.special.logsumexp(f, axis=-1)
+            idx = np.arange(f.shape[1])
+            nll = lse - f[:, idx, y]
+            delta = np.exp(f - lse[..., None])
+            delta[:, idx, y] -= 1.0
+        else:
+            tau = self.noise_precision
+            r = f[..., 0] - y
+            nll = 0.5 * tau * r * r - 0.5 * np.log(tau) + 0.5 * np.log(2 * np.pi)
+            delta = (tau * r)[..., None]
+        return nll, delta
+
+    def nll(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Per-example negative log-likelihood ``(S, N)`` at weight samples ``theta : (S, D)``."""
+        f, _ = self.forward(theta, X)
+        return self.nll_and_delta(f, y)[0]
+
+    def per_example_grads(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, "FactoredGrads"]:
+        """Per-example NLL ``(S, N)`` and its per-example gradients, factored, by back-propagation."""
+        grad_act = ACTIVATIONS[self.activation][1]
+        f, inputs = self.forward(theta, X)
+        nll, delta = self.nll_and_delta(f, y)
+        params = self.layout.unflatten(theta)
+        deltas = [delta]
+        for k in range(len(params) - 1, 0, -1):
+            W = params[k][0]
+            delta = (delta @ W.transpose(0, 2, 1)) * grad_act(inputs[k])
+            deltas.append(delta)
+        return nll, FactoredGrads(self.layout, inputs, deltas[::-1])
+
+
+class FactoredGrads:
+    """Per-example gradients ``G : (D, S N)`` of one minibatch, held as per-layer inputs and output gradients.
+
+    Column ``(s, i)`` (sample-major) of ``G`` is the gradient of example ``i``'s NLL at weight sample ``s``.
+    ``inputs[l]`` is ``(N, n_in)`` when shared by all samples (the first layer) or ``(S, N, n_in)``;
+    ``deltas[l]`` is ``(S, N, n_out)``. For a dense layer the blocks of ``G^T G`` are elementwise products of
+    input and output-gradient Grams, ``(A A^T + 1) * (Delta Delta^T)`` (the 1 for the bias), and ``U^T G``,
+    ``G W`` and ``diag(G G^T)`` are products with ``A`` and ``Delta``; none needs ``G`` itself.
+    """
+
+    def __init__(self, layout: Layout, inputs: list[np.ndarray], deltas: list[np.ndarray]):
+        self.layout = layout
+        self.inputs = inputs
+        self.deltas = deltas
+        self.n_samples, self.n_examples = deltas[0].shape[:2]
+
+    @property
+    def n_columns(self) -> int:
+        return self.n_samples * self.n_examples
+
+    def _each(self):
+        for s, A, Dl in zip(self.layout.layers, self.inputs, self.deltas):
+            yield s, A, Dl, A.ndim == 2
+
+    def sum(self) -> np.ndarray:
+        """``G 1 : (D,)``, the gradient summed over examples and samples."""
+        out = np.empty(self.layout.n_params, dtype=self.deltas[0].dtype)
+        for s, A, Dl, shared in self._each():
+            if shared:
+                out[s.W] = (A.T @ Dl.sum(0)).ravel()
+            else:
+                out[s.W] = np.einsum("sni,sno->io", A, Dl).ravel()
+            out[s.b] = Dl.sum((0, 1))
+        return out
+
+    def sq_sum(self) -> np.ndarray:
+        """``diag(G G^T) : (D,)``."""
+        out = np.empty(self.layout.n_params, dtype=self.deltas[0].dtype)
+        for s, A, Dl, shared in self._each():
+            D2 = Dl * Dl
+            if shared:
+                out[s.W] = ((A * A).T @ D2.sum(0)).ravel()
+            else:
+                out[s.W] = np.einsum("sni,sno->io", A * A, D2).ravel()
+            out[s.b] = D2.sum((0, 1))
+        return out
+
+    def gram(self) -> np.ndarray:
+        """``G^T G : (S N, S N)``."""
+        S, N = self.n_samples, self.n_examples
+        out = np.zeros((S * N, S * N), dtype=self.deltas[0].dtype)
+        for s, A, Dl, shared in self._each():
+            Df = Dl.reshape(S * N, -1)
+            if shared:
+                AA = A @ A.T + 1.0
+                AA = np.tile(AA, (S, S))
+            else:
+                Af = A.reshape(S * N, -1)
+                AA = Af @ Af.T + 1.0
+            out += AA * (Df @ Df.T)
+        return out
+
+    def left(self, U: np.ndarray) -> np.ndarray:
+        """``U^T G : (k, S N)`` for ``U : (D, k)``."""
+        S, N = self.n_samples, self.n_examples
+        k = U.shape[1]
+        out = np.zeros((k, S, N), dtype=np.result_type(U, self.deltas[0]))
+        for s, A, Dl, shared in self._each():
+            Uw = U[s.W].reshape(s.n_in, s.n_out * k)  # row (a), columns (o, k)
+            if shared:
+                AU = (A @ Uw).reshape(N, s.n_out, k)
+                out += np.einsum("nok,sno->ksn", AU, Dl)
+            else:
+                AU = (A.reshape(S * N, s.n_in) @ Uw).reshape(S, N, s.n_out, k)
+                out += np.einsum("snok,sno->ksn", AU, Dl)
+            out += np.einsum("ok,sno->ksn", U[s.b], Dl)
+        return out.reshape(k, S * N)
+
+    def right(self, Wt: np.ndarray) -> np.ndarray:
+        """``G Wt : (D, k)`` for ``Wt : (S N, k)``."""
+        S, N = self.n_samples, self.n_examples
+        k = Wt.shape[1]
+        w = Wt.reshape(S, N, k)
+        out = np.empty((self.layout.n_params, k), dtype=np.result_type(Wt, self.deltas[0]))
+        for s, A, Dl, shared in self._each():
+            Dw = Dl[:, :, :, None] * w[:, :, None, :]  # (S, N, n_out, k)
+            if shared:
+                out[s.W] = (A.T @ Dw.sum(0).reshape(N, s.n_out * k)).reshape(s.n_in * s.n_out, k)
+            else:
+                out[s.W] = (A.reshape(S * N, s.n_in).T @ Dw.reshape(S * N, s.n_out * k)).reshape(-1, k)
+            out[s.b] = Dw.sum((0, 1))
+        return out
+
+    def dense(self) -> np.ndarray:
+        """``G : (D, S N)`` materialised (tests and small D only)."""
+        return self.right(np.eye(self.n_columns))
+
+    def combine_samples(self) -> "FactoredGrads":
+        """An equivalent factor ``G~`` with ``G~ G~^T = G G^T`` and fewer columns, for a network without hidden
+        layer.
+
+        There every sample sees the same input ``x_i``, so ``sum_s g_si g_si^T = x~_i x~_i^T (x) C_i`` with
+        ``C_i = sum_s delta_si delta_si^T`` (K x K) and ``x~ = (x, 1)``. Factoring ``C_i = R_i R_i^T`` leaves
+        ``min(S, K)`` columns per example instead of S: for a binary model one column, ``sqrt(sum_s delta_si^2)``.
+        Valid for ``G G^T`` and everything derived from it, not for ``G 1`` (take :meth:`sum` first).
+        """
+        if len(self.inputs) != 1 or self.inputs[0].ndim != 2:
+            raise ValueError("combine_samples needs a network without hidden layers")
+        Dl = self.deltas[0]
+        S, N, K = Dl.shape
+        if K == 1:
+            R = np.sqrt(np.einsum("sno,sno->n", Dl, Dl))[None, :, None]
+        elif S > K:
+            C = np.einsum("sna,snb->nab", Dl, Dl)
+            lam, V = np.linalg.eigh(C)
+            R = (V * np.sqrt(np.maximum(lam, 0.0))[:, None, :]).transpose(2, 0, 1)  # (K, N, K)
+        else:
+            return self
+        return FactoredGrads(self.layout, self.inputs, [R])
