@@ -1,0 +1,48 @@
+"""The ``slang`` command line: a click group whose commands are thin wrappers around ``slangcli.workflow``.
+
+Exit codes: 0 success; 1 bad data, a bad or unreadable run file, or a diverged fit; 2 usage errors (unknown
+option, invalid value or combination); 130 interrupted. Messages go to stderr as one line; data (``--json``)
+to stdout.
+"""
+
+from __future__ import annotations
+
+import click
+
+from slangcli import __version__
+from slangcli.cli.output import error
+from slangcli.errors import ConfigError, SlangError
+
+
+class SlangGroup(click.Group):
+    """Maps the engine's exceptions to one-line messages and exit codes."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except ConfigError as exc:
+            error(str(exc))
+            ctx.exit(2)
+        except SlangError as exc:
+            error(str(exc))
+            ctx.exit(1)
+        except KeyboardInterrupt:
+            error("interrupted")
+            ctx.exit(130)
+
+
+@click.group(cls=SlangGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="slang")
+def main():
+    """Gaussian posteriors for logistic regression and neural networks by scalable variational inference.
+
+    \b
+    slang fit DATA -o RUN.h5      fit a posterior, write it with its metrics
+    slang evaluate RUN.h5 [DATA]  score a saved posterior
+    slang inspect RUN.h5          show what a run file holds
+    """
+
+
+from slangcli.cli import evaluate, fit, inspect  # noqa: E402  (commands register themselves on main)
+
+__all__ = ["main", "fit", "evaluate", "inspect"]

@@ -1,0 +1,70 @@
+"""``slang inspect``: what a run file holds."""
+
+from __future__ import annotations
+
+import click
+import numpy as np
+
+from slangcli.cli import main
+from slangcli.cli.output import emit_json, stderr
+from slangcli.io import POSTERIOR_NAMES, read_run
+
+
+def summary(run, path) -> dict:
+    post = run.posterior
+    arrays = {name: list(np.shape(getattr(post, name))) for name in ("mean", "U", "d") if hasattr(post, name)}
+    hist = run.history
+    return {
+        "file": path,
+        "slang_version": run.meta["slang_version"],
+        "created": run.meta["created"],
+        "command": run.command,
+        "method": run.config.get("method"),
+        "posterior": {"type": POSTERIOR_NAMES[type(post)], "n_params": int(post.mean.size), "arrays": arrays},
+        "model": {"sizes": list(run.model.sizes), "activation": run.model.activation,
+                  "likelihood": run.model.likelihood},
+        "config": run.config,
+        "data": {k: v for k, v in run.data.items() if k != "feature_names"},
+        "n_features": len(run.data.get("feature_names", [])),
+        "history": {"epochs": int(len(hist.get("epoch", []))),
+                    "final_nll": float(hist["nll"][-1]) if len(hist.get("nll", [])) else None},
+        "metrics": run.metrics,
+        "versions": run.meta["versions"],
+    }
+
+
+@main.command()
+@click.argument("run_file", metavar="RUN.h5", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print the description as one JSON object on stdout.")
+def inspect(run_file, as_json):
+    """Describe the run in RUN.h5: method, posterior shapes, configuration, data provenance, metrics."""
+    run = read_run(run_file)
+    s = summary(run, run_file)
+    if as_json:
+        emit_json(s)
+        return
+    c, d, m = s["config"], s["data"], s["metrics"]
+    lines = [
+        f"[bold]{run_file}[/bold]  (slang {s['slang_version']}, {s['created']})",
+        f"command    {' '.join(s['command'])}",
+        f"method     {s['method']}  {c.get('hyper', {})}",
+        f"posterior  {s['posterior']['type']}, D = {s['posterior']['n_params']}, "
+        + ", ".join(f"{k} {tuple(v)}" for k, v in s["posterior"]["arrays"].items()),
+        f"model      sizes {tuple(s['model']['sizes'])}, {s['model']['likelihood']} likelihood",
+        f"prior      precision {c.get('prior_precision')}, bias {c.get('bias_prior_precision')}",
+        f"training   {c.get('n_steps')} steps, batch {c.get('batch_size')}, seed {c.get('seed')}, "
+        f"{s['history']['epochs']} epochs recorded",
+        f"train data {d['train']['path']}  sha256 {d['train']['sha256'][:16]}…  "
+        f"{d['train']['rows']} rows x {d['train']['features']} features ({d['train']['format']})",
+    ]
+    t = d.get("test")
+    if t:
+        lines.append(f"test data  {t['path']} ({t['rows']} rows)" if t["source"] == "file"
+                     else f"test data  {t['rows']} rows split off (fraction {t['test_fraction']}, "
+                          f"seed {t['split_seed']})")
+    lines.append(f"labels     {', '.join(str(x) for x in d['labels']['classes'])} -> 0, 1")
+    if "test" in m:
+        lines.append(f"test       NLL {m['test']['nll']:.4f}  accuracy {m['test']['accuracy']:.4f}")
+    lines.append(f"train      -ELBO/N {m['train']['neg_elbo_per_example']:.4f}")
+    for line in lines:
+        stderr.print(line, markup=True)

@@ -1,0 +1,81 @@
+"""Where output goes: human messages, tables and progress to stderr; data to stdout."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def error(message: str) -> None:
+    click.echo(f"slang: error: {message}", err=True)
+
+
+def note(message: str) -> None:
+    click.echo(f"slang: {message}", err=True)
+
+
+def _clean(obj):
+    """JSON-safe copy: non-finite floats become null, numpy scalars and arrays plain Python."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if hasattr(obj, "tolist"):
+        return _clean(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def emit_json(obj) -> None:
+    """Exactly one JSON object on stdout."""
+    sys.stdout.write(json.dumps(_clean(obj), allow_nan=False) + "\n")
+    sys.stdout.flush()
+
+
+def metrics_table(title: str, rows: list[tuple[str, str, object]]) -> None:
+    table = Table(title=title, title_justify="left", show_header=True, header_style="bold")
+    table.add_column("split")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for split, name, value in rows:
+        shown = f"{value:.4f}" if isinstance(value, float) else str(value)
+        table.add_row(split, name, shown)
+    stderr.print(table)
+
+
+class progress_bar:
+    """A progress callback ``(done, total)``: a rich bar on a terminal, nothing otherwise (null object)."""
+
+    def __init__(self, enabled: bool | None, description: str):
+        self.enabled = stderr.is_terminal if enabled is None else enabled
+        self.description = description
+        self._progress = None
+        self._task = None
+
+    def __enter__(self):
+        if self.enabled:
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TimeElapsedColumn(), TimeRemainingColumn(), console=stderr, transient=True)
+            self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+        return False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._progress is None:
+            return
+        if self._task is None:
+            self._task = self._progress.add_task(self.description, total=total)
+        self._progress.update(self._task, completed=done)

@@ -1,0 +1,243 @@
+"""Run files: one HDF5 file per fit, format version 1 (described in ``docs/FORMAT.md``).
+
+Every group carries ``encoding-type`` and ``encoding-version`` attributes; the reader dispatches on them and
+refuses, with a :class:`FormatError`, files that are not slang runs, that a newer major format wrote, or whose
+contents are missing, mis-shaped or non-finite. Nested configuration is stored as JSON string attributes, arrays
+always as datasets. Files are written to a temporary name in the target directory and renamed into place, so a
+run file is either complete or absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from slangcli import __version__
+from slangcli.errors import FormatError
+from slangcli.models import MLP
+from slangcli.posteriors import LowRankGaussian
+
+FORMAT_VERSION = "1.0"
+RUN_TYPE = "slang-run"
+
+# posterior encoding -> (class, datasets in order of the constructor)
+POSTERIOR_ENCODINGS = {"lowrank-gaussian": (LowRankGaussian, ("mean", "U", "d"))}
+POSTERIOR_NAMES = {cls: name for name, (cls, _) in POSTERIOR_ENCODINGS.items()}
+
+
+@dataclass
+class Run:
+    """Everything a run file holds."""
+
+    model: MLP
+    prior_precision: np.ndarray  # (D,)
+    posterior: object
+    config: dict  # method, hyperparameters, schedule, data and model options, seed
+    data: dict  # provenance of the training and test data, label classes, split
+    arrays: dict = field(default_factory=dict)  # preprocessing arrays: train_index, test_index, feature_mean, feature_scale
+    history: dict = field(default_factory=dict)  # per-epoch arrays
+    metrics: dict = field(default_factory=dict)
+    command: list = field(default_factory=list)
+    meta: dict = field(default_factory=dict)  # slang_version, created, versions (set on write)
+
+
+def _typed(group, kind: str) -> None:
+    group.attrs["encoding-type"] = kind
+    group.attrs["encoding-version"] = FORMAT_VERSION
+
+
+def _json_attr(obj, name: str, value) -> None:
+    obj.attrs[name] = json.dumps(value, sort_keys=True)
+
+
+def write_run(path, run: Run) -> None:
+    """Write ``run`` to ``path`` atomically (temporary file in the same directory, then rename)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            _typed(f, RUN_TYPE)
+            f.attrs["slang_version"] = run.meta.get("slang_version", __version__)
+            f.attrs["created"] = run.meta.get("created", "")
+            _json_attr(f, "command", list(run.command))
+            _json_attr(f, "config", run.config)
+            _json_attr(f, "versions", run.meta.get("versions", {}))
+            f.attrs["seed"] = int(run.config.get("seed", 0))
+
+            g = f.create_group("data")
+            _typed(g, "data")
+            _json_attr(g, "provenance", run.data)
+            for name, arr in run.arrays.items():
+                g.create_dataset(name, data=np.asarray(arr))
+
+            g = f.create_group("model")
+            _typed(g, "mlp")
+            g.attrs["sizes"] = np.asarray(run.model.sizes, dtype=np.int64)
+            g.attrs["activation"] = run.model.activation
+            g.attrs["likelihood"] = run.model.likelihood
+            g.attrs["noise_precision"] = float(run.model.noise_precision)
+            g.create_dataset("prior_precision", data=run.prior_precision)
+
+            g = f.create_group("posterior")
+            kind = POSTERIOR_NAMES[type(run.posterior)]
+            _typed(g, kind)
+            for name in POSTERIOR_ENCODINGS[kind][1]:
+                g.create_dataset(name, data=getattr(run.posterior, name))
+
+            g = f.create_group("history")
+            _typed(g, "history")
+            for name, arr in run.history.items():
+                g.create_dataset(name, data=np.asarray(arr))
+
+            g = f.create_group("metrics")
+            _typed(g, "metrics")
+            _json_attr(g, "metrics", run.metrics)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class _Reader:
+    """Reads and validates one run file; every problem becomes a one-line FormatError naming the file."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.name = str(path)
+
+    def fail(self, message: str):
+        raise FormatError(f"{self.name}: {message}")
+
+    def check_type(self, obj, kind: str, where: str) -> None:
+        found = obj.attrs.get("encoding-type")
+        if isinstance(found, bytes):
+            found = found.decode("utf-8", "replace")
+        if found != kind:
+            if where == "/":
+                self.fail("not a slang run file (no slang-run encoding-type attribute)")
+            self.fail(f"{where} has encoding-type {found!r}, expected {kind!r}")
+        self.check_version(obj, where)
+
+    def check_version(self, obj, where: str) -> None:
+        version = str(obj.attrs.get("encoding-version", ""))
+        try:
+            major = int(version.split(".")[0])
+        except ValueError:
+            self.fail(f"{where} has an unreadable encoding-version {version!r}")
+        ours = int(FORMAT_VERSION.split(".")[0])
+        if major > ours:
+            self.fail(
+                f"written by slang file format {version}; this slang ({__version__}) reads format "
+                f"{ours}.x: upgrade slang to read it"
+            )
+        if major < 1:
+            self.fail(f"{where} has an unknown encoding-version {version!r}")
+
+    def json(self, obj, name: str, where: str):
+        if name not in obj.attrs:
+            self.fail(f"{where} lacks the {name!r} attribute")
+        try:
+            return json.loads(obj.attrs[name])
+        except (TypeError, ValueError):
+            self.fail(f"{where} attribute {name!r} is not valid JSON")
+
+    def group(self, f, name: str):
+        if name not in f or not isinstance(f[name], h5py.Group):
+            self.fail(f"missing group /{name}")
+        return f[name]
+
+    def array(self, group, name: str, shape: tuple | None = None, *, finite=True, where=None) -> np.ndarray:
+        where = where or f"{group.name}/{name}"
+        if name not in group or not isinstance(group[name], h5py.Dataset):
+            self.fail(f"missing dataset {where}")
+        ds = group[name]
+        if shape is not None and tuple(ds.shape) != tuple(shape):
+            self.fail(f"{where} has shape {tuple(ds.shape)}, expected {tuple(shape)}")
+        if ds.dtype.kind not in "fiu":
+            self.fail(f"{where} is not numeric (dtype {ds.dtype})")
+        arr = ds[()]
+        if finite and ds.dtype.kind == "f" and not np.isfinite(arr).all():
+            self.fail(f"{where} holds non-finite values")
+        return arr
+
+    def read(self) -> Run:
+        if not self.path.exists():
+            self.fail("no such file")
+        try:
+            f = h5py.File(self.path, "r")
+        except OSError:
+            self.fail("not an HDF5 file, or truncated or corrupted")
+        try:
+            with f:
+                return self._read(f)
+        except FormatError:
+            raise
+        except (OSError, KeyError, ValueError, TypeError, RuntimeError) as exc:
+            self.fail(f"unreadable ({type(exc).__name__}: {exc})")
+
+    def _read(self, f) -> Run:
+        self.check_type(f, RUN_TYPE, "/")
+        config = self.json(f, "config", "/")
+        command = self.json(f, "command", "/")
+        versions = self.json(f, "versions", "/")
+        meta = {"slang_version": str(f.attrs.get("slang_version", "")), "created": str(f.attrs.get("created", "")),
+                "versions": versions}
+
+        g = self.group(f, "data")
+        self.check_type(g, "data", "/data")
+        data = self.json(g, "provenance", "/data")
+        arrays = {name: self.array(g, name) for name in g if isinstance(g[name], h5py.Dataset)}
+
+        g = self.group(f, "model")
+        self.check_type(g, "mlp", "/model")
+        try:
+            sizes = tuple(int(s) for s in np.asarray(g.attrs["sizes"]).ravel())
+            model = MLP(sizes, activation=str(g.attrs["activation"]), likelihood=str(g.attrs["likelihood"]),
+                        noise_precision=float(g.attrs["noise_precision"]))
+        except KeyError as exc:
+            self.fail(f"/model lacks the attribute {exc}")
+        except Exception as exc:  # noqa: BLE001 - any invalid model description is a format error
+            self.fail(f"/model is invalid: {exc}")
+        D = model.n_params
+        prior = self.array(g, "prior_precision", (D,))
+        if not (prior > 0).all():
+            self.fail("/model/prior_precision must be positive")
+
+        g = self.group(f, "posterior")
+        kind = g.attrs.get("encoding-type")
+        if kind not in POSTERIOR_ENCODINGS:
+            self.fail(f"/posterior has unknown encoding-type {kind!r}")
+        self.check_version(g, "/posterior")
+        cls, names = POSTERIOR_ENCODINGS[kind]
+        posterior = cls(**self._posterior_arrays(g, kind, names, D))
+
+        g = self.group(f, "history")
+        history = {name: self.array(g, name, finite=False) for name in g if isinstance(g[name], h5py.Dataset)}
+        g = self.group(f, "metrics")
+        metrics = self.json(g, "metrics", "/metrics")
+        return Run(model=model, prior_precision=prior, posterior=posterior, config=config, data=data,
+                   arrays=arrays, history=history, metrics=metrics, command=command, meta=meta)
+
+    def _posterior_arrays(self, g, kind, names, D) -> dict:
+        if kind == "lowrank-gaussian":
+            mean = self.array(g, "mean", (D,))
+            if "U" not in g or len(g["U"].shape) != 2 or g["U"].shape[0] != D:
+                self.fail(f"/posterior/U must have shape ({D}, L)")
+            U = self.array(g, "U")
+            d = self.array(g, "d", (D,))
+            if not (d > 0).all():
+                self.fail("/posterior/d must be positive")
+            return {"mean": mean, "U": U, "d": d}
+        raise AssertionError(kind)
+
+
+def read_run(path) -> Run:
+    """Read and validate a run file; raises FormatError naming the file on any problem."""
+    return _Reader(path).read()

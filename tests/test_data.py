@@ -1,0 +1,657 @@
+"""Tests of the data-input layer: CSV/LIBSVM reading, label coding, splitting, standardisation."""
+
+import gzip
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from slangcli.data import (
+    LabelMap,
+    Standardizer,
+    Table,
+    check_width,
+    fit_labels,
+    read_table,
+    sha256_file,
+    train_test_split,
+    widen,
+)
+from slangcli.errors import DataError
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = REPO / "datasets" / "breast_cancer_wisconsin.csv"
+MIRROR = Path(os.environ.get("SLANG_DATA_DIR", REPO.parent / "shared" / "datasets"))
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+    return path
+
+
+def where(path, line=None):
+    """The regex prefix of a message about ``path`` (at ``line``)."""
+    return re.escape(str(path) + (f":{line}:" if line is not None else ":"))
+
+
+EXPECTED_X = np.array([[1.0, 2.5, -3.0], [4.0, 5.0, 6e-3]])
+EXPECTED_Y = np.array([0.0, 1.0])
+
+
+# ------------------------------------------------------------------------------------------------ CSV
+
+
+@pytest.mark.parametrize(
+    "sep, expected",
+    [(",", ","), ("\t", "\t"), (";", ";"), (" ", "whitespace"), ("   ", "whitespace"), (" \t ", "\t")],
+)
+def test_delimiter_is_detected(tmp_path, sep, expected):
+    path = write(tmp_path, "d.txt", f"1{sep}2.5{sep}-3{sep}0\n4{sep}5{sep}6e-3{sep}1\n")
+    table = read_table(path)
+    np.testing.assert_array_equal(table.X, EXPECTED_X)
+    np.testing.assert_array_equal(table.y, EXPECTED_Y)
+    assert table.provenance["delimiter"] == expected
+    assert table.provenance["format"] == "csv"
+    assert table.feature_names == ("x0", "x1", "x2")
+
+
+def test_whitespace_with_leading_and_ragged_spacing(tmp_path):
+    path = write(tmp_path, "data.txt", "  1   2.5  -3   0\n 4 5      6e-3 1   \n")
+    table = read_table(path)
+    np.testing.assert_array_equal(table.X, EXPECTED_X)
+
+
+@pytest.mark.parametrize("given, used", [(" ", "whitespace"), ("whitespace", "whitespace"), (";", ";")])
+def test_delimiter_can_be_given(tmp_path, given, used):
+    sep = ";" if used == ";" else "  "
+    path = write(tmp_path, "d.txt", f"1{sep}2.5{sep}-3{sep}0\n4{sep}5{sep}6e-3{sep}1\n")
+    table = read_table(path, delimiter=given)
+    np.testing.assert_array_equal(table.X, EXPECTED_X)
+    assert table.provenance["delimiter"] == used
+
+
+def test_unsupported_delimiter(tmp_path):
+    path = write(tmp_path, "d.csv", "1|2\n")
+    with pytest.raises(DataError, match=where(path) + " unsupported delimiter '\\|'"):
+        read_table(path, delimiter="|")
+
+
+def test_header_is_detected(tmp_path):
+    path = write(tmp_path, "h.csv", "age,height,weight,sick\n1,2.5,-3,0\n4,5,6e-3,1\n")
+    table = read_table(path)
+    assert table.feature_names == ("age", "height", "weight")
+    assert table.provenance["header"] is True
+    assert table.provenance["target"] == "sick"
+    np.testing.assert_array_equal(table.X, EXPECTED_X)
+
+
+def test_no_header_with_string_labels_is_not_taken_for_a_header(tmp_path):
+    # The first row's only non-number sits in the target column.
+    path = write(tmp_path, "s.csv", "1,2,yes\n3,4,no\n")
+    table = read_table(path)
+    assert table.provenance["header"] is False
+    assert table.X.shape == (2, 2)
+    assert table.y.tolist() == ["yes", "no"]
+
+
+def test_header_can_be_forced(tmp_path):
+    path = write(tmp_path, "n.csv", "1,2,3\n4,5,6\n7,8,9\n")
+    detected = read_table(path)
+    assert detected.X.shape == (3, 2)
+    forced = read_table(path, header=True)
+    assert forced.X.shape == (2, 2)
+    assert forced.feature_names == ("1", "2")
+    assert forced.provenance["target"] == "3"
+
+
+def test_header_can_be_refused(tmp_path):
+    path = write(tmp_path, "n.csv", "a,b,c\n4,5,6\n")
+    with pytest.raises(DataError, match=where(path, 1) + r" column 1: cannot parse 'a' as a number"):
+        read_table(path, header=False)
+
+
+@pytest.mark.parametrize(
+    "target, feature_names, y",
+    [
+        (None, ("a", "b", "c"), [4.0, 8.0]),
+        ("d", ("a", "b", "c"), [4.0, 8.0]),
+        ("b", ("a", "c", "d"), [2.0, 6.0]),
+        (0, ("b", "c", "d"), [1.0, 5.0]),
+        (-2, ("a", "b", "d"), [3.0, 7.0]),
+        ("1", ("a", "c", "d"), [2.0, 6.0]),  # a digit string that names no column is an index
+    ],
+)
+def test_target_column(tmp_path, target, feature_names, y):
+    path = write(tmp_path, "t.csv", "a,b,c,d\n1,2,3,4\n5,6,7,8\n")
+    table = read_table(path, target=target)
+    assert table.feature_names == feature_names
+    np.testing.assert_array_equal(table.y, y)
+    assert table.X.shape == (2, 3)
+    assert table.X.flags.c_contiguous
+
+
+def test_digit_string_target_that_is_a_header_name(tmp_path):
+    path = write(tmp_path, "t.csv", "0,1,2\n1,2,3\n5,6,7\n")
+    table = read_table(path, target="1", header=True)
+    np.testing.assert_array_equal(table.y, [2.0, 6.0])
+    assert table.feature_names == ("0", "2")
+
+
+def test_target_index_without_header(tmp_path):
+    path = write(tmp_path, "t.csv", "1,2,3\n4,5,6\n")
+    table = read_table(path, target=0)
+    np.testing.assert_array_equal(table.y, [1.0, 4.0])
+    assert table.feature_names == ("x0", "x1")
+    assert table.provenance["target"] == 0
+
+
+def test_string_labels_in_a_middle_column(tmp_path):
+    path = write(tmp_path, "s.csv", "x,diagnosis,z\n1,malignant,2\n3, benign ,4\n")
+    table = read_table(path, target="diagnosis")
+    assert table.y.dtype.kind == "U"
+    assert table.y.tolist() == ["malignant", "benign"]
+    np.testing.assert_array_equal(table.X, [[1.0, 2.0], [3.0, 4.0]])
+
+
+def test_quoted_cells(tmp_path):
+    path = write(tmp_path, "q.csv", '"a","b","label"\n"1","2","yes, really"\n3,4,no\n')
+    table = read_table(path)
+    assert table.feature_names == ("a", "b")
+    assert table.y.tolist() == ["yes, really", "no"]
+
+
+def test_quoted_cell_spanning_lines_keeps_later_line_numbers(tmp_path):
+    path = write(tmp_path, "q.csv", 'a,b,note\n1,2,"two\nlines"\n3,x,ok\n')
+    with pytest.raises(DataError, match=where(path, 4) + r" column 2 \('b'\): cannot parse 'x' as a number$"):
+        read_table(path)
+    table = read_table(write(tmp_path, "ok.csv", 'a,b,note\n1,2,"two\nlines"\n3,4,ok\n'))
+    assert table.y.tolist() == ["two\nlines", "ok"]
+
+
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        ('a,b,y\n1,2,"unterminated\n3,4,5\n', 2, r"unterminated quoted cell$"),
+        ('a,b,y\n1,2,3\n4,"5"6,7\n', 3, r"',' expected after '\"'$"),
+        ("a,b,y\n1,2\r3,4\n", 2, r"stray carriage return"),
+    ],
+)
+def test_csv_syntax_errors(tmp_path, text, line, message):
+    path = write(tmp_path, "data.csv", text)
+    with pytest.raises(DataError, match=where(path, line) + " " + message):
+        read_table(path)
+
+
+def test_comments_blank_lines_crlf_and_bom(tmp_path):
+    text = "\ufeff# a comment\r\n\r\na,b,y\r\n1,2,0\r\n   \r\n# another\r\n3,4,1\r\n"
+    table = read_table(write(tmp_path, "c.csv", text))
+    assert table.feature_names == ("a", "b")
+    np.testing.assert_array_equal(table.X, [[1.0, 2.0], [3.0, 4.0]])
+
+
+def test_gzip_is_detected_by_magic_bytes(tmp_path):
+    plain = "a,b,y\n1,2,0\n3,4,1\n"
+    packed = gzip.compress(plain.encode())
+    for name in ("d.csv.gz", "d.csv"):
+        path = write(tmp_path, name, packed)
+        table = read_table(path)
+        np.testing.assert_array_equal(table.X, [[1.0, 2.0], [3.0, 4.0]])
+        assert table.provenance["compressed"] is True
+        assert table.provenance["sha256"] == hashlib.sha256(packed).hexdigest()
+
+
+def test_provenance_is_json_serialisable(tmp_path):
+    path = write(tmp_path, "p.csv", "a,b,y\n1,2,0\n3,4,1\n")
+    table = read_table(path)
+    assert json.loads(json.dumps(table.provenance)) == {
+        "path": str(path.resolve()),
+        "sha256": sha256_file(path),
+        "format": "csv",
+        "rows": 2,
+        "features": 2,
+        "header": True,
+        "delimiter": ",",
+        "target": "y",
+        "compressed": False,
+    }
+
+
+# ------------------------------------------------------------------------------------------------ CSV errors
+
+
+def test_unparsable_cell_names_line_column_and_header_name(tmp_path):
+    path = write(tmp_path, "data.csv", "id,x1,age,y\n# note\n1,2,3,0\n\n4,5,abc,1\n")
+    with pytest.raises(DataError, match=where(path, 5) + r" column 3 \('age'\): cannot parse 'abc' as a number$"):
+        read_table(path)
+
+
+def test_unparsable_cell_without_header(tmp_path):
+    path = write(tmp_path, "data.csv", "1,2,3,0\n4,5,abc,1\n")
+    with pytest.raises(DataError, match=where(path, 2) + r" column 3: cannot parse 'abc' as a number$"):
+        read_table(path)
+
+
+def test_empty_cell(tmp_path):
+    path = write(tmp_path, "data.csv", "a,b,y\n1,2,0\n3,,1\n")
+    with pytest.raises(DataError, match=where(path, 3) + r" column 2 \('b'\): empty cell"):
+        read_table(path)
+
+
+def test_empty_target_cell(tmp_path):
+    path = write(tmp_path, "data.csv", "a,b,y\n1,2,yes\n3,4,\n")
+    with pytest.raises(DataError, match=where(path, 3) + r" column 3 \('y'\): empty target cell"):
+        read_table(path)
+
+
+def test_wrong_cell_count(tmp_path):
+    path = write(tmp_path, "data.csv", "a,b,c,d,e\n" + "1,2,3,4,5\n" * 5 + "1,2,3,4\n")
+    with pytest.raises(DataError, match=where(path, 7) + r" expected 5 cells, found 4$"):
+        read_table(path)
+
+
+@pytest.mark.parametrize("word, shown", [("nan", "NaN"), ("inf", "inf"), ("-Infinity", "-inf")])
+def test_non_finite_feature(tmp_path, word, shown):
+    path = write(tmp_path, "data.csv", "x0,x1,y\n" + "1,2,0\n" * 7 + f"1,{word},0\n")
+    with pytest.raises(DataError, match=where(path, 9) + rf" column 2 \('x1'\): value is {shown}$"):
+        read_table(path)
+
+
+def test_non_finite_target(tmp_path):
+    path = write(tmp_path, "data.csv", "1,2,0\n1,2,nan\n")
+    with pytest.raises(DataError, match=where(path, 2) + r" column 3: value is NaN$"):
+        read_table(path)
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n  \n"])
+def test_empty_file(tmp_path, text):
+    path = write(tmp_path, "data.csv", text)
+    with pytest.raises(DataError, match=where(path) + " file is empty$"):
+        read_table(path)
+
+
+def test_only_a_header(tmp_path):
+    path = write(tmp_path, "data.csv", "a,b,c\n")
+    with pytest.raises(DataError, match=where(path) + " no data rows"):
+        read_table(path)
+
+
+def test_single_column(tmp_path):
+    path = write(tmp_path, "data.csv", "a\nb\n")
+    with pytest.raises(DataError, match=where(path, 1) + " one column found"):
+        read_table(path, format="csv")
+
+
+def test_target_name_not_found(tmp_path):
+    path = write(tmp_path, "data.csv", "a,b,c\n1,2,3\n")
+    with pytest.raises(DataError, match=where(path) + r" target column 'foo' not found \(columns: a, b, c\)$"):
+        read_table(path, target="foo")
+
+
+def test_target_name_without_header(tmp_path):
+    path = write(tmp_path, "data.csv", "1,2,3\n4,5,6\n")
+    with pytest.raises(DataError, match=where(path) + r" target column 'foo' not found: the file has no header"):
+        read_table(path, target="foo")
+
+
+@pytest.mark.parametrize("target", [9, -6, "9"])
+def test_target_index_out_of_range(tmp_path, target):
+    path = write(tmp_path, "data.csv", "1,2,3,4,5\n")
+    with pytest.raises(DataError, match=where(path) + rf" target column index {target} out of range \(5 columns\)$"):
+        read_table(path, target=target)
+
+
+def test_binary_garbage(tmp_path):
+    path = write(tmp_path, "data.csv", b"1,2,3\n4,5,6\n\xff\xfe\x00\x81garbage\n")
+    with pytest.raises(DataError, match=where(path, 3) + " not UTF-8 text"):
+        read_table(path)
+
+
+def test_nul_bytes(tmp_path):
+    path = write(tmp_path, "data.csv", b"1,2,3\n4\x005,6\n")
+    with pytest.raises(DataError, match=where(path, 2) + " NUL byte"):
+        read_table(path)
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "absent.csv"
+    with pytest.raises(DataError, match=where(path) + " no such file$"):
+        read_table(path)
+
+
+def test_directory(tmp_path):
+    with pytest.raises(DataError, match=where(tmp_path) + " is a directory"):
+        read_table(tmp_path)
+
+
+@pytest.mark.parametrize("cut", [10, -4])
+def test_corrupt_gzip(tmp_path, cut):
+    packed = gzip.compress(b"1,2,3\n" * 100)
+    broken = packed[:cut] if cut > 0 else packed[:cut] + b"\x00\x00\x00\x00"
+    path = write(tmp_path, "data.csv.gz", broken)
+    with pytest.raises(DataError, match=where(path) + " corrupt gzip data"):
+        read_table(path)
+
+
+def test_unknown_format(tmp_path):
+    path = write(tmp_path, "data.csv", "1,2\n")
+    with pytest.raises(DataError, match=where(path) + " unknown format 'arff'"):
+        read_table(path, format="arff")
+
+
+# ------------------------------------------------------------------------------------------------ LIBSVM
+
+LIBSVM_TEXT = """\
+# written by hand
++1 1:0.5 3:-2 # trailing comment
+
+-1 2:1e-3 4:7
+1
+-1 1:1 4:0
+"""
+
+
+def test_libsvm_is_parsed_densely(tmp_path):
+    path = write(tmp_path, "train.svm", LIBSVM_TEXT)
+    table = read_table(path)
+    expected = np.array([[0.5, 0.0, -2.0, 0.0], [0.0, 1e-3, 0.0, 7.0], [0.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    np.testing.assert_array_equal(table.X, expected)
+    np.testing.assert_array_equal(table.y, [1.0, -1.0, 1.0, -1.0])
+    assert table.feature_names == ("f1", "f2", "f3", "f4")
+    assert table.X.flags.c_contiguous and table.X.dtype == np.float64
+    prov = table.provenance
+    assert (prov["format"], prov["rows"], prov["features"]) == ("libsvm", 4, 4)
+    assert (prov["header"], prov["delimiter"], prov["target"]) == (None, None, None)
+
+
+def test_libsvm_n_features_sets_the_width(tmp_path):
+    path = write(tmp_path, "train.svm", LIBSVM_TEXT)
+    table = read_table(path, n_features=6, format="libsvm")
+    assert table.X.shape == (4, 6)
+    assert table.feature_names[-1] == "f6"
+    np.testing.assert_array_equal(table.X[:, 4:], 0.0)
+
+
+def test_libsvm_gzip(tmp_path):
+    path = write(tmp_path, "train.svm.gz", gzip.compress(LIBSVM_TEXT.encode()))
+    assert read_table(path).X.shape == (4, 4)
+
+
+def test_libsvm_rejects_csv_options(tmp_path):
+    path = write(tmp_path, "train.svm", LIBSVM_TEXT)
+    with pytest.raises(DataError, match=where(path) + " the target option applies to CSV input"):
+        read_table(path, target=0)
+
+
+def test_widen_pads_zero_columns(tmp_path):
+    table = read_table(write(tmp_path, "train.svm", LIBSVM_TEXT))
+    wide = widen(table, 7)
+    assert wide.X.shape == (4, 7)
+    np.testing.assert_array_equal(wide.X[:, :4], table.X)
+    np.testing.assert_array_equal(wide.X[:, 4:], 0.0)
+    assert wide.feature_names == ("f1", "f2", "f3", "f4", "f5", "f6", "f7")
+    assert wide.provenance["features"] == 7 and wide.provenance["widened_from"] == 4
+    assert table.X.shape == (4, 4)  # the original is untouched
+    assert widen(table, 4) is table
+
+
+def test_widen_refuses_to_narrow(tmp_path):
+    table = read_table(write(tmp_path, "train.svm", LIBSVM_TEXT))
+    with pytest.raises(DataError, match="4 feature columns, but the model was trained on 3"):
+        widen(table, 3)
+
+
+def test_widen_refuses_csv(tmp_path):
+    table = read_table(write(tmp_path, "d.csv", "1,2,0\n3,4,1\n"))
+    with pytest.raises(DataError, match="only LIBSVM data can be padded"):
+        widen(table, 5)
+
+
+# ------------------------------------------------------------------------------------------------ LIBSVM errors
+
+
+@pytest.mark.parametrize(
+    "bad_line, message",
+    [
+        ("1 5:1 3:2", r"feature index 3 after 5: indices must be strictly increasing$"),
+        ("1 2:1 2:2", r"feature index 2 after 2: indices must be strictly increasing$"),
+        ("1 0:1 3:2", r"feature index 0: indices are 1-based$"),
+        ("1 -3:1", r"feature index -3: indices are 1-based$"),
+        ("1 x:1", r"cannot parse 'x:1' as index:value$"),
+        ("1 3:abc", r"cannot parse '3:abc' as index:value$"),
+        ("1 3", r"cannot parse '3' as index:value$"),
+        ("1 3:", r"cannot parse '3:' as index:value$"),
+        ("1 1:2:3 4", r"cannot parse '1:2:3' as index:value$"),
+        ("1 2.5:1", r"cannot parse '2.5:1' as index:value$"),
+        ("1 qid:3 1:2", r"'qid:3': query ids \(qid:\) mark ranking data"),
+        ("1 1:nan", r"feature index 1: value is NaN$"),
+        ("1 1:2 3:inf", r"feature index 3: value is inf$"),
+        ("1 1:-inf", r"feature index 1: value is -inf$"),
+        ("3:1 4:1", r"missing label \(the line starts with '3:1'\)$"),
+        ("abc 4:1", r"cannot parse label 'abc' as a number$"),
+        ("nan 4:1", r"label is NaN$"),
+    ],
+)
+def test_libsvm_errors_name_the_line(tmp_path, bad_line, message):
+    path = write(tmp_path, "train.svm", f"# header comment\n-1 1:1 2:1\n\n{bad_line}\n+1 1:1\n")
+    with pytest.raises(DataError, match=where(path, 4) + " " + message):
+        read_table(path, format="libsvm")
+
+
+def test_libsvm_index_above_n_features(tmp_path):
+    path = write(tmp_path, "train.svm", "-1 1:1\n+1 2:1\n-1 7:1\n+1 3:1 130:1\n")
+    with pytest.raises(DataError, match=where(path, 4) + r" feature index 130 exceeds --n-features 123$"):
+        read_table(path, n_features=123)
+
+
+def test_libsvm_reports_the_earliest_line_among_checks(tmp_path):
+    path = write(tmp_path, "train.svm", "-1 1:1\n+1 1:nan\n-1 3:1 2:1\n")
+    with pytest.raises(DataError, match=where(path, 2) + " feature index 1: value is NaN"):
+        read_table(path)
+
+
+def test_libsvm_only_labels(tmp_path):
+    path = write(tmp_path, "train.svm", "1\n-1\n")
+    with pytest.raises(DataError, match=where(path) + " no features"):
+        read_table(path)
+
+
+def test_auto_detection_prefers_csv_for_plain_rows(tmp_path):
+    assert read_table(write(tmp_path, "a.txt", "1 2 3\n4 5 6\n")).provenance["format"] == "csv"
+    assert read_table(write(tmp_path, "b.txt", "1 2:3\n4 5:6\n")).provenance["format"] == "libsvm"
+
+
+def test_no_other_exception_type_escapes(tmp_path):
+    """Random corruptions of valid files either read or raise DataError, never anything else."""
+    rng = np.random.default_rng(20240601)
+    sources = [
+        b"a,b,y\n1,2.5,yes\n3,4,no\n5,6,yes\n",
+        b"1\t2\t0\n3\t4\t1\n",
+        LIBSVM_TEXT.encode(),
+        gzip.compress(b"a;b;y\n1;2;0\n3;4;1\n"),
+    ]
+    alphabet = np.frombuffer(b'0123456789,;:\t\n #"-+.eExnaif\xff\x00\x1f\x8b', dtype=np.uint8)
+    for trial in range(400):
+        data = bytearray(sources[trial % len(sources)])
+        for _ in range(rng.integers(1, 4)):
+            position = int(rng.integers(0, len(data)))
+            action = rng.integers(0, 3)
+            if action == 0:
+                data[position] = int(rng.choice(alphabet))
+            elif action == 1:
+                del data[position]
+            else:
+                data.insert(position, int(rng.choice(alphabet)))
+        path = write(tmp_path, f"fuzz{trial}", bytes(data))
+        try:
+            table = read_table(path)
+        except DataError as exc:
+            message = str(exc)
+            assert "\n" not in message and message.startswith(str(path)), message
+        else:
+            assert isinstance(table, Table)
+            assert np.isfinite(table.X).all()
+            assert table.X.shape == (table.y.shape[0], len(table.feature_names))
+
+
+# ------------------------------------------------------------------------------------------------ labels
+
+
+@pytest.mark.parametrize(
+    "values, classes, codes",
+    [
+        ([1.0, -1.0, -1.0, 1.0], (-1.0, 1.0), [1, 0, 0, 1]),
+        ([0.0, 1.0, 1.0], (0.0, 1.0), [0, 1, 1]),
+        ([4.0, 2.0, 4.0], (2.0, 4.0), [1, 0, 1]),
+        (["malignant", "benign", "benign"], ("benign", "malignant"), [1, 0, 0]),
+    ],
+)
+def test_fit_labels_sorts_classes(values, classes, codes):
+    label_map = fit_labels(np.array(values), path="d.csv", n_classes=2)
+    assert label_map.classes == classes
+    encoded = label_map.encode(np.array(values), path="d.csv")
+    assert encoded.dtype == np.int64
+    np.testing.assert_array_equal(encoded, codes)
+    np.testing.assert_array_equal(label_map.decode(encoded), values)
+    assert json.loads(json.dumps(list(label_map.classes))) == list(classes)
+
+
+def test_fit_labels_multiclass_and_non_integer_values():
+    label_map = fit_labels(np.array([0.5, 0.25, 3.0, 0.5]), path="d.csv")
+    assert label_map.classes == (0.25, 0.5, 3.0)
+    with pytest.raises(DataError, match=r"label '0.3' not seen"):
+        label_map.encode(np.array([0.5, 0.3]), path="t.csv")
+
+
+def test_fit_labels_binary_needs_two_values():
+    with pytest.raises(DataError, match=r"^d\.csv: a binary model needs exactly 2 label values, found 3: 1, 2, 3$"):
+        fit_labels(np.array([1.0, 2.0, 3.0, 2.0]), path="d.csv", n_classes=2)
+    with pytest.raises(DataError, match=r"^d\.csv: a binary model needs exactly 2 label values, found 1: yes$"):
+        fit_labels(np.array(["yes", "yes"]), path="d.csv", n_classes=2)
+    with pytest.raises(DataError, match=r"^d\.csv: need at least 2 label values, found 1: 7$"):
+        fit_labels(np.array([7.0]), path="d.csv")
+
+
+def test_encode_unknown_label_names_the_row():
+    label_map = fit_labels(np.array([-1.0, 1.0]), path="train.svm", n_classes=2)
+    expected = r"^test\.svm: data row 3: label '7' not seen in training data \(known: -1, 1\)$"
+    with pytest.raises(DataError, match=expected):
+        label_map.encode(np.array([1.0, -1.0, 7.0, 9.0]), path="test.svm")
+    strings = fit_labels(np.array(["benign", "malignant"]), path="d.csv")
+    with pytest.raises(DataError, match=r"data row 2: label 'maybe' not seen .*\(known: benign, malignant\)"):
+        strings.encode(np.array(["benign", "maybe"]), path="t.csv")
+
+
+def test_encode_matches_numbers_written_as_strings():
+    label_map = fit_labels(np.array([0.0, 1.0]), path="d.csv")
+    np.testing.assert_array_equal(label_map.encode(np.array(["1", "0"]), path="t.csv"), [1, 0])
+    with pytest.raises(DataError, match="data row 1: label 'one' not seen"):
+        label_map.encode(np.array(["one", "0"]), path="t.csv")
+
+
+def test_label_map_from_json_list():
+    label_map = LabelMap([-1, 1])
+    assert label_map.classes == (-1.0, 1.0)
+    np.testing.assert_array_equal(label_map.encode(np.array([1.0, -1.0]), path="x"), [1, 0])
+
+
+# ------------------------------------------------------------------------------------------------ split, scaling
+
+
+def test_split_is_deterministic_disjoint_and_complete():
+    train, test = train_test_split(101, 0.2, seed=3)
+    again_train, again_test = train_test_split(101, 0.2, seed=3)
+    np.testing.assert_array_equal(train, again_train)
+    np.testing.assert_array_equal(test, again_test)
+    assert train.dtype == np.int64 and test.dtype == np.int64
+    assert len(test) == round(0.2 * 101) and len(train) == 101 - len(test)
+    assert np.all(np.diff(train) > 0) and np.all(np.diff(test) > 0)
+    assert np.intersect1d(train, test).size == 0
+    np.testing.assert_array_equal(np.union1d(train, test), np.arange(101))
+    other_train, _ = train_test_split(101, 0.2, seed=4)
+    assert not np.array_equal(train, other_train)
+
+
+@pytest.mark.parametrize("n, fraction", [(3, 0.1), (3, 0.9), (1, 0.5), (10, 0.0), (10, 1.0)])
+def test_split_keeps_a_row_on_each_side(n, fraction):
+    with pytest.raises(DataError):
+        train_test_split(n, fraction, seed=0)
+
+
+def test_standardizer():
+    X = np.array([[1.0, 0.1, -2.0], [3.0, 0.1, 2.0], [5.0, 0.1, 0.0]])
+    scaler = Standardizer.fit(X)
+    np.testing.assert_allclose(scaler.mean, [3.0, 0.1, 0.0], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(scaler.scale, [np.sqrt(8 / 3), 1.0, np.sqrt(8 / 3)], rtol=1e-15, atol=0)
+    Z = scaler.apply(X)
+    np.testing.assert_allclose(Z.mean(axis=0), 0.0, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(Z[:, [0, 2]].std(axis=0), 1.0, rtol=1e-14, atol=0)
+    np.testing.assert_array_equal(Z[:, 1], 0.0)  # the constant column maps to exactly 0
+    np.testing.assert_allclose(scaler.apply([[3.0, 1.1, 0.0]]), [[0.0, 1.0, 0.0]], rtol=0, atol=1e-15)
+    with pytest.raises(DataError, match="fitted on 3 features"):
+        scaler.apply(np.zeros((2, 4)))
+
+
+def test_check_width_and_sha256(tmp_path):
+    check_width(np.zeros((3, 14)), 14, path="t.csv")
+    with pytest.raises(DataError, match=r"^t\.csv: 12 feature columns, but the model was trained on 14$"):
+        check_width(np.zeros((3, 12)), 14, path="t.csv")
+    path = write(tmp_path, "h.bin", b"abc" * 1000)
+    assert sha256_file(path) == hashlib.sha256(b"abc" * 1000).hexdigest()
+    with pytest.raises(DataError, match="no such file"):
+        sha256_file(tmp_path / "nope")
+
+
+# ------------------------------------------------------------------------------------------------ real data
+
+
+def test_shipped_breast_cancer_wisconsin():
+    table = read_table(SHIPPED)
+    assert table.X.shape == (569, 30)
+    assert table.feature_names[0] == "mean_radius" and table.feature_names[-1] == "worst_fractal_dimension"
+    assert table.provenance["target"] == "diagnosis" and table.provenance["header"] is True
+    assert table.y.dtype.kind == "U"
+    label_map = fit_labels(table.y, path=str(SHIPPED), n_classes=2)
+    assert label_map.classes == ("benign", "malignant")
+    np.testing.assert_array_equal(np.bincount(label_map.encode(table.y, path=str(SHIPPED))), [357, 212])
+    assert table.X[0, 0] == 17.99 and table.X[-1, -1] == 0.07039
+
+
+def test_shipped_dataset_readme_records_its_sha256():
+    readme = (REPO / "datasets" / "README.md").read_text()
+    assert sha256_file(SHIPPED) in readme
+
+
+def mirror_file(relative):
+    path = MIRROR / relative
+    if not path.is_file():
+        pytest.skip(f"data mirror not found at {MIRROR} (set SLANG_DATA_DIR)")
+    return path
+
+
+def test_mirror_a1a_widths_differ_and_widen_reconciles_them():
+    train = read_table(mirror_file("libsvm/a1a"))
+    test = read_table(mirror_file("libsvm/a1a.t"))
+    assert train.X.shape == (1605, 119)
+    assert test.X.shape == (30956, 123)
+    assert set(np.unique(train.y)) == {-1.0, 1.0}
+    wide = widen(train, test.X.shape[1])
+    check_width(test.X, wide.X.shape[1], path=str(test.provenance["path"]))
+    assert read_table(mirror_file("libsvm/a1a"), n_features=123).X.shape == (1605, 123)
+
+
+def test_mirror_australian_scale():
+    table = read_table(mirror_file("libsvm/australian_scale"))
+    assert table.X.shape == (690, 14)
+    assert fit_labels(table.y, path="australian_scale", n_classes=2).classes == (-1.0, 1.0)
+    assert np.abs(table.X).max() <= 1.0
+
+
+def test_mirror_uci_whitespace_text():
+    table = read_table(mirror_file("uci/bostonHousing/data.txt"))
+    assert table.X.shape == (506, 13)
+    assert table.provenance["delimiter"] == "whitespace" and table.provenance["header"] is False
