@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.special
-import scipy.stats
 
 _GH_Z, _GH_W = np.polynomial.hermite_e.hermegauss(96)
 _GH_W = _GH_W / _GH_W.sum()
@@ -37,14 +36,19 @@ def _split(m, v):
     return m, s, s <= SHARP
 
 
+def _normal_pdf(x, loc, scale):
+    z = (x - loc) / scale
+    return np.exp(-0.5 * z * z) / (scale * np.sqrt(2.0 * np.pi))
+
+
 def _gh(fn, m, s):
     return (fn(m[:, None] + s[:, None] * _GH_Z) * _GH_W).sum(axis=1)
 
 
 def _remainder(r_pos, r_neg, m, s):
     """``int r(f) N(f | m, s^2) df`` with ``r = r_pos`` on f > 0 and ``r_neg`` on f < 0, both decaying."""
-    dens_pos = scipy.stats.norm.pdf(_GL_F, loc=m[:, None], scale=s[:, None])
-    dens_neg = scipy.stats.norm.pdf(-_GL_F, loc=m[:, None], scale=s[:, None])
+    dens_pos = _normal_pdf(_GL_F, m[:, None], s[:, None])
+    dens_neg = _normal_pdf(-_GL_F, m[:, None], s[:, None])
     return (dens_pos * r_pos(_GL_F) + dens_neg * r_neg(-_GL_F)) @ _GL_WF
 
 
@@ -75,7 +79,7 @@ def expect_softplus(m, v) -> np.ndarray:
     if sharp.any():
         ms, ss = m[sharp], s[sharp]
         r = ms / ss
-        ramp = ms * scipy.special.ndtr(r) + ss * scipy.stats.norm.pdf(r)
+        ramp = ms * scipy.special.ndtr(r) + ss * _normal_pdf(r, 0.0, 1.0)
         tail = lambda f: np.log1p(np.exp(-np.abs(f)))  # noqa: E731
         out[sharp] = ramp + _remainder(tail, tail, ms, ss)
     return out
