@@ -95,6 +95,10 @@ def top_eig_gram(gram: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
     K = gram.shape[0]
     if L == 0:
         return np.zeros(0), np.zeros((K, 0))
+    if L > K:
+        # fewer eigenpairs exist than asked for: the rest are zero (their columns of U come out zero)
+        lam, V = top_eig_gram(gram, K)
+        return np.concatenate([lam, np.zeros(L - K)]), np.hstack([V, np.zeros((K, L - K))])
     if 8 * L >= K:
         lam, V = np.linalg.eigh(gram)
         lam, V = lam[K - L:], V[:, K - L:]

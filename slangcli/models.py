@@ -216,6 +216,11 @@ class MLP:
         return nll, FactoredGrads(self.layout, inputs, deltas[::-1])
 
 
+def _rows(a: np.ndarray) -> np.ndarray:
+    """``(S, N, n) -> (S N, n)``: sample-major rows, the column order of G."""
+    return a.reshape(-1, a.shape[-1])
+
+
 class FactoredGrads:
     """Per-example gradients ``G : (D, S N)`` of one minibatch, held as per-layer inputs and output gradients.
 
@@ -247,7 +252,7 @@ class FactoredGrads:
             if shared:
                 out[s.W] = (A.T @ Dl.sum(0)).ravel()
             else:
-                out[s.W] = np.einsum("sni,sno->io", A, Dl).ravel()
+                out[s.W] = (_rows(A).T @ _rows(Dl)).ravel()
             out[s.b] = Dl.sum((0, 1))
         return out
 
@@ -259,7 +264,7 @@ class FactoredGrads:
             if shared:
                 out[s.W] = ((A * A).T @ D2.sum(0)).ravel()
             else:
-                out[s.W] = np.einsum("sni,sno->io", A * A, D2).ravel()
+                out[s.W] = (_rows(A * A).T @ _rows(D2)).ravel()
             out[s.b] = D2.sum((0, 1))
         return out
 

@@ -29,12 +29,20 @@ def derive_rng(seed: int, stream: int, *index: int) -> np.random.Generator:
 
 @dataclass
 class History:
-    """Per-epoch record: the mean minibatch NLL per example (over the epoch's steps and weight samples)."""
+    """Per-epoch record: the mean minibatch NLL per example (over the epoch's steps and weight samples).
+
+    A run that ends mid-epoch records that epoch as a last, partial entry.
+    """
 
     epoch: list = field(default_factory=list)
     step: list = field(default_factory=list)
     nll: list = field(default_factory=list)
     seconds: list = field(default_factory=list)
+    # the epoch in progress: running sum and count of step losses, and its seconds so far, so that a run stopped
+    # mid-epoch and resumed records the same history as one never stopped
+    open_sum: float = 0.0
+    open_count: int = 0
+    open_seconds: float = 0.0
 
     def as_arrays(self) -> dict[str, np.ndarray]:
         return {
@@ -57,13 +65,17 @@ def batch_indices(seed: int, t: int, n_data: int, batch_size: int) -> np.ndarray
     return order[j * batch_size : (j + 1) * batch_size]
 
 
-def _check_finite(state, t: int, what: str) -> None:
-    for name, value in state._asdict().items():
-        if isinstance(value, np.ndarray) and not np.isfinite(value).all():
-            raise DivergenceError(
-                f"training diverged at step {t}: non-finite {what} ({name}); "
-                "try a smaller --lr or --beta, or a larger --prior-precision"
-            )
+def _diverged(step: int, epoch: int, what: str) -> str:
+    return (f"training diverged at step {step} (epoch {epoch + 1}): {what}; "
+            "try a smaller --lr or --beta, or a larger --prior-precision")
+
+
+def _check_finite(state, step: int, epoch: int) -> None:
+    """O(D) per step: the mean and the diagonal precision (a non-finite U reaches d through its correction)."""
+    for name in ("mu", "d"):
+        value = getattr(state, name, None)
+        if value is not None and not np.isfinite(value).all():
+            raise DivergenceError(_diverged(step, epoch, f"non-finite parameters ({name})"))
 
 
 def run(
@@ -87,31 +99,41 @@ def run(
     if state is None:
         state = method.init(derive_rng(seed, INIT), problem, hyper)
     history = history if history is not None else History()
+    if history.open_count and history.step and history.step[-1] == state.t:
+        # the previous run ended mid-epoch and recorded that epoch as partial: continue it instead
+        for column in (history.epoch, history.step, history.nll, history.seconds):
+            column.pop()
     n = problem.n_data
     spe = steps_per_epoch(n, batch_size)
-    epoch_nll, epoch_start = [], time.perf_counter()
     order, order_epoch = None, -1
-    while state.t < n_steps:
-        t = state.t
-        epoch, j = divmod(t, spe)
-        if epoch != order_epoch:
-            order, order_epoch = derive_rng(seed, ORDER, epoch).permutation(n), epoch
-        idx = order[j * batch_size : (j + 1) * batch_size]
-        state, info = method.step(derive_rng(seed, STEP, t), state, problem, X[idx], y[idx], hyper)
-        if not np.isfinite(info["nll"]):
-            raise DivergenceError(
-                f"training diverged at step {t + 1} (epoch {epoch + 1}): the loss is not finite; "
-                "try a smaller --lr or --beta, or a larger --prior-precision"
-            )
-        epoch_nll.append(info["nll"])
-        if j == spe - 1 or state.t == n_steps:
-            _check_finite(state, state.t, "parameters")
+    last = time.perf_counter()
+    # overflow and invalid operations are detected below, from the values, with a message naming the step
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        while state.t < n_steps:
+            t = state.t
+            epoch, j = divmod(t, spe)
+            if epoch != order_epoch:
+                order, order_epoch = derive_rng(seed, ORDER, epoch).permutation(n), epoch
+            idx = order[j * batch_size : (j + 1) * batch_size]
+            try:
+                state, info = method.step(derive_rng(seed, STEP, t), state, problem, X[idx], y[idx], hyper)
+            except np.linalg.LinAlgError:
+                raise DivergenceError(_diverged(t + 1, epoch, "a linear-algebra routine failed")) from None
+            if not np.isfinite(info["nll"]):
+                raise DivergenceError(_diverged(t + 1, epoch, "the loss is not finite"))
+            _check_finite(state, t + 1, epoch)
             now = time.perf_counter()
-            history.epoch.append(epoch + 1)
-            history.step.append(state.t)
-            history.nll.append(float(np.mean(epoch_nll)))
-            history.seconds.append(now - epoch_start)
-            epoch_nll, epoch_start = [], now
-        if progress is not None:
-            progress(state.t, n_steps)
+            history.open_sum += info["nll"]
+            history.open_count += 1
+            history.open_seconds += now - last
+            last = now
+            if j == spe - 1 or state.t == n_steps:
+                history.epoch.append(epoch + 1)
+                history.step.append(state.t)
+                history.nll.append(history.open_sum / history.open_count)
+                history.seconds.append(history.open_seconds)
+                if j == spe - 1:
+                    history.open_sum, history.open_count, history.open_seconds = 0.0, 0, 0.0
+            if progress is not None:
+                progress(state.t, n_steps)
     return state, history

@@ -1,0 +1,170 @@
+"""Low-rank-plus-diagonal Gaussian algebra (``slangcli.lowrank``) against dense numpy linear algebra.
+
+Every function works with ``P = U U^T + diag(d)`` without forming a D x D matrix; here each result is compared with
+the same quantity computed from the dense ``P`` (``np.linalg.solve``, ``slogdet``, ``inv``, ``eigh``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from slangcli import lowrank
+
+D = 40
+# (L, number of all-zero columns of U): no U at all, rank one, a small rank, full rank, and a U whose trailing
+# columns are zero (what the eigenvalue floor of a SLANG step leaves behind).
+CASES = [(0, 0), (1, 0), (5, 0), (D, 0), (6, 3)]
+CASE_IDS = ["L=0", "L=1", "L=5", "L=D", "L=6,3-zero-cols"]
+
+
+def _problem(L: int, n_zero: int, seed: int = 0):
+    """A random ``U : (D, L)`` (last ``n_zero`` columns zero) and ``d : (D,)`` in [0.5, 2], and dense ``P``."""
+    rng = np.random.default_rng(seed)
+    U = rng.standard_normal((D, L))
+    if n_zero:
+        U[:, L - n_zero:] = 0.0
+    d = rng.uniform(0.5, 2.0, D)
+    P = U @ U.T + np.diag(d)
+    return rng, U, d, P
+
+
+@pytest.mark.parametrize("L,n_zero", CASES, ids=CASE_IDS)
+def test_solve_vector_matches_dense(L, n_zero):
+    """Woodbury: ``solve(U, d, v) == P^{-1} v`` for a vector right-hand side."""
+    rng, U, d, P = _problem(L, n_zero)
+    v = rng.standard_normal(D)
+    expected = np.linalg.solve(P, v)
+    got = lowrank.solve(U, d, v)
+    assert got.shape == (D,)
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-11 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("L,n_zero", CASES, ids=CASE_IDS)
+def test_solve_matrix_matches_dense(L, n_zero):
+    """Woodbury with a (D, k) right-hand side solves every column: ``solve(U, d, V) == P^{-1} V``."""
+    rng, U, d, P = _problem(L, n_zero, seed=1)
+    V = rng.standard_normal((D, 7))
+    expected = np.linalg.solve(P, V)
+    got = lowrank.solve(U, d, V)
+    assert got.shape == (D, 7)
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-11 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("L,n_zero", CASES, ids=CASE_IDS)
+def test_logdet_matches_slogdet(L, n_zero):
+    """Matrix determinant lemma: ``logdet(U, d) == log|P|``."""
+    _, U, d, P = _problem(L, n_zero, seed=2)
+    sign, expected = np.linalg.slogdet(P)
+    assert sign == 1.0
+    np.testing.assert_allclose(lowrank.logdet(U, d), expected, rtol=1e-11, atol=1e-10)
+
+
+@pytest.mark.parametrize("L,n_zero", CASES, ids=CASE_IDS)
+def test_marginal_variances_match_dense_inverse(L, n_zero):
+    """``marginal_variances(U, d) == diag(P^{-1})``."""
+    _, U, d, P = _problem(L, n_zero, seed=3)
+    expected = np.diag(np.linalg.inv(P))
+    np.testing.assert_allclose(lowrank.marginal_variances(U, d), expected, rtol=1e-9, atol=1e-13)
+
+
+@pytest.mark.parametrize("L,n_zero", CASES, ids=CASE_IDS)
+def test_quadratic_forms_match_dense(L, n_zero):
+    """``quadratic_forms(U, d, X)[n] == x_n^T P^{-1} x_n`` for every row of X."""
+    rng, U, d, P = _problem(L, n_zero, seed=4)
+    X = rng.standard_normal((11, D))
+    expected = np.einsum("nd,dn->n", X, np.linalg.solve(P, X.T))
+    np.testing.assert_allclose(lowrank.quadratic_forms(U, d, X), expected, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("L,n_zero", CASES, ids=CASE_IDS)
+def test_sample_noise_square_root_is_exact(L, n_zero):
+    """``A = sample_noise(U, d, I)`` is a square root of the covariance: ``A A^T == P^{-1}`` to rounding.
+
+    ``sample_noise`` is linear in ``Z``, so feeding the identity returns the matrix that maps standard normal
+    draws to posterior noise; the identity ``A A^T = P^{-1}`` is deterministic and holds to rounding.
+    """
+    _, U, d, P = _problem(L, n_zero, seed=5)
+    A = lowrank.sample_noise(U, d, np.eye(D))
+    cov = np.linalg.inv(P)
+    np.testing.assert_allclose(A @ A.T, cov, rtol=0, atol=1e-12 * np.abs(cov).max())
+
+
+def test_sample_noise_is_linear_in_z():
+    """Each column of the noise depends only on its own standard-normal column: ``f(Z)[:, s] == A z_s``."""
+    rng, U, d, _ = _problem(5, 0, seed=6)
+    Z = rng.standard_normal((D, 4))
+    A = lowrank.sample_noise(U, d, np.eye(D))
+    np.testing.assert_allclose(lowrank.sample_noise(U, d, Z), A @ Z, rtol=1e-12, atol=1e-13)
+
+
+def test_sample_noise_covariance_statistical():
+    """The sample covariance of n = 20000 draws matches ``P^{-1}`` within 5 standard errors per entry.
+
+    For zero-mean Gaussian draws, the estimator ``(1/n) sum e e^T`` of entry (i, j) has variance
+    ``(Sigma_ij^2 + Sigma_ii Sigma_jj) / n``. The tolerance is shown to reject the wrong covariance
+    ``diag(1/d)`` (what a sampler that ignores U would produce), so the check has power.
+    """
+    D_small, L, n = 12, 3, 20000
+    rng = np.random.default_rng(7)
+    U = 1.5 * rng.standard_normal((D_small, L))
+    d = rng.uniform(0.5, 2.0, D_small)
+    cov = np.linalg.inv(U @ U.T + np.diag(d))
+    eps = lowrank.sample_noise(U, d, rng.standard_normal((D_small, n)))
+    emp = eps @ eps.T / n
+    se = np.sqrt((cov**2 + np.outer(np.diag(cov), np.diag(cov))) / n)
+    z = np.abs(emp - cov) / se
+    assert z.max() < 5.0, f"max standardised error {z.max():.2f} at {np.unravel_index(z.argmax(), z.shape)}"
+    z_wrong = np.abs(emp - np.diag(1.0 / d)) / se
+    assert z_wrong.max() > 20.0, "the tolerance cannot tell P^-1 from diag(1/d): test has no power"
+
+
+def _random_psd(K: int, seed: int) -> np.ndarray:
+    """A K x K PSD matrix with well-separated eigenvalues (so eigenvectors are defined up to sign)."""
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.standard_normal((K, K)))
+    lam = np.linspace(0.1, 10.0, K) ** 2
+    return (Q * lam) @ Q.T
+
+
+# K = 40: L = 1 and 3 use the index-range solver (8 L < K), L = 5 = K / 8 and L = K the full one.
+@pytest.mark.parametrize("L", [1, 3, 5, 40])
+def test_top_eig_gram_matches_eigh(L):
+    """``top_eig_gram(A, L)`` returns the L largest eigenvalues of A, largest first, with their eigenvectors."""
+    K = 40
+    A = _random_psd(K, seed=L)
+    lam_all, V_all = np.linalg.eigh(A)
+    lam_ref, V_ref = lam_all[::-1][:L], V_all[:, ::-1][:, :L]
+    lam, V = lowrank.top_eig_gram(A, L)
+    assert lam.shape == (L,) and V.shape == (K, L)
+    np.testing.assert_allclose(lam, lam_ref, rtol=1e-11, atol=0)
+    signs = np.sign(np.einsum("kl,kl->l", V, V_ref))
+    np.testing.assert_allclose(V * signs, V_ref, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(A @ V, V * lam, rtol=0, atol=1e-10 * lam[0])
+
+
+def test_top_eig_gram_rank_zero():
+    """L = 0 returns empty arrays of the right shapes."""
+    lam, V = lowrank.top_eig_gram(_random_psd(6, 0), 0)
+    assert lam.shape == (0,) and V.shape == (6, 0)
+
+
+@pytest.mark.parametrize("L,n_zero", CASES, ids=CASE_IDS)
+def test_kl_to_diagonal_prior_matches_dense(L, n_zero):
+    """``KL(N(m, P^{-1}) || N(0, diag(lambda)^{-1}))`` equals the dense Gaussian formula
+    ``0.5 (tr(Lambda Sigma) + m^T Lambda m - D + log|Sigma_p| - log|Sigma|)``."""
+    rng, U, d, P = _problem(L, n_zero, seed=8)
+    mean = rng.standard_normal(D)
+    lam = rng.uniform(0.2, 5.0, D)
+    Sigma = np.linalg.inv(P)
+    expected = 0.5 * (
+        np.trace(np.diag(lam) @ Sigma) + mean @ (lam * mean) - D
+        + (-np.sum(np.log(lam))) - np.linalg.slogdet(Sigma)[1]
+    )
+    np.testing.assert_allclose(lowrank.kl_to_diagonal_prior(mean, U, d, lam), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_kl_is_zero_at_the_prior():
+    """The KL of the prior to itself is zero (U = 0, d = lambda, mean 0)."""
+    lam = np.linspace(0.5, 3.0, 9)
+    assert lowrank.kl_to_diagonal_prior(np.zeros(9), np.zeros((9, 2)), lam, lam) == pytest.approx(0.0, abs=1e-12)
