@@ -22,29 +22,50 @@ import numpy as np
 import scipy.linalg
 
 
-def _capacitance(U: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``U / d`` (D, L) and the Cholesky factor (lower) of ``I + U^T diag(1/d) U`` (L, L)."""
-    Ud = U / d[:, None]
-    C = U.T @ Ud
+# rows per block when reducing over D: keeps the (block, L) temporaries in cache instead of writing D x L arrays
+BLOCK = 16384
+
+
+def weighted_gram(U: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``U^T diag(w) U : (L, L)``, in row blocks so no D x L temporary is formed."""
+    L = U.shape[1]
+    out = np.zeros((L, L))
+    for lo in range(0, U.shape[0], BLOCK):
+        Ub = U[lo : lo + BLOCK]
+        out += Ub.T @ (Ub * w[lo : lo + BLOCK, None])
+    return out
+
+
+def capacitance(U: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``W^T W = U^T diag(1/d) U : (L, L)``; the capacitance matrix is ``I + W^T W``."""
+    return weighted_gram(U, 1.0 / d)
+
+
+def _cholesky_capacitance(U, d, WtW=None):
+    C = capacitance(U, d) if WtW is None else WtW.copy()
     C[np.diag_indices_from(C)] += 1.0
-    return Ud, np.linalg.cholesky(C)
+    return np.linalg.cholesky(C)
 
 
-def solve(U: np.ndarray, d: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """``(U U^T + diag d)^{-1} v`` for ``v : (D,)`` or ``(D, k)`` by the Woodbury identity, O(D L^2)."""
-    vd = v / (d if v.ndim == 1 else d[:, None])
+def solve(U: np.ndarray, d: np.ndarray, v: np.ndarray, WtW: np.ndarray | None = None) -> np.ndarray:
+    """``(U U^T + diag d)^{-1} v`` for ``v : (D,)`` or ``(D, k)`` by the Woodbury identity, O(D L^2).
+
+    ``WtW`` may pass a precomputed :func:`capacitance` of the same ``(U, d)``.
+    """
+    dd = d if v.ndim == 1 else d[:, None]
+    vd = v / dd
     if U.shape[1] == 0:
         return vd
-    Ud, chol = _capacitance(U, d)
+    chol = _cholesky_capacitance(U, d, WtW)
     w = scipy.linalg.cho_solve((chol, True), U.T @ vd, check_finite=False)
-    return vd - Ud @ w
+    return vd - (U @ w) / dd
 
 
 def logdet(U: np.ndarray, d: np.ndarray) -> float:
     """``log |U U^T + diag d|`` by the matrix determinant lemma."""
     out = float(np.sum(np.log(d)))
     if U.shape[1]:
-        _, chol = _capacitance(U, d)
+        chol = _cholesky_capacitance(U, d)
         out += 2.0 * float(np.sum(np.log(np.diag(chol))))
     return out
 
@@ -53,36 +74,41 @@ def marginal_variances(U: np.ndarray, d: np.ndarray) -> np.ndarray:
     """``diag((U U^T + diag d)^{-1})`` : (D,), without forming the covariance."""
     if U.shape[1] == 0:
         return 1.0 / d
-    Ud, chol = _capacitance(U, d)
-    T = scipy.linalg.solve_triangular(chol, Ud.T, lower=True, check_finite=False)  # (L, D)
-    return 1.0 / d - np.einsum("ld,ld->d", T, T)
+    chol = _cholesky_capacitance(U, d)
+    out = 1.0 / d
+    for lo in range(0, U.shape[0], BLOCK):
+        T = scipy.linalg.solve_triangular(chol, (U[lo : lo + BLOCK] / d[lo : lo + BLOCK, None]).T, lower=True,
+                                          check_finite=False)  # (L, block)
+        out[lo : lo + BLOCK] -= np.einsum("lb,lb->b", T, T)
+    return out
 
 
 def quadratic_forms(U: np.ndarray, d: np.ndarray, X: np.ndarray) -> np.ndarray:
     """``x_n^T (U U^T + diag d)^{-1} x_n`` for every row of ``X : (N, D)``, O(N D L)."""
     q = np.einsum("nd,nd->n", X, X / d)
     if U.shape[1]:
-        Ud, chol = _capacitance(U, d)
-        T = scipy.linalg.solve_triangular(chol, (X @ Ud).T, lower=True, check_finite=False)  # (L, N)
+        chol = _cholesky_capacitance(U, d)
+        T = scipy.linalg.solve_triangular(chol, ((X / d) @ U).T, lower=True, check_finite=False)  # (L, N)
         q = q - np.einsum("ln,ln->n", T, T)
     return q
 
 
-def sample_noise(U: np.ndarray, d: np.ndarray, Z: np.ndarray) -> np.ndarray:
+def sample_noise(U: np.ndarray, d: np.ndarray, Z: np.ndarray, WtW: np.ndarray | None = None) -> np.ndarray:
     """Map standard normal ``Z : (D, S)`` to draws ``eps : (D, S)`` with covariance ``(U U^T + diag d)^{-1}``.
 
-    Exact (SLANG Algorithm 3, in the form given in the module docstring); O(D L^2 + D L S).
+    Exact (SLANG Algorithm 3, in the form given in the module docstring); O(D L^2 + D L S), three passes over U
+    and no D x L temporary. ``WtW`` may pass a precomputed :func:`capacitance` of the same ``(U, d)``.
     """
     rs = 1.0 / np.sqrt(d)
     if U.shape[1] == 0:
         return Z * rs[:, None]
-    W = U * rs[:, None]
-    s, R = np.linalg.eigh(W.T @ W)
+    s, R = np.linalg.eigh(capacitance(U, d) if WtW is None else WtW)
     s = np.maximum(s, 0.0)  # W^T W is PSD; rounding can push a zero eigenvalue slightly negative
     root = np.sqrt(1.0 + s)
     c = -1.0 / (root * (1.0 + root))
-    WR = W @ R
-    return (Z + WR @ (c[:, None] * (WR.T @ Z))) * rs[:, None]
+    Zs = Z * rs[:, None]
+    t = R @ (c[:, None] * (R.T @ (U.T @ Zs)))  # (L, S): R diag(c) R^T W^T z
+    return Zs + (U @ t) * (rs * rs)[:, None]
 
 
 def top_eig_gram(gram: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:

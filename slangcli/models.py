@@ -284,35 +284,46 @@ class FactoredGrads:
         return out
 
     def left(self, U: np.ndarray) -> np.ndarray:
-        """``U^T G : (k, S N)`` for ``U : (D, k)``."""
+        """``U^T G : (k, S N)`` for ``U : (D, k)`` (fastest when ``U`` is Fortran-ordered, i.e. ``U.T``
+        C-contiguous, as :meth:`right` returns it)."""
         S, N = self.n_samples, self.n_examples
-        k = U.shape[1]
+        Ut = U.T
+        k = Ut.shape[0]
         out = np.zeros((k, S, N), dtype=np.result_type(U, self.deltas[0]))
         for s, A, Dl, shared in self._each():
-            Uw = U[s.W].reshape(s.n_in, s.n_out * k)  # row (a), columns (o, k)
+            Uk = Ut[:, s.W].reshape(k, s.n_in, s.n_out)
             if shared:
-                AU = (A @ Uw).reshape(N, s.n_out, k)
-                out += np.einsum("nok,sno->ksn", AU, Dl)
+                AU = np.matmul(A, Uk)  # (k, N, n_out): a_i^T U_k for each k
+                out += np.einsum("kno,sno->ksn", AU, Dl)
             else:
-                AU = (A.reshape(S * N, s.n_in) @ Uw).reshape(S, N, s.n_out, k)
-                out += np.einsum("snok,sno->ksn", AU, Dl)
-            out += np.einsum("ok,sno->ksn", U[s.b], Dl)
+                AU = np.matmul(_rows(A), Uk).reshape(k, S, N, s.n_out)
+                out += np.einsum("ksno,sno->ksn", AU, Dl)
+            out += np.einsum("ko,sno->ksn", Ut[:, s.b], Dl)
         return out.reshape(k, S * N)
 
     def right(self, Wt: np.ndarray) -> np.ndarray:
-        """``G Wt : (D, k)`` for ``Wt : (S N, k)``."""
+        """``G Wt : (D, k)`` for ``Wt : (S N, k)``, returned Fortran-ordered (its transpose is C-contiguous).
+
+        One GEMM per column and layer, written in place: for a dense layer column ``j`` is
+        ``A^T (Delta * w_j)`` (with the S samples summed first where the input is shared).
+        """
         S, N = self.n_samples, self.n_examples
         k = Wt.shape[1]
         w = Wt.reshape(S, N, k)
-        out = np.empty((self.layout.n_params, k), dtype=np.result_type(Wt, self.deltas[0]))
+        out = np.empty((k, self.layout.n_params), dtype=np.result_type(Wt, self.deltas[0]))
         for s, A, Dl, shared in self._each():
-            Dw = Dl[:, :, :, None] * w[:, :, None, :]  # (S, N, n_out, k)
             if shared:
-                out[s.W] = (A.T @ Dw.sum(0).reshape(N, s.n_out * k)).reshape(s.n_in * s.n_out, k)
+                # sum_s w[s, n, j] delta[s, n, :] for every (n, j): (N, k, n_out)
+                Dw = np.matmul(w.transpose(1, 2, 0), Dl.transpose(1, 0, 2))
+                AT = A.T
+                for j in range(k):
+                    np.matmul(AT, Dw[:, j, :], out=out[j, s.W].reshape(s.n_in, s.n_out))
             else:
-                out[s.W] = (A.reshape(S * N, s.n_in).T @ Dw.reshape(S * N, s.n_out * k)).reshape(-1, k)
-            out[s.b] = Dw.sum((0, 1))
-        return out
+                AT, Dr, wr = _rows(A).T, _rows(Dl), w.reshape(S * N, k)
+                for j in range(k):
+                    np.matmul(AT, Dr * wr[:, j : j + 1], out=out[j, s.W].reshape(s.n_in, s.n_out))
+            out[:, s.b] = np.einsum("snk,sno->ko", w, Dl)
+        return out.T
 
     def dense(self) -> np.ndarray:
         """``G : (D, S N)`` materialised (tests and small D only)."""

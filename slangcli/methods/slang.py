@@ -58,10 +58,13 @@ class Hyper:
 
 class State(NamedTuple):
     mu: np.ndarray  # (D,)
-    U: np.ndarray  # (D, L)
+    U: np.ndarray  # (D, L), Fortran-ordered (U.T is C-contiguous: each column of U is one contiguous row)
     d: np.ndarray  # (D,)
     m: np.ndarray  # (D,) momentum of the likelihood gradient
     t: int  # steps taken
+    # (L, L) U^T diag(1/d) U, computed for the update's solve and reused by the next step's sampling (None:
+    # compute it there)
+    WtW: np.ndarray | None = None
 
 
 def init(rng: np.random.Generator, problem: Problem, hyper: Hyper) -> State:
@@ -69,17 +72,18 @@ def init(rng: np.random.Generator, problem: Problem, hyper: Hyper) -> State:
     require(hyper.rank <= D, f"--rank {hyper.rank} exceeds the number of parameters {D}")
     return State(
         mu=problem.model.init_mean(rng),
-        U=np.zeros((D, hyper.rank)),
+        U=np.zeros((D, hyper.rank), order="F"),
         d=np.full(D, hyper.init_precision),
         m=np.zeros(D),
         t=0,
+        WtW=np.zeros((hyper.rank, hyper.rank)),
     )
 
 
 def step(rng: np.random.Generator, state: State, problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper):
     """One SLANG iteration on the minibatch ``(X, y)``: sample, then :func:`update`."""
     Z = rng.standard_normal((state.mu.size, hyper.samples))
-    theta = (state.mu[:, None] + lowrank.sample_noise(state.U, state.d, Z)).T
+    theta = (state.mu[:, None] + lowrank.sample_noise(state.U, state.d, Z, state.WtW)).T
     return update(state, theta, problem, X, y, hyper)
 
 
@@ -118,7 +122,7 @@ def low_rank_update(U: np.ndarray, grads, beta: float, c: float, L: int) -> tupl
     if D <= K:
         B = np.hstack([a * U, b * grads.dense()])
         lam, Q = lowrank.top_eig_gram(B @ B.T, L)
-        U_new = Q * np.sqrt(np.maximum(lam, 0.0))
+        U_new = np.asfortranarray(Q * np.sqrt(np.maximum(lam, 0.0)))
     else:
         r = U.shape[1]
         gram = np.empty((K, K))
@@ -127,10 +131,12 @@ def low_rank_update(U: np.ndarray, grads, beta: float, c: float, L: int) -> tupl
         gram[r:, :r] = gram[:r, r:].T
         gram[r:, r:] = (beta * c) * grads.gram()
         lam, V = lowrank.top_eig_gram(gram, L)
-        U_new = a * (U @ V[:r]) + b * grads.right(V[r:])
-    keep = lam > EIG_FLOOR
-    if not keep.all():
-        U_new = U_new * keep
+        # built as U_new^T (C-contiguous rows), so U_new is Fortran-ordered like U
+        U_new = (a * (V[:r].T @ U.T) + b * grads.right(V[r:]).T).T
+    drop = lam <= EIG_FLOOR
+    if drop.any():
+        U_new = U_new.copy(order="F")
+        U_new[:, drop] = 0.0
     return U_new, diag
 
 
@@ -156,9 +162,10 @@ def update(state: State, theta: np.ndarray, problem: Problem, X: np.ndarray, y: 
     rho = hyper.momentum
     m = rho * state.m + (1.0 - rho) * g
     m_hat = m / (1.0 - rho**t)
-    mu = state.mu - alpha * lowrank.solve(U_new, d, m_hat + lam * state.mu)
-    return State(mu, U_new, d, m, t), {"nll": float(nll.mean())}
+    WtW = lowrank.capacitance(U_new, d)
+    mu = state.mu - alpha * lowrank.solve(U_new, d, m_hat + lam * state.mu, WtW)
+    return State(mu, U_new, d, m, t, WtW), {"nll": float(nll.mean())}
 
 
 def posterior(state: State) -> LowRankGaussian:
-    return LowRankGaussian(mean=state.mu.copy(), U=state.U.copy(), d=state.d.copy())
+    return LowRankGaussian(mean=state.mu.copy(), U=np.ascontiguousarray(state.U), d=state.d.copy())
