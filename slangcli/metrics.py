@@ -1,4 +1,5 @@
-"""Scores of a Gaussian posterior: posterior-predictive NLL and accuracy, and the ELBO.
+"""Scores of a Gaussian posterior: posterior-predictive NLL and accuracy (classification), RMSE and
+log-likelihood (regression), and the ELBO.
 
 Predictive distributions:
 
@@ -102,3 +103,25 @@ def neg_elbo_per_example(posterior, model: MLP, prior_precision, X, y, *, predic
     """``-ELBO / N`` on the training data ``(X, y)``."""
     enll = expected_nll(posterior, model, X, y, predictive=predictive, samples=samples, rng=rng)
     return (enll + posterior.kl_to_prior(prior_precision)) / X.shape[0]
+
+
+def regression_scores(posterior, model: MLP, X, y, *, samples=1000, rng=None, target_scale=1.0) -> dict:
+    """RMSE of the predictive mean and per-point predictive log-likelihood, in the original target units.
+
+    ``y`` is on the standardised scale the model was fitted on (``y_orig = mean + target_scale * y``). The
+    log-likelihood is ``(1/N) sum_n log((1/S) sum_s N(y_n | f_s(x_n), 1/tau))``, moved to the original units by
+    the change of variables (``- log target_scale``).
+    """
+    tau = model.noise_precision
+    total_f = np.zeros(X.shape[0])
+    log_sum = np.full(X.shape[0], -np.inf)
+    for theta in _sample_chunks(posterior, rng, samples):
+        for lo in range(0, X.shape[0], CHUNK):
+            f = model.forward(theta, X[lo : lo + CHUNK])[0][..., 0]  # (S, n)
+            total_f[lo : lo + CHUNK] += f.sum(0)
+            logp = 0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (y[lo : lo + CHUNK] - f) ** 2
+            log_sum[lo : lo + CHUNK] = np.logaddexp(log_sum[lo : lo + CHUNK], scipy.special.logsumexp(logp, axis=0))
+    mean_f = total_f / samples
+    rmse = target_scale * np.sqrt(np.mean((mean_f - y) ** 2))
+    loglik = np.mean(log_sum - np.log(samples)) - np.log(target_scale)
+    return {"rmse": float(rmse), "loglik": float(loglik), "n": int(len(y))}

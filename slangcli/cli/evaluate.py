@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from slangcli.cli import main
-from slangcli.cli.output import emit_json, metrics_table, note
+from slangcli.cli.output import emit_json, metric_rows, metrics_table, note
 from slangcli.io import read_run
 from slangcli.metrics import PREDICTIVES
 from slangcli.workflow import evaluate as evaluate_run
@@ -13,7 +13,7 @@ from slangcli.workflow import evaluate as evaluate_run
 
 @main.command()
 @click.argument("run_file", metavar="RUN.h5", type=click.Path(dir_okay=False, path_type=str))
-@click.argument("data", required=False, type=click.Path(dir_okay=False, path_type=str))
+@click.argument("data", required=False, type=click.Path(path_type=str))
 @click.option("--predictive", type=click.Choice(PREDICTIVES), default="auto", show_default=True,
               help="Posterior predictive: exact 1-D quadrature (logistic regression; 'auto' picks it there) "
                    "or Monte Carlo.")
@@ -24,18 +24,13 @@ from slangcli.workflow import evaluate as evaluate_run
 def evaluate(run_file, data, predictive, samples, seed, as_json):
     """Score the posterior in RUN.h5 on DATA (default: the run's own test data).
 
-    Reports test NLL (nats per example) and accuracy under the posterior predictive, and the training -ELBO / N.
+    Reports, under the posterior predictive, test NLL (nats per example) and accuracy for classification, or
+    RMSE and per-point log-likelihood (original units) for regression; and the training -ELBO / N.
     """
     run = read_run(run_file)
     out = evaluate_run(run, run_file, data, predictive=predictive, samples=samples, seed=seed, notify=note)
-    rows = []
-    if "test" in out:
-        rows += [("test", "NLL (nats)", out["test"]["nll"]), ("test", "accuracy", out["test"]["accuracy"]),
-                 ("test", "examples", out["test"]["n"])]
-    if "train" in out:
-        rows.append(("train", "-ELBO / N", out["train"]["neg_elbo_per_example"]))
     how = out["predictive"] + (f", {out['samples']} samples" if out["samples"] else "")
-    metrics_table(f"{run_file} ({how})", rows)
+    metrics_table(f"{run_file} ({how})", metric_rows(out))
     if as_json:
         emit_json({"run": run_file, "metrics": {k: out[k] for k in ("test", "train") if k in out},
                    "predictive": out["predictive"], "samples": out["samples"], "data": out["data"]})

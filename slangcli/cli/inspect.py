@@ -50,7 +50,8 @@ def inspect(run_file, as_json):
         f"method     {s['method']}  {c.get('hyper', {})}",
         f"posterior  {s['posterior']['type']}, D = {s['posterior']['n_params']}, "
         + ", ".join(f"{k} {tuple(v)}" for k, v in s["posterior"]["arrays"].items()),
-        f"model      sizes {tuple(s['model']['sizes'])}, {s['model']['likelihood']} likelihood",
+        f"model      sizes {tuple(s['model']['sizes'])}, {s['model']['activation']} hidden units, "
+        f"{s['model']['likelihood']} likelihood",
         f"prior      precision {c.get('prior_precision')}, bias {c.get('bias_prior_precision')}",
         f"training   {c.get('n_steps')} steps, batch {c.get('batch_size')}, seed {c.get('seed')}, "
         f"{s['history']['epochs']} epochs recorded",
@@ -60,10 +61,15 @@ def inspect(run_file, as_json):
     t = d.get("test")
     if t:
         lines.append(f"test data  {t['path']} ({t['rows']} rows)" if t["source"] == "file"
-                     else f"test data  {t['rows']} rows split off (fraction {t['test_fraction']}, "
-                          f"seed {t['split_seed']})")
-    lines.append(f"labels     {', '.join(str(x) for x in d['labels']['classes'])} -> 0, 1")
-    if "test" in m:
+                     else f"test data  {t['rows']} rows split off "
+                          + (f"(UCI split {t['uci_split']})" if "uci_split" in t
+                             else f"(fraction {t['test_fraction']}, seed {t['split_seed']})"))
+    if d.get("labels"):
+        classes = d["labels"]["classes"]
+        lines.append(f"labels     {', '.join(str(x) for x in classes)} -> 0..{len(classes) - 1}")
+    if "test" in m and "rmse" in m["test"]:
+        lines.append(f"test       RMSE {m['test']['rmse']:.4f}  log-likelihood {m['test']['loglik']:.4f}")
+    elif "test" in m:
         lines.append(f"test       NLL {m['test']['nll']:.4f}  accuracy {m['test']['accuracy']:.4f}")
     lines.append(f"train      -ELBO/N {m['train']['neg_elbo_per_example']:.4f}")
     for line in lines:

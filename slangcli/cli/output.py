@@ -41,6 +41,21 @@ def emit_json(obj) -> None:
     sys.stdout.flush()
 
 
+def metric_rows(scores: dict) -> list[tuple[str, str, object]]:
+    """Table rows of the scores returned by ``workflow.score``/``evaluate``."""
+    rows = []
+    test = scores.get("test")
+    if test is not None:
+        if "rmse" in test:
+            rows += [("test", "RMSE", test["rmse"]), ("test", "log-likelihood", test["loglik"])]
+        else:
+            rows += [("test", "NLL (nats)", test["nll"]), ("test", "accuracy", test["accuracy"])]
+        rows.append(("test", "examples", test["n"]))
+    if "train" in scores:
+        rows.append(("train", "-ELBO / N", scores["train"]["neg_elbo_per_example"]))
+    return rows
+
+
 def metrics_table(title: str, rows: list[tuple[str, str, object]]) -> None:
     table = Table(title=title, title_justify="left", show_header=True, header_style="bold")
     table.add_column("split")
