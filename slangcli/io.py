@@ -61,6 +61,10 @@ def write_run(path, run: Run) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    # mkstemp creates the file 0600; give the run file the permissions of any new file (0666 less the umask)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
     try:
         with h5py.File(tmp, "w") as f:
             _typed(f, RUN_TYPE)
@@ -126,15 +130,17 @@ class _Reader:
         self.check_version(obj, where)
 
     def check_version(self, obj, where: str) -> None:
-        version = str(obj.attrs.get("encoding-version", ""))
+        version = obj.attrs.get("encoding-version", "")
+        version = version.decode("utf-8", "replace") if isinstance(version, bytes) else str(version)
         try:
             major = int(version.split(".")[0])
         except ValueError:
             self.fail(f"{where} has an unreadable encoding-version {version!r}")
         ours = int(FORMAT_VERSION.split(".")[0])
         if major > ours:
+            part = "" if where == "/" else f" ({where})"
             self.fail(
-                f"written by slang file format {version}; this slang ({__version__}) reads format "
+                f"written by slang file format {version}{part}; this slang ({__version__}) reads format "
                 f"{ours}.x: upgrade slang to read it"
             )
         if major < 1:
@@ -218,12 +224,32 @@ class _Reader:
         cls, names = POSTERIOR_ENCODINGS[kind]
         posterior = cls(**self._posterior_arrays(g, kind, names, D))
 
+        self._check_consistency(data, arrays, model)
         g = self.group(f, "history")
         history = {name: self.array(g, name, finite=False) for name in g if isinstance(g[name], h5py.Dataset)}
         g = self.group(f, "metrics")
         metrics = self.json(g, "metrics", "/metrics")
         return Run(model=model, prior_precision=prior, posterior=posterior, config=config, data=data,
                    arrays=arrays, history=history, metrics=metrics, command=command, meta=meta)
+
+    def _check_consistency(self, data, arrays, model) -> None:
+        """What the provenance promises must be there, with the model's shapes."""
+        if not isinstance(data, dict) or "options" not in data or "train" not in data:
+            self.fail("/data provenance lacks 'train' or 'options'")
+        P = model.sizes[0]
+        if data.get("standardize"):
+            for name in ("feature_mean", "feature_scale"):
+                if name not in arrays or arrays[name].shape != (P,):
+                    self.fail(f"/data/{name} must be present with shape ({P},) (the run standardises features)")
+        if model.likelihood == "gaussian":
+            for name in ("target_mean", "target_scale"):
+                if name not in arrays or arrays[name].shape != (1,):
+                    self.fail(f"/data/{name} must be present with shape (1,) (regression run)")
+        elif not (isinstance(data.get("labels"), dict) and isinstance(data["labels"].get("classes"), list)):
+            self.fail("/data provenance lacks the label classes of a classification run")
+        test = data.get("test")
+        if isinstance(test, dict) and test.get("source") == "split" and "test_index" not in arrays:
+            self.fail("/data/test_index is missing (the run's test set is a split of its training data)")
 
     def _posterior_arrays(self, g, kind, names, D) -> dict:
         if kind == "lowrank-gaussian":

@@ -354,22 +354,28 @@ def fit(
         raise ConfigError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
     if activation not in ACTIVATIONS:
         raise ConfigError(f"unknown activation {activation!r} (choose from {', '.join(ACTIVATIONS)})")
-    if not prior_precision > 0 or not bias_prior_precision > 0:
-        raise ConfigError("--prior-precision and --bias-prior-precision must be positive")
-    if not noise_precision > 0:
-        raise ConfigError(f"--noise-precision must be positive, got {noise_precision}")
+    for name, value in (("--prior-precision", prior_precision), ("--bias-prior-precision", bias_prior_precision),
+                        ("--noise-precision", noise_precision)):
+        if not 0 < value < np.inf:
+            raise ConfigError(f"{name} must be positive and finite, got {value}")
     if batch_size < 1:
         raise ConfigError(f"--batch-size must be >= 1, got {batch_size}")
     if epochs is not None and iterations is not None:
         raise ConfigError("give either --epochs or --iterations, not both")
     widths = parse_hidden(hidden)
     module = METHODS[method]
-    hyper_obj = module.Hyper(**(hyper or {}))
+    hyper = dict(hyper or {})
+    module.Hyper(**hyper)  # validate before reading any data
 
     prepared = load_training(opts, likelihood=likelihood, notify=notify)
     n = len(prepared.X_train)
     model = MLP((prepared.X_train.shape[1], *widths, prepared.n_outputs), activation=activation,
                 likelihood=prepared.likelihood, noise_precision=noise_precision)
+    if hyper.get("rank", 0) > model.n_params:
+        notify(f"--rank {hyper['rank']} exceeds the {model.n_params} parameters; using rank {model.n_params} "
+               "(a full-rank precision)")
+        hyper["rank"] = model.n_params
+    hyper_obj = module.Hyper(**hyper)
     lam = model.prior_precision(prior_precision, bias_prior_precision)
     problem = Problem(model, lam, n)
     batch = min(batch_size, n)

@@ -17,6 +17,13 @@ from slangcli.errors import ConfigError, SlangError
 class SlangGroup(click.Group):
     """Maps the engine's exceptions to one-line messages and exit codes."""
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        # the command line as given, for the run file (sys.argv is another program's when called in-process)
+        argv = [info_name or "slang", *args]
+        ctx = super().make_context(info_name, args, parent=parent, **extra)
+        ctx.meta["slang.argv"] = argv
+        return ctx
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)

@@ -19,7 +19,7 @@ from slangcli.workflow import evaluate as evaluate_run
                    "or Monte Carlo.")
 @click.option("--samples", "-S", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Monte-Carlo weight samples.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the Monte-Carlo samples.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the Monte-Carlo samples.")
 @click.option("--json", "as_json", is_flag=True, help="Print the scores as one JSON object on stdout.")
 def evaluate(run_file, data, predictive, samples, seed, as_json):
     """Score the posterior in RUN.h5 on DATA (default: the run's own test data).

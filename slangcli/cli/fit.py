@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 
 from slangcli.cli import main
+from slangcli.cli.options import check_delimiter, check_output, invocation
 from slangcli.cli.output import emit_json, metric_rows, metrics_table, note, progress_bar
 from slangcli.io import write_run
 from slangcli.methods import METHODS
@@ -33,7 +33,8 @@ def _target(value):
 @click.option("--uci-split", type=click.IntRange(min=0), default=None,
               help="Train/test split K of a Gal-layout UCI folder (index_train_K.txt, index_test_K.txt).")
 @click.option("--target", default=None, help="Target column: a header name or a 0-based index (default: last).")
-@click.option("--delimiter", default=None, help="CSV delimiter: ',', '\\t', ';' or 'whitespace' (default: detect).")
+@click.option("--delimiter", default=None, callback=check_delimiter,
+              help="CSV delimiter: ',', ';', 'tab' (or '\\t') or 'whitespace' (default: detect).")
 @click.option("--header/--no-header", default=None, help="Whether the CSV has a header row (default: detect).")
 @click.option("--n-features", type=click.IntRange(min=1), default=None,
               help="LIBSVM width (default: the highest index in the training and test files).")
@@ -41,7 +42,7 @@ def _target(value):
               help="Test data file (same format as DATA).")
 @click.option("--test-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="Hold out this fraction of DATA as the test set.")
-@click.option("--split-seed", type=int, default=0, show_default=True, help="Seed of the --test-fraction split.")
+@click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the --test-fraction split.")
 @click.option("--standardize/--no-standardize", default=None,
               help="Standardise features with training statistics (stored and reapplied at evaluation). "
                    "Default: on for a UCI folder, off otherwise.")
@@ -70,7 +71,7 @@ def _target(value):
 @click.option("--decay", type=float, default=0.51, show_default=True,
               help="Rates decay as r_0 / (1 + t^decay) at step t.")
 @click.option("--momentum", type=float, default=0.9, show_default=True, help="Momentum of the gradient.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of initialisation, batches and samples.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of initialisation, batches and samples.")
 @click.option("--eval-samples", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Monte-Carlo samples of the final evaluation (where quadrature does not apply).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal only).")
@@ -84,6 +85,7 @@ def fit(data, output, fmt, target, delimiter, header, n_features, test_path, tes
     DATA is a CSV-like or LIBSVM file, an MNIST-style IDX images file (its labels file beside it), or a
     Gal-layout UCI folder (with --uci-split K).
     """
+    check_output(output, [data, test_path])
     opts = DataOptions(path=data, format=fmt, target=_target(target), delimiter=delimiter, header=header,
                        n_features=n_features, test=test_path, test_fraction=test_fraction, split_seed=split_seed,
                        standardize=os.path.isdir(data) if standardize is None else standardize, uci_split=uci_split)
@@ -92,7 +94,7 @@ def fit(data, output, fmt, target, delimiter, header, n_features, test_path, tes
         run = fit_run(opts, method=method, hyper=hyper, hidden=hidden, activation=activation, likelihood=likelihood,
                       noise_precision=noise_precision, eval_samples=eval_samples, batch_size=batch_size, epochs=epochs, iterations=iterations,
                       seed=seed, prior_precision=prior_precision, bias_prior_precision=bias_prior_precision,
-                      command=["slang", *sys.argv[1:]], progress=bar, notify=note)
+                      command=invocation(), progress=bar, notify=note)
     write_run(output, run)
     m = run.metrics
     metrics_table(f"{output}: {method}, {m['steps']} steps in {m['fit_seconds']:.1f} s", metric_rows(m))

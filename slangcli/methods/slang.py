@@ -49,11 +49,11 @@ class Hyper:
     def __post_init__(self):
         require(isinstance(self.rank, int) and self.rank >= 0, f"--rank must be a whole number >= 0, got {self.rank}")
         require(self.samples >= 1, f"--samples must be >= 1, got {self.samples}")
-        require(self.lr > 0, f"--lr must be positive, got {self.lr}")
+        require(0 < self.lr < np.inf, f"--lr must be positive and finite, got {self.lr}")
         require(0 < self.beta < 1, f"--beta must be in (0, 1), got {self.beta}")
-        require(self.decay >= 0, f"--decay must be >= 0, got {self.decay}")
+        require(0 <= self.decay < np.inf, f"--decay must be >= 0 and finite, got {self.decay}")
         require(0 <= self.momentum < 1, f"--momentum must be in [0, 1), got {self.momentum}")
-        require(self.init_precision > 0, f"--init-precision must be positive, got {self.init_precision}")
+        require(0 < self.init_precision < np.inf, f"--init-precision must be positive and finite, got {self.init_precision}")
 
 
 class State(NamedTuple):

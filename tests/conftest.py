@@ -1,0 +1,120 @@
+"""Shared fixtures: tiny generated data files and a real run fitted through ``slangcli.workflow.fit``.
+
+Every data set is drawn from its own ``np.random.default_rng(seed)``; nothing seeds a global generator. The data
+are a noisy linear rule on P = 3 features, so a 2-epoch fit is far from converged but always finite.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from slangcli.io import write_run
+from slangcli.workflow import DataOptions, fit
+
+N_ROWS, N_FEATURES = 40, 3
+WEIGHTS = np.array([1.5, -1.0, 0.5])
+
+
+def binary_problem(n=N_ROWS, seed=0, offset=0.0, scale=1.0):
+    """``X : (n, 3)`` and boolean labels from a noisy linear rule on the centred features.
+
+    ``offset`` and ``scale`` move the features away from zero mean and unit variance, so that standardising
+    them makes a difference.
+    """
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((n, N_FEATURES))
+    labels = Z @ WEIGHTS + 0.3 * rng.standard_normal(n) > 0
+    return offset + scale * Z, labels
+
+
+def csv_text(X, labels, names=("a", "b", "c"), classes=("no", "yes")) -> str:
+    """CSV with a header row, the target in the last column, string labels."""
+    lines = [",".join((*names, "label"))]
+    lines += [",".join([*(f"{v:.6f}" for v in x), classes[int(t)]]) for x, t in zip(X, labels)]
+    return "\n".join(lines) + "\n"
+
+
+def libsvm_text(X, labels) -> str:
+    """LIBSVM with labels -1 / +1 and every (non-zero) feature listed."""
+    lines = []
+    for x, t in zip(X, labels):
+        pairs = " ".join(f"{j + 1}:{v:.6f}" for j, v in enumerate(x) if v != 0)
+        lines.append(("+1 " if t else "-1 ") + pairs)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def write_file(tmp_path):
+    """``write_file(name, text_or_bytes) -> Path`` in this test's ``tmp_path``."""
+
+    def write(name, content):
+        path = tmp_path / name
+        path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+        return path
+
+    return write
+
+
+@pytest.fixture
+def make_csv(write_file):
+    """``make_csv(name, n=40, seed=0, offset=0.0, scale=1.0) -> Path``: a ``binary_problem`` as CSV text."""
+
+    def make(name, n=N_ROWS, seed=0, offset=0.0, scale=1.0):
+        return write_file(name, csv_text(*binary_problem(n=n, seed=seed, offset=offset, scale=scale)))
+
+    return make
+
+
+@pytest.fixture
+def train_csv(write_file):
+    """40 rows, header ``a,b,c,label``, labels ``no`` / ``yes``."""
+    return write_file("train.csv", csv_text(*binary_problem(seed=0)))
+
+
+@pytest.fixture
+def test_csv(write_file):
+    """20 rows of the same distribution as ``train_csv``."""
+    return write_file("test.csv", csv_text(*binary_problem(n=20, seed=1)))
+
+
+@pytest.fixture
+def train_libsvm(write_file):
+    return write_file("train.svm", libsvm_text(*binary_problem(seed=2)))
+
+
+@pytest.fixture
+def test_libsvm(write_file):
+    return write_file("test.svm", libsvm_text(*binary_problem(n=20, seed=3)))
+
+
+@pytest.fixture
+def out_dir(tmp_path):
+    """An empty directory for run files, so a test can check that nothing is left behind in it."""
+    path = tmp_path / "out"
+    path.mkdir()
+    return path
+
+
+FITTED_COMMAND = ["slang", "fit", "train.csv", "-o", "run.h5", "--test-fraction", "0.25", "--standardize"]
+
+
+@pytest.fixture(scope="session")
+def fitted_run(tmp_path_factory):
+    """A real :class:`slangcli.io.Run`: SLANG, L = 2, 2 epochs on 40 standardised rows with a 25% test split.
+
+    Shared by the whole session: tests must not mutate it.
+    """
+    directory = tmp_path_factory.mktemp("fitted")
+    path = directory / "train.csv"
+    path.write_text(csv_text(*binary_problem(seed=0, offset=5.0, scale=3.0)))
+    opts = DataOptions(path=str(path), test_fraction=0.25, standardize=True)
+    return fit(opts, hyper={"rank": 2}, batch_size=8, epochs=2, seed=0, command=FITTED_COMMAND)
+
+
+@pytest.fixture
+def run_file(tmp_path, fitted_run):
+    """``fitted_run`` written to ``tmp_path / "run.h5"``."""
+    path = tmp_path / "run.h5"
+    write_run(path, fitted_run)
+    return path

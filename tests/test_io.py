@@ -1,0 +1,245 @@
+"""Tests of the run-file format (``slangcli.io``): round trip, encoding attributes, rejection, atomic writes.
+
+Invalid files are made by editing copies of a valid run file with h5py in ``r+`` mode; every rejection must be a
+one-line ``FormatError`` whose message starts with the file name as given.
+"""
+
+from __future__ import annotations
+
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+import slangcli.io
+from slangcli.errors import FormatError
+from slangcli.io import FORMAT_VERSION, read_run, write_run
+
+GROUPS = {"/", "/data", "/model", "/posterior", "/history", "/metrics"}
+
+
+def assert_arrays_identical(a, b):
+    """Same dtype, shape and bits."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype
+    assert a.shape == b.shape
+    assert a.tobytes() == b.tobytes()
+
+
+def format_error(path) -> str:
+    """The message of the FormatError ``read_run(path)`` raises; checks it names the file and is one line."""
+    with pytest.raises(FormatError) as info:
+        read_run(str(path))
+    message = str(info.value)
+    assert message.startswith(f"{path}: "), message
+    assert "\n" not in message
+    return message
+
+
+def tmp_leftovers(directory):
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+# ------------------------------------------------------------------------------------------------ round trip
+
+
+def test_round_trip_keeps_every_field(fitted_run, tmp_path):
+    path = tmp_path / "run.h5"
+    write_run(path, fitted_run)
+    back = read_run(path)
+
+    for name in ("mean", "U", "d"):
+        assert_arrays_identical(getattr(back.posterior, name), getattr(fitted_run.posterior, name))
+    assert type(back.posterior) is type(fitted_run.posterior)
+    assert_arrays_identical(back.prior_precision, fitted_run.prior_precision)
+
+    assert back.model.sizes == fitted_run.model.sizes
+    assert back.model.activation == fitted_run.model.activation
+    assert back.model.likelihood == fitted_run.model.likelihood
+    assert back.model.noise_precision == fitted_run.model.noise_precision
+
+    assert back.config == fitted_run.config
+    assert back.data == fitted_run.data
+    assert back.metrics == fitted_run.metrics
+    assert back.command == fitted_run.command
+    assert back.meta == fitted_run.meta
+
+    assert set(back.history) == set(fitted_run.history) == {"epoch", "step", "nll", "seconds"}
+    for name, arr in fitted_run.history.items():
+        assert_arrays_identical(back.history[name], arr)
+    # the fixture standardises and splits, so all four preprocessing arrays are present
+    assert set(back.arrays) == set(fitted_run.arrays) == {"train_index", "test_index", "feature_mean",
+                                                          "feature_scale"}
+    for name, arr in fitted_run.arrays.items():
+        assert_arrays_identical(back.arrays[name], arr)
+
+
+def test_every_group_carries_encoding_attributes(run_file):
+    with h5py.File(run_file, "r") as f:
+        groups = {"/": f}
+
+        def collect(name, obj):  # returns None: visititems stops at the first non-None result
+            if isinstance(obj, h5py.Group):
+                groups[obj.name] = obj
+
+        f.visititems(collect)
+        assert set(groups) == GROUPS
+        for name, group in groups.items():
+            assert "encoding-type" in group.attrs, name
+            assert group.attrs["encoding-version"] == FORMAT_VERSION, name
+        assert f.attrs["encoding-type"] == "slang-run"
+        assert f["posterior"].attrs["encoding-type"] == "lowrank-gaussian"
+
+
+def test_newer_minor_version_is_read(run_file):
+    with h5py.File(run_file, "r+") as f:
+        f.attrs["encoding-version"] = "1.7"
+        f["posterior"].attrs["encoding-version"] = "1.3"
+    assert read_run(run_file).posterior.mean.shape == (4,)
+
+
+# ------------------------------------------------------------------------------------------------ rejection
+
+
+def _set_root_version(f):
+    f.attrs["encoding-version"] = "2.0"
+
+
+def _set_posterior_version(f):
+    f["posterior"].attrs["encoding-version"] = "2.0"
+
+
+def _unknown_posterior_type(f):
+    f["posterior"].attrs["encoding-type"] = "kfac-gaussian"
+
+
+def _delete_d(f):
+    del f["posterior/d"]
+
+
+def _short_mean(f):
+    mean = f["posterior/mean"][()]
+    del f["posterior/mean"]
+    f["posterior"].create_dataset("mean", data=mean[:-1])
+
+
+def _nan_mean(f):
+    mean = f["posterior/mean"][()]
+    mean[1] = np.nan
+    f["posterior/mean"][...] = mean
+
+
+def _zero_d(f):
+    d = f["posterior/d"][()]
+    d[0] = 0.0
+    f["posterior/d"][...] = d
+
+
+def _negative_d(f):
+    f["posterior/d"][...] = -f["posterior/d"][()]
+
+
+def _no_encoding_type(f):
+    del f.attrs["encoding-type"]
+
+
+@pytest.mark.parametrize(
+    "corrupt, expected",
+    [
+        (_set_root_version, ["written by slang file format 2.0", "reads format 1.x"]),
+        (_set_posterior_version, ["written by slang file format 2.0", "reads format 1.x"]),
+        (_unknown_posterior_type, ["/posterior", "unknown encoding-type", "kfac-gaussian"]),
+        (_delete_d, ["missing dataset /posterior/d"]),
+        (_short_mean, ["/posterior/mean has shape (3,), expected (4,)"]),
+        (_nan_mean, ["/posterior/mean", "non-finite"]),
+        (_zero_d, ["/posterior/d must be positive"]),
+        (_negative_d, ["/posterior/d must be positive"]),
+        (_no_encoding_type, ["not a slang run file"]),
+    ],
+    ids=lambda v: v.__name__.strip("_") if callable(v) else None,
+)
+def test_invalid_run_file_is_a_format_error(run_file, corrupt, expected):
+    with h5py.File(run_file, "r+") as f:
+        corrupt(f)
+    message = format_error(run_file)
+    for text in expected:
+        assert text in message
+
+
+def test_hdf5_file_that_is_not_a_run(tmp_path):
+    path = tmp_path / "other.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=np.arange(3.0))
+    assert "not a slang run file" in format_error(path)
+
+
+def test_non_hdf5_file(tmp_path):
+    path = tmp_path / "notes.h5"
+    path.write_text("a text file, not HDF5\n")
+    assert "not an HDF5 file" in format_error(path)
+
+
+def test_nonexistent_path(tmp_path):
+    assert "no such file" in format_error(tmp_path / "absent.h5")
+
+
+# ------------------------------------------------------------------------------------------------ atomic write
+
+
+@pytest.fixture
+def failing_write(monkeypatch, tmp_path):
+    """Make ``write_run`` raise ``exc_type`` while writing the last attribute (the metrics), after the temporary
+    file exists; returns a list that records the temporary files seen at that moment."""
+    seen = []
+    original = slangcli.io._json_attr
+
+    def install(exc_type):
+        def json_attr(obj, name, value):
+            if name == "metrics":
+                seen.extend(tmp_leftovers(tmp_path))
+                raise exc_type("disk full (simulated)")
+            original(obj, name, value)
+
+        monkeypatch.setattr(slangcli.io, "_json_attr", json_attr)
+        return seen
+
+    return install
+
+
+@pytest.mark.parametrize("exc_type", [OSError, KeyboardInterrupt])
+def test_failed_write_leaves_nothing(fitted_run, tmp_path, failing_write, exc_type):
+    seen = failing_write(exc_type)
+    target = tmp_path / "run.h5"
+    with pytest.raises(exc_type, match="simulated"):
+        write_run(target, fitted_run)
+    assert len(seen) == 1  # the failure did happen midway, with the temporary file in place
+    assert not target.exists()
+    assert tmp_leftovers(tmp_path) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_failed_write_keeps_existing_file(fitted_run, run_file, failing_write):
+    before = run_file.read_bytes()
+    failing_write(OSError)
+    with pytest.raises(OSError, match="simulated"):
+        write_run(run_file, fitted_run)
+    assert run_file.read_bytes() == before
+    assert tmp_leftovers(run_file.parent) == []
+    assert read_run(run_file).metrics == fitted_run.metrics
+
+
+def test_write_replaces_existing_file(fitted_run, run_file):
+    run_file.write_bytes(b"stale")
+    write_run(run_file, fitted_run)
+    assert read_run(run_file).command == fitted_run.command
+    assert tmp_leftovers(run_file.parent) == []
+
+
+def test_written_file_respects_umask(fitted_run, tmp_path):
+    old = os.umask(0o022)
+    try:
+        write_run(tmp_path / "run.h5", fitted_run)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "run.h5").stat().st_mode & 0o777 == 0o644
