@@ -23,8 +23,14 @@ from slangcli.models import MLP
 from slangcli.quadrature import expect_sigmoid, expect_softplus
 
 PREDICTIVES = ("auto", "quadrature", "mc")
-# rows of X per forward pass when Monte Carlo averages over many samples: bounds memory at S x CHUNK x width
-CHUNK = 4096
+# activations held by one forward pass (weight samples x rows x widest layer), about 128 MB in float64
+ACTIVATION_BUDGET = 1 << 24
+
+
+def _row_chunks(model: MLP, n_rows: int, n_samples: int):
+    """Row slices for forward passes whose activations stay within ACTIVATION_BUDGET."""
+    step = max(1, ACTIVATION_BUDGET // (n_samples * max(model.sizes)))
+    return [slice(lo, lo + step) for lo in range(0, n_rows, step)]
 
 
 def resolve_predictive(model: MLP, predictive: str) -> str:
@@ -65,14 +71,14 @@ def predictive_probs(posterior, model: MLP, X, *, predictive="auto", samples=100
     n_classes = 2 if model.likelihood == "bernoulli" else model.sizes[-1]
     total = np.zeros((X.shape[0], n_classes))
     for theta in _sample_chunks(posterior, rng, samples):
-        for lo in range(0, X.shape[0], CHUNK):
-            f, _ = model.forward(theta, X[lo : lo + CHUNK])
+        for rows in _row_chunks(model, X.shape[0], theta.shape[0]):
+            f, _ = model.forward(theta, X[rows])
             if model.likelihood == "bernoulli":
                 p1 = scipy.special.expit(f[..., 0]).sum(0)
-                total[lo : lo + CHUNK, 1] += p1
-                total[lo : lo + CHUNK, 0] += theta.shape[0] - p1
+                total[rows, 1] += p1
+                total[rows, 0] += theta.shape[0] - p1
             else:
-                total[lo : lo + CHUNK] += scipy.special.softmax(f, axis=-1).sum(0)
+                total[rows] += scipy.special.softmax(f, axis=-1).sum(0)
     return total / samples
 
 
@@ -94,8 +100,8 @@ def expected_nll(posterior, model: MLP, X, y, *, predictive="auto", samples=100,
         return float(np.sum(expect_softplus(m, v) - y * m))
     total = 0.0
     for theta in _sample_chunks(posterior, rng, samples):
-        for lo in range(0, X.shape[0], CHUNK):
-            total += float(model.nll(theta, X[lo : lo + CHUNK], y[lo : lo + CHUNK]).sum())
+        for rows in _row_chunks(model, X.shape[0], theta.shape[0]):
+            total += float(model.nll(theta, X[rows], y[rows]).sum())
     return total / samples
 
 
@@ -116,11 +122,11 @@ def regression_scores(posterior, model: MLP, X, y, *, samples=1000, rng=None, ta
     total_f = np.zeros(X.shape[0])
     log_sum = np.full(X.shape[0], -np.inf)
     for theta in _sample_chunks(posterior, rng, samples):
-        for lo in range(0, X.shape[0], CHUNK):
-            f = model.forward(theta, X[lo : lo + CHUNK])[0][..., 0]  # (S, n)
-            total_f[lo : lo + CHUNK] += f.sum(0)
-            logp = 0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (y[lo : lo + CHUNK] - f) ** 2
-            log_sum[lo : lo + CHUNK] = np.logaddexp(log_sum[lo : lo + CHUNK], scipy.special.logsumexp(logp, axis=0))
+        for rows in _row_chunks(model, X.shape[0], theta.shape[0]):
+            f = model.forward(theta, X[rows])[0][..., 0]  # (S, n)
+            total_f[rows] += f.sum(0)
+            logp = 0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (y[rows] - f) ** 2
+            log_sum[rows] = np.logaddexp(log_sum[rows], scipy.special.logsumexp(logp, axis=0))
     mean_f = total_f / samples
     rmse = target_scale * np.sqrt(np.mean((mean_f - y) ** 2))
     loglik = np.mean(log_sum - np.log(samples)) - np.log(target_scale)
