@@ -326,8 +326,18 @@ class FactoredGrads:
         return out.T
 
     def dense(self) -> np.ndarray:
-        """``G : (D, S N)`` materialised (tests and small D only)."""
-        return self.right(np.eye(self.n_columns))
+        """``G : (D, S N)`` materialised, for small D: each layer's rows are the outer products
+        ``a_si delta_si^T`` laid out as ``(n_in, n_out)`` blocks, followed by the bias rows ``delta_si``."""
+        S, N = self.n_samples, self.n_examples
+        out = np.empty((self.layout.n_params, S * N), dtype=self.deltas[0].dtype)
+        for s, A, Dl, shared in self._each():
+            block = out[s.W].reshape(s.n_in, s.n_out, S, N)
+            if shared:
+                np.multiply(A.T[:, None, None, :], Dl.transpose(2, 0, 1)[None], out=block)
+            else:
+                np.multiply(A.transpose(2, 0, 1)[:, None], Dl.transpose(2, 0, 1)[None], out=block)
+            out[s.b] = Dl.transpose(2, 0, 1).reshape(s.n_out, S * N)
+        return out
 
     def combine_samples(self) -> "FactoredGrads":
         """An equivalent factor ``G~`` with ``G~ G~^T = G G^T`` and fewer columns, for a network without hidden
