@@ -38,7 +38,6 @@ import json
 import math
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -48,10 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import step_time  # noqa: E402  (benchmarks/step_time.py: its defaults define the repeat rule shared here)
 
 from slangcli.methods import slang  # noqa: E402
-from slangcli.methods.base import Problem  # noqa: E402
-from slangcli.models import MLP  # noqa: E402
-from slangcli.threads import blas_threads  # noqa: E402
-from slangcli.train import derive_rng  # noqa: E402
+from slangcli.models import MLP, Layout  # noqa: E402
 
 _STEP_TIME_DEFAULTS = step_time.parse_args(["--features", "1", "--batch-size", "1"])
 
@@ -138,50 +134,18 @@ def _g_route(model: MLP, samples: int, batch_size: int) -> str:
     return "dense" if model.n_params * cols <= slang.DENSE_G_MAX_ENTRIES else "factored"
 
 
-def make_model(sizes: tuple[int, ...]) -> MLP:
-    """The network of ``step_time.py``: relu, bernoulli with one output, categorical with more."""
-    return MLP(sizes, activation="relu", likelihood="bernoulli" if sizes[-1] == 1 else "categorical")
-
-
 def time_point(sizes: tuple[int, ...], batch_size: int, samples: int, rank: int, a) -> dict:
-    """Time ``slang.step`` at one shape, as ``benchmarks/step_time.py`` does (same streams, same repeat rule)."""
-    outputs = sizes[-1]
-    model = make_model(sizes)
-    n_data = 10 * batch_size
-    rng = np.random.default_rng(a.seed)
-    X = rng.uniform(-1.0, 1.0, (n_data, sizes[0]))
-    y = rng.integers(0, max(outputs, 2), n_data).astype(float if outputs == 1 else np.int64)
+    """Time ``slang.step`` at one shape with ``benchmarks/step_time.py``'s loop (same streams, same repeat rule)."""
+    problem, X, y = step_time.synthetic_problem(sizes, batch_size, None, a.seed)
+    model = problem.model
+    if rank > model.n_params:
+        raise SystemExit(f"rank {rank} exceeds D = {model.n_params} at sizes {sizes}")
     hyper = slang.Hyper(rank=rank, samples=samples)
-    problem = Problem(model, model.prior_precision(1.0, 1e-5), n_data)
-    D = model.n_params
-    if rank > D:
-        raise SystemExit(f"rank {rank} exceeds D = {D} at sizes {sizes}")
-
-    times = []
-    with blas_threads(D, samples, batch_size):
-        threads = _blas_thread_count()
-        state = slang.init(derive_rng(a.seed, 0), problem, hyper)
-        t = 0
-        while True:
-            idx = derive_rng(a.seed, 1, t).integers(0, n_data, batch_size)
-            t0 = time.perf_counter()
-            state, _ = slang.step(derive_rng(a.seed, 2, t), state, problem, X[idx], y[idx], hyper)
-            times.append(time.perf_counter() - t0)
-            t += 1
-            warm = times[min(5, len(times) // 5):]
-            if len(warm) >= a.min_repeats and sum(warm) >= a.min_time:
-                break
-    warm = np.asarray(warm) * 1e3
-    return {
-        "D": D,
-        "sizes": list(sizes),
-        "median_ms": float(np.median(warm)),
-        "p10_ms": float(np.percentile(warm, 10)),
-        "p90_ms": float(np.percentile(warm, 90)),
-        "repeats": int(warm.size),
-        "threads": threads,
-        "G": _g_route(model, samples, batch_size),
-    }
+    timing = step_time.time_steps(slang, hyper, problem, X, y, batch_size=batch_size, seed=a.seed,
+                                  min_time=a.min_time, min_repeats=a.min_repeats, inside=_blas_thread_count)
+    threads = timing.pop("inside")
+    return {"D": model.n_params, "sizes": list(sizes), **timing, "threads": threads,
+            "G": _g_route(model, samples, batch_size)}
 
 
 def fit_exponent(x, t) -> tuple[float, float]:
@@ -208,11 +172,11 @@ def run_sweep(name: str, a, progress) -> dict:
         shapes = [(w, (F, *([w] * len(H)), K), M, L) for w in a.widths]
     elif name == "M":
         varied = "M, the minibatch size"
-        fixed = {"sizes": list(base_sizes), "D": make_model(base_sizes).n_params, "samples": S, "rank": L}
+        fixed = {"sizes": list(base_sizes), "D": Layout(tuple(base_sizes)).n_params, "samples": S, "rank": L}
         shapes = [(m, base_sizes, m, L) for m in a.batch_sizes]
     else:
         varied = "L, the rank"
-        fixed = {"sizes": list(base_sizes), "D": make_model(base_sizes).n_params, "batch_size": M, "samples": S}
+        fixed = {"sizes": list(base_sizes), "D": Layout(tuple(base_sizes)).n_params, "batch_size": M, "samples": S}
         shapes = [(r, base_sizes, M, r) for r in a.ranks]
     points = []
     for value, sizes, m, r in shapes:

@@ -54,48 +54,62 @@ def gemm_gflops(m: int, k: int, n: int, rng) -> float:
     return 2.0 * m * k * n * reps / (time.perf_counter() - t0) / 1e9
 
 
+def synthetic_problem(sizes, batch_size: int, n_data: int | None, seed: int, activation: str = "relu"):
+    """A network of the given sizes (bernoulli for one output, categorical otherwise) and random data for it."""
+    likelihood = "bernoulli" if sizes[-1] == 1 else "categorical"
+    model = MLP(tuple(sizes), activation=activation, likelihood=likelihood)
+    n_data = n_data or 10 * batch_size
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, (n_data, sizes[0]))
+    y = rng.integers(0, max(sizes[-1], 2), n_data).astype(float if sizes[-1] == 1 else np.int64)
+    return Problem(model, model.prior_precision(1.0, 1e-5), n_data), X, y
+
+
+def time_steps(method, hyper, problem, X, y, *, batch_size: int, seed: int, min_time: float, min_repeats: int,
+               inside=None) -> dict:
+    """Median time of ``method.step`` over warm repeats (the first fifth, at most 5 steps, discarded), inside the
+    BLAS-thread policy of ``slang fit``. ``inside()``, if given, runs within that policy and its result is
+    returned under ``"inside"`` (e.g. a GEMM rate or the thread count)."""
+    times = []
+    with blas_threads(problem.model.n_params, hyper.samples, batch_size):
+        state = method.init(derive_rng(seed, 0), problem, hyper)
+        t = 0
+        while True:
+            idx = derive_rng(seed, 1, t).integers(0, problem.n_data, batch_size)
+            t0 = time.perf_counter()
+            state, _ = method.step(derive_rng(seed, 2, t), state, problem, X[idx], y[idx], hyper)
+            times.append(time.perf_counter() - t0)
+            t += 1
+            warm = times[min(5, len(times) // 5):]
+            if len(warm) >= min_repeats and sum(warm) >= min_time:
+                break
+        extra = inside() if inside is not None else None
+    warm = np.asarray(warm) * 1e3
+    return {"median_ms": float(np.median(warm)), "p10_ms": float(np.percentile(warm, 10)),
+            "p90_ms": float(np.percentile(warm, 90)), "repeats": int(warm.size), "inside": extra}
+
+
 def main(argv=None):
     a = parse_args(argv)
     hidden = tuple(int(h) for h in a.hidden.split(",") if h.strip())
     sizes = (a.features, *hidden, a.outputs)
-    likelihood = "bernoulli" if a.outputs == 1 else "categorical"
-    model = MLP(sizes, activation=a.activation, likelihood=likelihood)
-    n_data = a.n_data or 10 * a.batch_size
-    rng = np.random.default_rng(a.seed)
-    X = rng.uniform(-1.0, 1.0, (n_data, a.features))
-    y = rng.integers(0, max(a.outputs, 2), n_data).astype(float if a.outputs == 1 else np.int64)
+    problem, X, y = synthetic_problem(sizes, a.batch_size, a.n_data, a.seed, a.activation)
     method = METHODS[a.method]
     hyper = method.Hyper(rank=a.rank, samples=a.samples)
-    problem = Problem(model, model.prior_precision(1.0, 1e-5), n_data)
-    D = model.n_params
-
-    times = []
-    with blas_threads(D, a.samples, a.batch_size):
-        state = method.init(derive_rng(a.seed, 0), problem, hyper)
-        t = 0
-        while True:
-            idx = derive_rng(a.seed, 1, t).integers(0, n_data, a.batch_size)
-            t0 = time.perf_counter()
-            state, _ = method.step(derive_rng(a.seed, 2, t), state, problem, X[idx], y[idx], hyper)
-            times.append(time.perf_counter() - t0)
-            t += 1
-            warm = times[min(5, len(times) // 5):]
-            if len(warm) >= a.min_repeats and sum(warm) >= a.min_time:
-                break
-        n1 = sizes[1]
-        gflops = gemm_gflops(a.batch_size, a.features, a.samples * n1, rng)
-    warm = np.asarray(warm) * 1e3
+    D = problem.model.n_params
+    gemm_shape = [a.batch_size, a.features, a.samples * sizes[1]]
+    rng = np.random.default_rng(a.seed + 1)
+    timing = time_steps(method, hyper, problem, X, y, batch_size=a.batch_size, seed=a.seed, min_time=a.min_time,
+                        min_repeats=a.min_repeats, inside=lambda: gemm_gflops(*gemm_shape, rng))
+    gflops = timing.pop("inside")
     out = {
         "method": a.method,
         "shape": {"sizes": list(sizes), "n_params": D, "batch_size": a.batch_size, "samples": a.samples,
                   "rank": a.rank, "dtype": a.dtype},
-        "median_ms": float(np.median(warm)),
-        "p10_ms": float(np.percentile(warm, 10)),
-        "p90_ms": float(np.percentile(warm, 90)),
-        "repeats": int(warm.size),
+        **timing,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "gemm_gflops": gflops,
-        "gemm_shape": [a.batch_size, a.features, a.samples * n1],
+        "gemm_shape": gemm_shape,
     }
     if a.json:
         json.dump(out, sys.stdout)

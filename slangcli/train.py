@@ -57,12 +57,15 @@ def steps_per_epoch(n_data: int, batch_size: int) -> int:
     return -(-n_data // batch_size)
 
 
+def epoch_order(seed: int, epoch: int, n_data: int) -> np.ndarray:
+    """The order in which epoch ``epoch`` (0-based) visits the training examples."""
+    return derive_rng(seed, ORDER, epoch).permutation(n_data)
+
+
 def batch_indices(seed: int, t: int, n_data: int, batch_size: int) -> np.ndarray:
     """Example indices of global step ``t`` (0-based)."""
-    spe = steps_per_epoch(n_data, batch_size)
-    epoch, j = divmod(t, spe)
-    order = derive_rng(seed, ORDER, epoch).permutation(n_data)
-    return order[j * batch_size : (j + 1) * batch_size]
+    epoch, j = divmod(t, steps_per_epoch(n_data, batch_size))
+    return epoch_order(seed, epoch, n_data)[j * batch_size : (j + 1) * batch_size]
 
 
 def _diverged(step: int, epoch: int, what: str) -> str:
@@ -113,7 +116,7 @@ def run(
             t = state.t
             epoch, j = divmod(t, spe)
             if epoch != order_epoch:
-                order, order_epoch = derive_rng(seed, ORDER, epoch).permutation(n), epoch
+                order, order_epoch = epoch_order(seed, epoch, n), epoch
             idx = order[j * batch_size : (j + 1) * batch_size]
             try:
                 state, info = method.step(derive_rng(seed, STEP, t), state, problem, X[idx], y[idx], hyper)

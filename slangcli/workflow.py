@@ -208,29 +208,25 @@ def _transform(run: Run, X, y_raw, path) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
+def _verify(run_name: str, what: str, path: str, expected: str | None) -> None:
+    """Refuse a recorded data file that is gone or whose contents changed since the fit."""
+    try:
+        found = sha256_file(path)
+    except DataError:
+        raise DataError(f"{run_name}: its {what} data {path} is missing; pass the data explicitly") from None
+    if expected and found != expected:
+        raise DataError(f"{run_name}: its {what} data {path} changed since the fit (sha256 differs); "
+                        "pass the data explicitly")
+
+
 def _reread_training(run: Run, run_name: str):
     """The run's training source re-read, refusing files whose contents changed since the fit."""
     opts = _stored_options(run)
-    train_info = run.data["train"]
-    path = train_info.get("folder") or train_info["path"]
-    expected = train_info.get("sha256")
-    data_file = train_info["path"] if not _is_uci(opts) else os.path.join(train_info.get("folder", path), "data.txt")
-    try:
-        if _is_uci(opts):
-            table, _, _ = read_uci_folder(path, opts.uci_split)
-            found = table.provenance.get("sha256")
-        else:
-            found = sha256_file(train_info["path"])
-            table = None
-    except DataError:
-        raise DataError(f"{run_name}: its training data {path} is missing or unreadable; "
-                        "pass the data explicitly") from None
-    if expected and found != expected:
-        raise DataError(f"{run_name}: its training data {data_file} changed since the fit (sha256 differs); "
-                        "pass the data explicitly")
-    if table is None:
-        table = _read(train_info["path"], opts, n_features=train_info.get("widened_from") and train_info["features"])
-    return table
+    info = run.data["train"]
+    _verify(run_name, "training", info["path"], info.get("sha256"))
+    if info["format"] == "uci":
+        return read_uci_folder(info["folder"], opts.uci_split)[0]
+    return _read(info["path"], opts, n_features=info.get("widened_from") and info["features"])
 
 
 def load_test(run: Run, run_name: str, data_path=None):
@@ -254,13 +250,7 @@ def load_test(run: Run, run_name: str, data_path=None):
     if test is None:
         raise DataError(f"{run_name}: the run has no test data; pass a data file")
     if test["source"] == "file":
-        try:
-            found = sha256_file(test["path"])
-        except DataError:
-            raise DataError(f"{run_name}: its test data {test['path']} is missing; pass the data explicitly") from None
-        if found != test["sha256"]:
-            raise DataError(f"{run_name}: its test data {test['path']} changed since the fit (sha256 differs); "
-                            "pass the data explicitly")
+        _verify(run_name, "test", test["path"], test["sha256"])
         opts = _stored_options(run)
         table = _read(test["path"], opts, n_features=test.get("widened_from") and test["features"])
         X, y = _transform(run, table.X, table.y, test["path"])

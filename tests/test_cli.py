@@ -470,3 +470,29 @@ def test_output_over_an_input_file_is_refused(train_csv):
     assert result.exit_code == 2
     assert "refusing to overwrite" in result.stderr
     assert train_csv.read_bytes() == before
+
+
+def test_uci_folder_regression_fit_and_reevaluation(tmp_path, monkeypatch):
+    """A Gal-layout folder with --uci-split: regression metrics at fit time, and `evaluate` re-reads the folder
+    (verified by checksum) from another working directory and reproduces them."""
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    X = rng.standard_normal((40, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.standard_normal(40)
+    np.savetxt(folder / "data.txt", np.column_stack([X, y]))
+    (folder / "index_features.txt").write_text("0\n1\n2\n")
+    (folder / "index_target.txt").write_text("3\n")
+    (folder / "n_splits.txt").write_text("1\n")
+    (folder / "index_train_0.txt").write_text("\n".join(map(str, range(30))) + "\n")
+    (folder / "index_test_0.txt").write_text("\n".join(map(str, range(30, 40))) + "\n")
+    out = tmp_path / "run.h5"
+    fitted = invoke("fit", folder, "--uci-split", "0", "--hidden", "8", "--epochs", "3", "--rank", "1",
+                    "--batch-size", "10", "--eval-samples", "50", "-o", out, "--json")
+    assert_ok(fitted)
+    test = json.loads(fitted.stdout)["metrics"]["test"]
+    assert set(test) >= {"rmse", "loglik"} and test["n"] == 10
+    monkeypatch.chdir(tmp_path.parent)
+    again = invoke("evaluate", out, "--samples", "50", "--json")
+    assert_ok(again)
+    np.testing.assert_allclose(json.loads(again.stdout)["metrics"]["test"]["rmse"], test["rmse"], rtol=1e-12)
