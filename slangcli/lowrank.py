@@ -111,16 +111,21 @@ def sample_noise(U: np.ndarray, d: np.ndarray, Z: np.ndarray, WtW: np.ndarray | 
     return Zs + (U @ t) * (rs * rs)[:, None]
 
 
-def top_eig_gram(gram: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
+def top_eig_gram(gram: np.ndarray, L: int, warm=None) -> tuple[np.ndarray, np.ndarray]:
     """Top-``L`` eigenpairs of a symmetric PSD ``gram : (K, K)``, largest first.
 
-    Exact. LAPACK's ``syevx`` computes only the wanted index range, several times faster than a full ``syevd``
+    With ``warm`` coordinates given (see :func:`top_eig_krylov`) and ``K >= KRYLOV_MIN_K``, tries the Krylov
+    solver first. Otherwise (or if it does not converge) exact LAPACK: ``syevx`` ``syevx`` computes only the wanted index range, several times faster than a full ``syevd``
     when L is a small fraction of K; from about L >= K / 8 the full divide-and-conquer solver is faster (measured on
     one core for K from 65 to 832). Returns ``(lam : (L,), V : (K, L))``.
     """
     K = gram.shape[0]
     if L == 0:
         return np.zeros(0), np.zeros((K, 0))
+    if warm is not None and K >= KRYLOV_MIN_K:
+        found = top_eig_krylov(lambda X: gram @ X, K, L, warm)
+        if found is not None:
+            return found
     if L > K:
         # fewer eigenpairs exist than asked for: the rest are zero (their columns of U come out zero)
         lam, V = top_eig_gram(gram, K)
@@ -131,6 +136,86 @@ def top_eig_gram(gram: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
     else:
         lam, V = scipy.linalg.eigh(gram, subset_by_index=[K - L, K - 1], driver="evx", check_finite=False)
     return lam[::-1], V[:, ::-1]
+
+
+# Residual tolerance of the Krylov eigensolver, relative to the largest eigenvalue. An eigenvalue is then correct to
+# about tol^2 lam_1 / gap and an eigenvector's angle to about tol lam_1 / gap, far below what a stochastic update
+# can notice, and within rounding of LAPACK for well-separated eigenvalues.
+KRYLOV_TOL = 1e-10
+# below this order a dense LAPACK eigensolver costs well under a millisecond and is used instead
+KRYLOV_MIN_K = 200
+_START_BLOCKS: dict = {}
+
+
+def _start_block(K: int, p: int, warm) -> np.ndarray:
+    """Deterministic starting block: unit vectors at the ``warm`` coordinates, the rest fixed pseudo-random
+    columns (drawn once per shape from a constant seed, so every call and every run starts alike)."""
+    key = (K, p)
+    if key not in _START_BLOCKS:
+        _START_BLOCKS[key] = np.random.default_rng(0x51A4).standard_normal((K, p))
+    X0 = _START_BLOCKS[key].copy()
+    warm = np.asarray(warm, dtype=np.int64)[:p]
+    X0[:, : warm.size] = 0.0
+    X0[warm, np.arange(warm.size)] = 1.0
+    return X0
+
+
+def _orthonormalize_against(W: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """Orthonormal columns spanning ``W`` projected off ``span(Q)`` (``Q`` orthonormal).
+
+    Cholesky QR twice, each after a projection (CholQR2: as accurate as Householder QR here and several times
+    faster for tall thin blocks); where ``W`` has lost rank Cholesky fails, and Householder QR with a further
+    projection supplies arbitrary new directions orthogonal to ``Q``.
+    """
+    try:
+        for _ in range(2):
+            W = W - Q @ (Q.T @ W)
+            R = np.linalg.cholesky(W.T @ W).T  # W^T W = R^T R, R upper triangular
+            W = scipy.linalg.solve_triangular(R, W.T, trans="T", check_finite=False).T  # W R^{-1}
+        return W
+    except np.linalg.LinAlgError:
+        W = np.linalg.qr(W - Q @ (Q.T @ W))[0]
+        return np.linalg.qr(W - Q @ (Q.T @ W))[0]
+
+
+def top_eig_krylov(apply, K: int, L: int, warm=(), *, tol: float = KRYLOV_TOL, max_dim: int | None = None):
+    """Top-``L`` eigenpairs of a symmetric PSD operator on ``R^K`` given by ``apply(V : (K, p)) -> (K, p)``.
+
+    Block Lanczos with full reorthogonalisation and Rayleigh-Ritz on the whole Krylov basis, stopped when every
+    wanted Ritz pair has residual ``||A v - theta v|| <= tol * theta_1``. The block has ``p = L + max(4, L // 4)``
+    columns and starts from the unit vectors at the ``warm`` coordinates (SLANG: the previous step's U, whose
+    directions usually stay dominant) filled up deterministically. Returns ``(lam : (L,), V : (K, L))`` largest
+    first, or ``None`` if the basis would exceed ``max_dim`` (default K / 2) before converging; the caller then
+    falls back to a dense solver.
+    """
+    p = min(L + max(4, L // 4), K)
+    max_dim = K // 2 if max_dim is None else max_dim
+    n_blocks = max_dim // p
+    if n_blocks < 2:
+        return None
+    Q = np.empty((K, n_blocks * p), order="F")
+    AQ = np.empty((K, n_blocks * p), order="F")
+    T = np.zeros((n_blocks * p, n_blocks * p))
+    Q[:, :p] = _orthonormalize_against(_start_block(K, p, warm), Q[:, :0])
+    n = 0
+    while True:
+        m = n + p
+        W = apply(Q[:, n:m])
+        AQ[:, n:m] = W
+        C = Q[:, :m].T @ W  # the new block column of T = Q^T A Q
+        T[:m, n:m] = C
+        T[n:m, :m] = C.T
+        if m > p or L < p // 2:  # one block rarely converges unless it is much wider than L: skip its check
+            theta, S = np.linalg.eigh(T[:m, :m])
+            theta, S = theta[: m - L - 1 : -1], S[:, : m - L - 1 : -1]
+            R = AQ[:, :m] @ S - Q[:, :m] @ (S * theta)
+            res = np.sqrt(np.einsum("kl,kl->l", R, R))
+            if np.all(res <= tol * max(theta[0], np.finfo(float).tiny)):
+                return theta, Q[:, :m] @ S
+        if m + p > n_blocks * p:
+            return None
+        Q[:, m : m + p] = _orthonormalize_against(W - Q[:, :m] @ C, Q[:, :m])
+        n = m
 
 
 def kl_to_diagonal_prior(mean: np.ndarray, U: np.ndarray, d: np.ndarray, prior_precision: np.ndarray) -> float:

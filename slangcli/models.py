@@ -325,6 +325,63 @@ class FactoredGrads:
             out[:, s.b] = np.einsum("snk,sno->ko", w, Dl)
         return out.T
 
+    def matmat(self, V: np.ndarray) -> np.ndarray:
+        """``G V : (D, k)`` (C-ordered) for ``V : (S N, k)``, for small k: one GEMM per layer.
+
+        Layer rows ``(i, o)`` of column ``j`` are ``sum_n a_n[i] delta_n[o] v_n[j]``, i.e. ``A^T`` times the
+        ``(rows, n_out k)`` array ``delta * v``; a shared input first sums ``delta * v`` over the S samples.
+        """
+        S, N = self.n_samples, self.n_examples
+        k = V.shape[1]
+        w = V.reshape(S, N, k)
+        out = np.empty((self.layout.n_params, k), dtype=np.result_type(V, self.deltas[0]))
+        for s, A, Dl, shared in self._each():
+            if shared:
+                Z = np.matmul(Dl.transpose(1, 2, 0), w.transpose(1, 0, 2))  # (N, n_out, k), summed over samples
+                out[s.W] = (A.T @ Z.reshape(N, -1)).reshape(-1, k)
+                out[s.b] = Z.sum(0)
+            else:
+                Z = _rows(Dl)[:, :, None] * w.reshape(S * N, 1, k)  # (S N, n_out, k)
+                out[s.W] = (_rows(A).T @ Z.reshape(S * N, -1)).reshape(-1, k)
+                out[s.b] = Z.sum(0)
+        return out
+
+    def rmatmat(self, W: np.ndarray) -> np.ndarray:
+        """``G^T W : (S N, k)`` for ``W : (D, k)``, for small k: entry ``(s n, j)`` of a layer is
+        ``a_sn^T W_j delta_sn + b_j^T delta_sn`` with ``W_j`` the layer's ``(n_in, n_out)`` block of column j."""
+        S, N = self.n_samples, self.n_examples
+        k = W.shape[1]
+        out = np.zeros((S, N, k), dtype=np.result_type(W, self.deltas[0]))
+        for s, A, Dl, shared in self._each():
+            Wl = W[s.W].reshape(s.n_in, s.n_out * k)
+            if shared:
+                Y = (A @ Wl).reshape(N, s.n_out, k) + W[s.b]  # (N, n_out, k)
+                out += np.matmul(Dl.transpose(1, 0, 2), Y).transpose(1, 0, 2)
+            else:
+                Y = (_rows(A) @ Wl).reshape(S * N, s.n_out, k) + W[s.b]
+                if s.n_out == 1:  # a batched matmul of 1 x 1 matrices costs far more than the product
+                    out += (Y[:, 0, :] * _rows(Dl)).reshape(S, N, k)
+                else:
+                    out += np.matmul(_rows(Dl)[:, None, :], Y).reshape(S, N, k)
+        return out.reshape(S * N, k)
+
+    def gram_flops(self) -> int:
+        """Approximate multiply-adds of :meth:`gram`."""
+        S, N = self.n_samples, self.n_examples
+        total = 0
+        for s, A, Dl, shared in self._each():
+            total += (N * N * s.n_in if shared else (S * N) ** 2 * s.n_in) + (S * N) ** 2 * (s.n_out + 1)
+        return total
+
+    def matmat_flops(self) -> int:
+        """Approximate multiply-adds of one column of :meth:`matmat` plus :meth:`rmatmat`."""
+        S, N = self.n_samples, self.n_examples
+        total = 0
+        for s, A, Dl, shared in self._each():
+            rows = N if shared else S * N
+            total += 2 * rows * s.n_in * s.n_out + 2 * S * N * s.n_out
+        return total
+
     def dense(self) -> np.ndarray:
         """``G : (D, S N)`` materialised, for small D: each layer's rows are the outer products
         ``a_si delta_si^T`` laid out as ``(n_in, n_out)`` blocks, followed by the bias rows ``delta_si``."""

@@ -143,6 +143,67 @@ def test_top_eig_gram_matches_eigh(L):
     np.testing.assert_allclose(A @ V, V * lam, rtol=0, atol=1e-10 * lam[0])
 
 
+def _spectrum_psd(lam: np.ndarray, seed: int) -> np.ndarray:
+    Q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((lam.size, lam.size)))
+    return (Q * lam) @ Q.T
+
+
+KRYLOV_SPECTRA = {
+    # a few dominant eigenvalues then a slowly decaying bulk, as SLANG's Gram matrices have
+    "dominant": np.concatenate([[50.0, 20.0, 9.0], 1.0 / np.arange(1, 298)]),
+    "geometric": 0.9 ** np.arange(300),
+    # rank 12: the Krylov space becomes invariant and the block loses rank
+    "low-rank": np.concatenate([np.linspace(1.0, 3.0, 12), np.zeros(288)]),
+}
+
+
+@pytest.mark.parametrize("spectrum", sorted(KRYLOV_SPECTRA))
+@pytest.mark.parametrize("L", [1, 8])
+def test_top_eig_krylov_matches_eigh(spectrum, L):
+    """Block Lanczos returns the top-L eigenpairs to the documented residual tolerance: eigenvalues to rounding,
+    the spanned projection ``V diag(lam) V^T`` to ~1e-9 relative, orthonormal V; or None (then the caller uses
+    LAPACK). Warm-started from coordinates that are not eigenvectors, so the iteration has work to do."""
+    lam_true = np.sort(KRYLOV_SPECTRA[spectrum])[::-1]
+    A = _spectrum_psd(lam_true, seed=L)
+    calls = []
+
+    def apply(X):
+        calls.append(X.shape[1])
+        return A @ X
+
+    found = lowrank.top_eig_krylov(apply, A.shape[0], L, warm=np.arange(L))
+    assert found is not None, "converged well within K / 2 on these spectra"
+    lam, V = found
+    np.testing.assert_allclose(lam, lam_true[:L], rtol=1e-12, atol=1e-13 * lam_true[0])
+    np.testing.assert_allclose(V.T @ V, np.eye(L), rtol=0, atol=1e-12)
+    w, Q = np.linalg.eigh(A)
+    P_ref = (Q[:, ::-1][:, :L] * w[::-1][:L]) @ Q[:, ::-1][:, :L].T
+    np.testing.assert_allclose((V * lam) @ V.T, P_ref, rtol=0, atol=1e-9 * lam_true[0])
+    assert sum(calls) < A.shape[0], "the solver must not need a full sweep of the space"
+
+
+def test_top_eig_krylov_gives_up_on_a_flat_spectrum():
+    """With no gap at all (the identity plus tiny noise) and a small dimension budget the solver returns None,
+    rather than an unconverged answer."""
+    rng = np.random.default_rng(3)
+    E = rng.standard_normal((300, 300))
+    A = np.eye(300) + 1e-3 * (E + E.T)
+    assert lowrank.top_eig_krylov(lambda X: A @ X, 300, 8, max_dim=40) is None
+
+
+def test_top_eig_krylov_zero_operator():
+    """The zero matrix: eigenvalues 0, any orthonormal vectors."""
+    lam, V = lowrank.top_eig_krylov(lambda X: np.zeros_like(X), 250, 3)
+    assert np.all(lam == 0.0) and V.shape == (250, 3)
+
+
+def test_top_eig_krylov_is_deterministic():
+    A = _spectrum_psd(KRYLOV_SPECTRA["geometric"], seed=9)
+    a = lowrank.top_eig_krylov(lambda X: A @ X, 300, 4, warm=[0, 1])
+    b = lowrank.top_eig_krylov(lambda X: A @ X, 300, 4, warm=[0, 1])
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
 def test_top_eig_gram_rank_zero():
     """L = 0 returns empty arrays of the right shapes."""
     lam, V = lowrank.top_eig_gram(_random_psd(6, 0), 0)

@@ -216,6 +216,17 @@ def test_factored_right(sizes, likelihood):
     np.testing.assert_allclose(fg.right(W), G @ W, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("sizes,likelihood", FG_NETS, ids=FG_IDS)
+def test_factored_matmat_and_rmatmat(sizes, likelihood):
+    """``matmat(V) == G V`` and ``rmatmat(W) == G^T W`` (the Krylov solver's operator), for 1 and 5 columns."""
+    rng, fg, G = _fg_case(sizes, likelihood)
+    for k in (1, 5):
+        V = rng.standard_normal((G.shape[1], k))
+        W = rng.standard_normal((G.shape[0], k))
+        np.testing.assert_allclose(fg.matmat(V), G @ V, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(fg.rmatmat(W), G.T @ W, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("S", [1, 2, 5])
 @pytest.mark.parametrize("likelihood", ["bernoulli", "categorical"], ids=["K=1", "K=3"])
 def test_combine_samples_keeps_empirical_fisher(likelihood, S):

@@ -249,6 +249,34 @@ def test_low_rank_update_paths_agree():
         np.testing.assert_allclose(U_new.T @ U_new, np.diag(lam[:L]), rtol=0, atol=1e-10 * lam[0], err_msg=name)
 
 
+@pytest.mark.parametrize("L", [1, 6])
+def test_krylov_routes_equal_lapack_route(monkeypatch, L):
+    """The Krylov solver applied through the gradient factors, the Krylov solver on the formed Gram and LAPACK on
+    the formed Gram give the same ``U_new U_new^T`` and diagonal, on a net where K = L + S M = 200 + L < D.
+    The route is forced by moving ``KRYLOV_MIN_K`` and by the operator-cost rule (checked to pick the factors)."""
+    rng = np.random.default_rng(21)
+    model = MLP((3, 40, 2), "tanh", "categorical")
+    D = model.n_params  # 242
+    theta = 0.5 * rng.standard_normal((10, D))
+    X = rng.standard_normal((20, 3))
+    _, fg = model.per_example_grads(theta, X, rng.integers(0, 2, 20))
+    U = np.asfortranarray(rng.standard_normal((D, L)))
+    beta, c = 0.2, 3.0
+    assert slang._factored_operator_pays(fg, D, L, L)
+    B = np.hstack([np.sqrt(1 - beta) * U, np.sqrt(beta * c) * fg.dense()])
+    lam = np.linalg.eigvalsh(B.T @ B)[::-1]
+    assert lam[L - 1] - lam[L] > 1e-3 * lam[0], "test precondition: a spectral gap at L"
+    expected = _top_L_projection(B, L)
+    results = {"factored Krylov": slang.low_rank_update(U, fg, beta, c, L)}
+    monkeypatch.setattr(slang, "_factored_operator_pays", lambda *args: False)
+    results["Gram Krylov"] = slang.low_rank_update(U, fg, beta, c, L)
+    monkeypatch.setattr(lowrank, "KRYLOV_MIN_K", 10**9)
+    results["Gram LAPACK"] = slang.low_rank_update(U, fg, beta, c, L)
+    for name, (U_new, diag) in results.items():
+        np.testing.assert_allclose(U_new @ U_new.T, expected, rtol=0, atol=1e-9 * lam[0], err_msg=name)
+        np.testing.assert_allclose(diag, np.diag(B @ B.T), rtol=1e-12, atol=0, err_msg=name)
+
+
 @pytest.mark.parametrize("pad", [0, 12], ids=["Gram side", "dense side"])
 def test_eigenvalue_floor_zeros_columns(pad):
     """Eigenpairs with eigenvalue <= 1e-6 come back as all-zero columns; one just above the floor is kept.

@@ -15,7 +15,12 @@ S weight samples, N training examples, with per-example NLL gradients ``g_si`` (
 
 Step 4 writes the matrix as ``B B^T`` with ``B = [sqrt(1-beta) U, sqrt(beta c) G]`` (D x K, K = L + #columns of
 G) and takes whichever side is smaller: the D x D matrix ``B B^T`` directly, or the K x K Gram ``B^T B`` whose
-top eigenvectors ``V`` give ``U_new = B V`` (then ``U_new^T U_new = Lambda``). For a network without hidden layer
+top eigenvectors ``V`` give ``U_new = B V`` (then ``U_new^T U_new = Lambda``). On the Gram side a dense LAPACK
+eigensolver costs O(K^3), which dominates a small network's step when S M is in the hundreds; from K = 200 the
+eigenpairs come from block Lanczos (``lowrank.top_eig_krylov``), warm-started at the previous U's coordinates and
+run to a residual of 1e-10 relative (exact for the update's purposes; LAPACK remains the fallback). Its operator
+``B^T B`` is applied through the gradient factors (``FactoredGrads.matmat`` / ``rmatmat``, no Gram formed) when
+that costs fewer operations than forming the Gram, as for small networks with many columns. For a network without hidden layer
 the S samples of an example share its input, so G is first reduced to ``min(S, K_out)`` columns per example
 (``FactoredGrads.combine_samples``), which leaves ``G G^T`` unchanged.
 """
@@ -110,29 +115,64 @@ class _DenseGrads:
         return self.G
 
 
+def _factored_operator_pays(grads, D: int, r: int, L: int) -> bool:
+    """Whether the Krylov solver should apply ``B^T B`` through the gradient factors rather than through the
+    formed Gram matrix: compares the multiply-adds of about six blocks of ``p`` products each way."""
+    K = r + grads.n_columns
+    n_vectors = 6 * (L + max(4, L // 4))
+    through_factors = n_vectors * (grads.matmat_flops() + 4 * D * r)
+    through_gram = grads.gram_flops() + D * r * K + n_vectors * 2 * K * K
+    return through_factors < through_gram
+
+
+def _nonzero_columns(U: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(np.einsum("dl,dl->l", U, U) > 0)
+
+
 def low_rank_update(U: np.ndarray, grads, beta: float, c: float, L: int) -> tuple[np.ndarray, np.ndarray]:
     """``U_new : (D, L)`` from the top-L eigenpairs of ``(1 - beta) U U^T + beta c G G^T``, and
-    ``diag((1 - beta) U U^T + beta c G G^T)``, with ``grads`` a ``FactoredGrads`` or ``_DenseGrads``."""
-    D = U.shape[0]
+    ``diag((1 - beta) U U^T + beta c G G^T)``, with ``grads`` a ``FactoredGrads``.
+
+    Three exact routes, by shape (see the module docstring): the D x D matrix when D <= K; otherwise the Krylov
+    solver on ``B^T B`` applied through the gradient factors when that is cheaper than forming the K x K Gram;
+    otherwise the formed Gram (Krylov on it when K is large, else LAPACK).
+    """
+    D, r = U.shape
+    K = r + grads.n_columns
     a, b = np.sqrt(1.0 - beta), np.sqrt(beta * c)
+    krylov = 0 < L and K < D and K >= lowrank.KRYLOV_MIN_K and _factored_operator_pays(grads, D, r, L)
+    if not krylov and D * grads.n_columns <= DENSE_G_MAX_ENTRIES:
+        grads = _DenseGrads(grads.dense())
     diag = (1.0 - beta) * np.einsum("dl,dl->d", U, U) + (beta * c) * grads.sq_sum()
     if L == 0:
         return U, diag
-    K = U.shape[1] + grads.n_columns
+    lam = None
     if D <= K:
         B = np.hstack([a * U, b * grads.dense()])
         lam, Q = lowrank.top_eig_gram(B @ B.T, L)
         U_new = np.asfortranarray(Q * np.sqrt(np.maximum(lam, 0.0)))
     else:
-        r = U.shape[1]
-        gram = np.empty((K, K))
-        gram[:r, :r] = (1.0 - beta) * (U.T @ U)
-        gram[:r, r:] = (a * b) * grads.left(U)
-        gram[r:, :r] = gram[:r, r:].T
-        gram[r:, r:] = (beta * c) * grads.gram()
-        lam, V = lowrank.top_eig_gram(gram, L)
-        # built as U_new^T (C-contiguous rows), so U_new is Fortran-ordered like U
-        U_new = (a * (V[:r].T @ U.T) + b * grads.right(V[r:]).T).T
+        warm = _nonzero_columns(U) if K >= lowrank.KRYLOV_MIN_K else None
+        if krylov:
+            def apply(X):  # B^T B X, with B = [a U, b G]
+                w = a * (U @ X[:r]) + b * grads.matmat(X[r:])
+                return np.vstack([a * (U.T @ w), b * grads.rmatmat(w)])
+
+            found = lowrank.top_eig_krylov(apply, K, L, warm)
+            if found is not None:
+                lam, V = found
+                U_new = np.asfortranarray(a * (U @ V[:r]) + b * grads.matmat(V[r:]))
+        if lam is None:
+            if not isinstance(grads, _DenseGrads) and D * grads.n_columns <= DENSE_G_MAX_ENTRIES:
+                grads = _DenseGrads(grads.dense())
+            gram = np.empty((K, K))
+            gram[:r, :r] = (1.0 - beta) * (U.T @ U)
+            gram[:r, r:] = (a * b) * grads.left(U)
+            gram[r:, :r] = gram[:r, r:].T
+            gram[r:, r:] = (beta * c) * grads.gram()
+            lam, V = lowrank.top_eig_gram(gram, L, warm)
+            # built as U_new^T (C-contiguous rows), so U_new is Fortran-ordered like U
+            U_new = (a * (V[:r].T @ U.T) + b * grads.right(V[r:]).T).T
     drop = lam <= EIG_FLOOR
     if drop.any():
         U_new = U_new.copy(order="F")
@@ -152,8 +192,6 @@ def update(state: State, theta: np.ndarray, problem: Problem, X: np.ndarray, y: 
     nll, fg = problem.model.per_example_grads(theta, X, y)
     g = c * fg.sum()
     grads = fg.combine_samples() if problem.model.is_linear else fg
-    if state.mu.size * grads.n_columns <= DENSE_G_MAX_ENTRIES:
-        grads = _DenseGrads(grads.dense())
 
     U_new, diag = low_rank_update(state.U, grads, beta, c, hyper.rank)
     correction = np.maximum(diag - np.einsum("dl,dl->d", U_new, U_new), 0.0)
