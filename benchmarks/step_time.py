@@ -35,7 +35,8 @@ def parse_args(argv=None):
     p.add_argument("--rank", type=int, default=1)
     p.add_argument("--method", default="slang", choices=sorted(METHODS))
     p.add_argument("--activation", default="relu")
-    p.add_argument("--dtype", default="float64", choices=["float64"])
+    p.add_argument("--dtype", default="float64", choices=["float64", "float32"],
+                   help="precision of the network passes and of U (SLANG's --dtype)")
     p.add_argument("--n-data", type=int, default=None, help="training-set size N (default 10 M)")
     p.add_argument("--min-time", type=float, default=2.0, help="seconds of timed steps at least")
     p.add_argument("--min-repeats", type=int, default=20)
@@ -95,7 +96,7 @@ def main(argv=None):
     sizes = (a.features, *hidden, a.outputs)
     problem, X, y = synthetic_problem(sizes, a.batch_size, a.n_data, a.seed, a.activation)
     method = METHODS[a.method]
-    hyper = method.Hyper(rank=a.rank, samples=a.samples)
+    hyper = method.Hyper(rank=a.rank, samples=a.samples, dtype=a.dtype)
     D = problem.model.n_params
     gemm_shape = [a.batch_size, a.features, a.samples * sizes[1]]
     rng = np.random.default_rng(a.seed + 1)

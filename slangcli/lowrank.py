@@ -32,7 +32,7 @@ def weighted_gram(U: np.ndarray, w: np.ndarray) -> np.ndarray:
     out = np.zeros((L, L))
     for lo in range(0, U.shape[0], BLOCK):
         Ub = U[lo : lo + BLOCK]
-        out += Ub.T @ (Ub * w[lo : lo + BLOCK, None])
+        out += Ub.T @ (Ub * w[lo : lo + BLOCK, None].astype(U.dtype, copy=False))  # float64 sum over blocks
     return out
 
 
@@ -57,8 +57,9 @@ def solve(U: np.ndarray, d: np.ndarray, v: np.ndarray, WtW: np.ndarray | None = 
     if U.shape[1] == 0:
         return vd
     chol = _cholesky_capacitance(U, d, WtW)
-    w = scipy.linalg.cho_solve((chol, True), U.T @ vd, check_finite=False)
-    return vd - (U @ w) / dd
+    # products with U in U's precision (no float64 copy of a float32 U); the result is float64
+    w = scipy.linalg.cho_solve((chol, True), U.T @ vd.astype(U.dtype, copy=False), check_finite=False)
+    return vd - (U @ w.astype(U.dtype, copy=False)) / dd
 
 
 def logdet(U: np.ndarray, d: np.ndarray) -> float:
@@ -107,8 +108,8 @@ def sample_noise(U: np.ndarray, d: np.ndarray, Z: np.ndarray, WtW: np.ndarray | 
     root = np.sqrt(1.0 + s)
     c = -1.0 / (root * (1.0 + root))
     Zs = Z * rs[:, None]
-    t = R @ (c[:, None] * (R.T @ (U.T @ Zs)))  # (L, S): R diag(c) R^T W^T z
-    return Zs + (U @ t) * (rs * rs)[:, None]
+    t = R @ (c[:, None] * (R.T @ (U.T @ Zs.astype(U.dtype, copy=False))))  # (L, S): R diag(c) R^T W^T z
+    return Zs + (U @ t.astype(U.dtype, copy=False)) * (rs * rs)[:, None]
 
 
 def top_eig_gram(gram: np.ndarray, L: int, warm=None) -> tuple[np.ndarray, np.ndarray]:

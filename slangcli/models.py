@@ -195,7 +195,8 @@ class MLP:
             r = f[..., 0] - y
             nll = 0.5 * tau * r * r - 0.5 * np.log(tau) + 0.5 * np.log(2 * np.pi)
             delta = (tau * r)[..., None]
-        return nll, delta
+        # float targets would promote float32 outputs; back-propagation stays in the outputs' precision
+        return nll, delta.astype(f.dtype, copy=False)
 
     def nll(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Per-example negative log-likelihood ``(S, N)`` at weight samples ``theta : (S, D)``."""

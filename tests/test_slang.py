@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from slangcli import lowrank
+from slangcli.errors import ConfigError
 from slangcli.methods import slang
 from slangcli.methods.base import Problem, decayed
 from slangcli.models import MLP
@@ -326,3 +327,37 @@ def test_update_reports_mean_nll_of_the_minibatch():
 def test_decayed_rate(t, decay, expected):
     """``r_t = r_0 / (1 + t^decay)`` with ``r_0 = 0.1``: r_0 / 2 at t = 1 or when decay = 0."""
     np.testing.assert_allclose(decayed(0.1, t, decay), expected, rtol=1e-15, atol=0)
+
+
+# ------------------------------------------------------------------------------------------------- float32
+@pytest.mark.parametrize("sizes,likelihood,L", [((5, 6, 3), "categorical", 3), ((4, 1), "bernoulli", 2),
+                                               ((3, 40, 2), "categorical", 4)],
+                         ids=["mlp", "logistic", "krylov-route"])
+def test_float32_steps_track_float64_steps(sizes, likelihood, L):
+    """With ``dtype="float32"`` U and the network passes are float32 while mu, d, m stay float64, and ten steps
+    from the same state and generators stay within float32 rounding of the float64 run (relative 1e-4); the
+    third case has K = L + S M >= 200, the Krylov route."""
+    problem, X, y = _problem(sizes, likelihood=likelihood, seed=30)
+    S = 10 if sizes == (3, 40, 2) else SAMPLES
+    M = 20 if sizes == (3, 40, 2) else BATCH
+    runs = {}
+    for dtype in ("float64", "float32"):
+        hyper = slang.Hyper(rank=L, samples=S, dtype=dtype)
+        state = slang.init(np.random.default_rng(31), problem, hyper)
+        for t in range(10):
+            idx = np.random.default_rng([32, t]).integers(0, N_DATA, M)
+            state, _ = slang.step(np.random.default_rng([33, t]), state, problem, X[idx], y[idx], hyper)
+        runs[dtype] = state
+    lo, hi = runs["float32"], runs["float64"]
+    assert lo.U.dtype == np.float32 and lo.mu.dtype == lo.d.dtype == lo.m.dtype == np.float64
+    for name in ("mu", "d"):
+        got, ref = getattr(lo, name), getattr(hi, name)
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max(), err_msg=name)
+        assert not np.array_equal(got, ref), f"{name}: float32 run identical to float64 (dtype not applied?)"
+    P_lo, P_hi = lo.U.astype(float) @ lo.U.T, hi.U @ hi.U.T
+    np.testing.assert_allclose(P_lo, P_hi, rtol=0, atol=1e-4 * np.abs(P_hi).max())
+
+
+def test_dtype_is_validated():
+    with pytest.raises(ConfigError, match="--dtype"):
+        slang.Hyper(dtype="float16")

@@ -39,6 +39,7 @@ from slangcli.posteriors import LowRankGaussian
 # Below this many entries of G (D x columns) a dense matrix and plain BLAS beat the factored per-layer route.
 DENSE_G_MAX_ENTRIES = 1 << 22
 EIG_FLOOR = 1e-6
+DTYPES = ("float64", "float32")
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class Hyper:
     decay: float = 0.51
     momentum: float = 0.9
     init_precision: float = 1.0
+    # precision of the network passes and of U; the mean, the diagonal, the momentum, the Gram matrix and all
+    # reductions into them stay float64
+    dtype: str = "float64"
 
     def __post_init__(self):
         require(isinstance(self.rank, int) and self.rank >= 0, f"--rank must be a whole number >= 0, got {self.rank}")
@@ -59,6 +63,7 @@ class Hyper:
         require(0 <= self.decay < np.inf, f"--decay must be >= 0 and finite, got {self.decay}")
         require(0 <= self.momentum < 1, f"--momentum must be in [0, 1), got {self.momentum}")
         require(0 < self.init_precision < np.inf, f"--init-precision must be positive and finite, got {self.init_precision}")
+        require(self.dtype in DTYPES, f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
 
 
 class State(NamedTuple):
@@ -77,7 +82,7 @@ def init(rng: np.random.Generator, problem: Problem, hyper: Hyper) -> State:
     require(hyper.rank <= D, f"--rank {hyper.rank} exceeds the number of parameters {D}")
     return State(
         mu=problem.model.init_mean(rng),
-        U=np.zeros((D, hyper.rank), order="F"),
+        U=np.zeros((D, hyper.rank), dtype=hyper.dtype, order="F"),
         d=np.full(D, hyper.init_precision),
         m=np.zeros(D),
         t=0,
@@ -89,7 +94,7 @@ def step(rng: np.random.Generator, state: State, problem: Problem, X: np.ndarray
     """One SLANG iteration on the minibatch ``(X, y)``: sample, then :func:`update`."""
     Z = rng.standard_normal((state.mu.size, hyper.samples))
     theta = (state.mu[:, None] + lowrank.sample_noise(state.U, state.d, Z, state.WtW)).T
-    return update(state, theta, problem, X, y, hyper)
+    return update(state, theta.astype(hyper.dtype), problem, X.astype(hyper.dtype, copy=False), y, hyper)
 
 
 class _DenseGrads:
@@ -139,7 +144,7 @@ def low_rank_update(U: np.ndarray, grads, beta: float, c: float, L: int) -> tupl
     """
     D, r = U.shape
     K = r + grads.n_columns
-    a, b = np.sqrt(1.0 - beta), np.sqrt(beta * c)
+    a, b = float(np.sqrt(1.0 - beta)), float(np.sqrt(beta * c))  # Python floats keep float32 arrays float32
     krylov = 0 < L and K < D and K >= lowrank.KRYLOV_MIN_K and _factored_operator_pays(grads, D, r, L)
     if not krylov and D * grads.n_columns <= DENSE_G_MAX_ENTRIES:
         grads = _DenseGrads(grads.dense())
@@ -149,8 +154,8 @@ def low_rank_update(U: np.ndarray, grads, beta: float, c: float, L: int) -> tupl
     lam = None
     if D <= K:
         B = np.hstack([a * U, b * grads.dense()])
-        lam, Q = lowrank.top_eig_gram(B @ B.T, L)
-        U_new = np.asfortranarray(Q * np.sqrt(np.maximum(lam, 0.0)))
+        lam, Q = lowrank.top_eig_gram((B @ B.T).astype(float, copy=False), L)
+        U_new = np.asfortranarray(Q * np.sqrt(np.maximum(lam, 0.0)), dtype=U.dtype)
     else:
         warm = _nonzero_columns(U) if K >= lowrank.KRYLOV_MIN_K else None
         if krylov:
@@ -161,6 +166,7 @@ def low_rank_update(U: np.ndarray, grads, beta: float, c: float, L: int) -> tupl
             found = lowrank.top_eig_krylov(apply, K, L, warm)
             if found is not None:
                 lam, V = found
+                V = V.astype(U.dtype, copy=False)
                 U_new = np.asfortranarray(a * (U @ V[:r]) + b * grads.matmat(V[r:]))
         if lam is None:
             if not isinstance(grads, _DenseGrads) and D * grads.n_columns <= DENSE_G_MAX_ENTRIES:
@@ -171,13 +177,14 @@ def low_rank_update(U: np.ndarray, grads, beta: float, c: float, L: int) -> tupl
             gram[r:, :r] = gram[:r, r:].T
             gram[r:, r:] = (beta * c) * grads.gram()
             lam, V = lowrank.top_eig_gram(gram, L, warm)
+            V = V.astype(U.dtype, copy=False)
             # built as U_new^T (C-contiguous rows), so U_new is Fortran-ordered like U
             U_new = (a * (V[:r].T @ U.T) + b * grads.right(V[r:]).T).T
     drop = lam <= EIG_FLOOR
     if drop.any():
         U_new = U_new.copy(order="F")
         U_new[:, drop] = 0.0
-    return U_new, diag
+    return U_new, diag.astype(float, copy=False)
 
 
 def update(state: State, theta: np.ndarray, problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper):
@@ -190,7 +197,7 @@ def update(state: State, theta: np.ndarray, problem: Problem, X: np.ndarray, y: 
     c = problem.n_data / (M * S)
 
     nll, fg = problem.model.per_example_grads(theta, X, y)
-    g = c * fg.sum()
+    g = c * fg.sum().astype(float, copy=False)
     grads = fg.combine_samples() if problem.model.is_linear else fg
 
     U_new, diag = low_rank_update(state.U, grads, beta, c, hyper.rank)
