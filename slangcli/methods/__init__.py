@@ -1,5 +1,15 @@
-"""Inference methods by their command-line names."""
+"""Inference methods by their command-line names.
 
-from slangcli.methods import slang
+Step methods (driven by ``slangcli.train.run``): ``slang``; the natural-gradient baselines of the SLANG paper's
+Table 1, ``full-ef``, ``full-hessian`` (dense precision) and ``mf-ef``, ``mf-hessian`` (diagonal precision).
+"""
 
-METHODS = {"slang": slang}
+from slangcli.methods import full, meanfield, slang
+
+METHODS = {
+    "slang": slang,
+    "full-ef": full.EF,
+    "full-hessian": full.HESSIAN,
+    "mf-ef": meanfield.EF,
+    "mf-hessian": meanfield.HESSIAN,
+}
