@@ -186,3 +186,14 @@ def test_control_runs_differ_in_one_thing_only(pair, train_csv, out_dir):
     same = out_dir / "same.h5"
     _fit(train_csv, same, "bbb")
     assert np.isfinite(ok_json("evaluate", a, "--reference", same)["metrics"]["reference"]["symmetric_kl"])
+
+
+def test_every_hyperparameter_has_an_option():
+    """Each field of each method's Hyper is a ``slang fit`` option (``init_std -> --init-std``)."""
+    from slangcli.cli.fit import HYPER_OPTIONS
+
+    fields = {f.name for method in METHODS.values() for f in dataclasses.fields(method.Hyper)}
+    assert fields == set(HYPER_OPTIONS)
+    shown = invoke("fit", "--help").stdout
+    for name in fields:
+        assert "--" + name.replace("_", "-") in shown
