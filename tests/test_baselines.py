@@ -4,9 +4,9 @@
   precision to rounding (and from ``init`` the first ``step`` draws the same samples from the same generator);
 - ``mf-ef`` is SLANG with L = 0: through the shared training loop with the same seed, the same states;
 - negative control: rank-1 SLANG does not match ``full-ef``;
-- the ``-hessian`` variants feed the per-example Gauss-Newton matrices to the precision: for logistic regression
-  the exact Hessian (checked against a finite-difference Hessian), for an MLP ``J^T H J``; their mean step is the
-  EF one;
+- the ``-hessian`` variants feed the per-example Gauss-Newton matrices to the precision: the exact Hessian for
+  models without hidden layers (checked against a finite-difference Hessian, logistic and softmax), ``J^T H J``
+  for an MLP; their mean step is the EF one;
 - the full methods refuse a model too large for a D x D matrix.
 """
 
@@ -156,10 +156,13 @@ def _hessian_case(sizes, likelihood):
     return problem, X[:BATCH], y[:BATCH], hyper, theta, state
 
 
-def test_full_hessian_uses_the_exact_hessian_for_logistic_regression():
+@pytest.mark.parametrize("sizes,likelihood", [((6, 1), "bernoulli"), ((3, 3), "categorical")],
+                         ids=["logistic", "softmax"])
+def test_full_hessian_uses_the_exact_hessian_without_hidden_layers(sizes, likelihood):
     """``P_new - (1 - beta) P - beta diag(lambda) == beta c sum_s H(theta_s)`` with H the finite-difference
-    Hessian of the minibatch NLL; the diagonal of the same is mf-hessian's increment of d."""
-    problem, X, y, hyper, theta, state = _hessian_case((6, 1), "bernoulli")
+    Hessian of the minibatch NLL; the diagonal of the same is mf-hessian's increment of d. (For softmax the
+    S K Gauss-Newton columns per example are first combined into K.)"""
+    problem, X, y, hyper, theta, state = _hessian_case(sizes, likelihood)
     alpha, beta = natural.rates(hyper, 1)
     c = problem.n_data / (BATCH * 2)
     expected = beta * c * sum(_fd_hessian(problem.model, th, X, y) for th in theta)
