@@ -1,7 +1,8 @@
 """The project's exception types.
 
 The engine raises these; the command-line layer maps each to an exit code and a one-line message
-(``DataError``, ``FormatError`` and ``DivergenceError`` exit 1; usage errors are click's and exit 2).
+(``DataError``, ``FormatError``, ``DivergenceError`` and ``ConvergenceError`` exit 1; ``ConfigError`` and click's
+usage errors exit 2).
 """
 
 
@@ -23,3 +24,7 @@ class DivergenceError(SlangError):
 
 class ConfigError(SlangError):
     """An invalid combination of hyperparameters or options."""
+
+
+class ConvergenceError(SlangError):
+    """An optimiser (the exact-VI solvers) stopped before reaching its tolerance."""

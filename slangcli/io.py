@@ -1,4 +1,4 @@
-"""Run files: one HDF5 file per fit, format version 1 (described in ``docs/FORMAT.md``).
+"""Run files: one HDF5 file per fit, format version 1.1 (described in ``docs/FORMAT.md``).
 
 Every group carries ``encoding-type`` and ``encoding-version`` attributes; the reader dispatches on them and
 refuses, with a :class:`FormatError`, files that are not slang runs, that a newer major format wrote, or whose
@@ -21,13 +21,19 @@ import numpy as np
 from slangcli import __version__
 from slangcli.errors import FormatError
 from slangcli.models import MLP
-from slangcli.posteriors import LowRankGaussian
+from slangcli.posteriors import DiagonalGaussian, FullGaussian, LowRankGaussian
 
-FORMAT_VERSION = "1.0"
+FORMAT_VERSION = "1.1"
 RUN_TYPE = "slang-run"
 
 # posterior encoding -> (class, datasets in order of the constructor)
-POSTERIOR_ENCODINGS = {"lowrank-gaussian": (LowRankGaussian, ("mean", "U", "d"))}
+POSTERIOR_ENCODINGS = {
+    "lowrank-gaussian": (LowRankGaussian, ("mean", "U", "d")),
+    "diagonal-gaussian": (DiagonalGaussian, ("mean", "log_sigma")),
+    "full-gaussian": (FullGaussian, ("mean", "chol")),
+}
+# |log_sigma| above this would overflow sigma^2 or 1 / sigma^2 (exp(2 * 354) > the largest float64)
+MAX_ABS_LOG_SIGMA = 300.0
 POSTERIOR_NAMES = {cls: name for name, (cls, _) in POSTERIOR_ENCODINGS.items()}
 
 
@@ -261,6 +267,21 @@ class _Reader:
             if not (d > 0).all():
                 self.fail("/posterior/d must be positive")
             return {"mean": mean, "U": U, "d": d}
+        if kind == "diagonal-gaussian":
+            mean = self.array(g, "mean", (D,))
+            log_sigma = self.array(g, "log_sigma", (D,))
+            if not (np.abs(log_sigma) <= MAX_ABS_LOG_SIGMA).all():
+                self.fail(f"/posterior/log_sigma must lie in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}] "
+                          "(sigma^2 and 1 / sigma^2 finite)")
+            return {"mean": mean, "log_sigma": log_sigma}
+        if kind == "full-gaussian":
+            mean = self.array(g, "mean", (D,))
+            chol = self.array(g, "chol", (D, D))
+            if np.any(np.triu(chol, 1)):
+                self.fail("/posterior/chol must be lower triangular (nonzero entries above the diagonal)")
+            if not (np.diag(chol) > 0).all():
+                self.fail("/posterior/chol must have a positive diagonal")
+            return {"mean": mean, "chol": chol}
         raise AssertionError(kind)
 
 

@@ -9,7 +9,9 @@ Per-example gradients follow Goodfellow's outer-product construction: the gradie
 log-likelihood with respect to ``W_l`` under weight sample ``s`` is ``a_{s,i} delta_{s,i}^T`` where ``a`` is the
 layer input and ``delta`` the back-propagated gradient with respect to the layer's pre-activation; for ``b_l`` it is
 ``delta_{s,i}``. They are returned in this factored form (:class:`FactoredGrads`), never as a D x (S M) matrix
-unless asked.
+unless asked. The same back-propagation, started from the columns of a square root of the output Hessian instead
+of ``delta``, gives the per-example generalized Gauss-Newton matrices in the same factored form
+(:meth:`MLP.ggn_factors`).
 
 Likelihoods, with ``delta_out = dNLL/df`` (valid because each output activation is the canonical link of its
 likelihood: sigmoid with Bernoulli, softmax with categorical, identity with Gaussian):
@@ -216,6 +218,60 @@ class MLP:
             deltas.append(delta)
         return nll, FactoredGrads(self.layout, inputs, deltas[::-1])
 
+    # ------------------------------------------------------------------ Gauss-Newton
+    def output_hessian_root(self, f: np.ndarray) -> np.ndarray:
+        """A square root ``R : (S, N, n_out, K)`` of the Hessian of the NLL in the outputs, per sample and example:
+        ``R R^T = d^2 NLL / df df^T``.
+
+        - ``bernoulli``: ``K = 1``, ``sqrt(p (1 - p))`` with ``p = sigmoid(f)``;
+        - ``gaussian``: ``K = 1``, ``sqrt(tau)``;
+        - ``categorical``: ``K = n_out`` columns ``sqrt(p_j) (e_j - p)``, so that
+          ``R R^T = diag(p) - 2 p p^T + p p^T sum_j p_j = diag(p) - p p^T``.
+
+        With canonical links the output Hessian does not depend on the label.
+        """
+        if self.likelihood == "bernoulli":
+            z = f[..., 0]
+            # sigmoid(z) sigmoid(-z) = p (1 - p), without the cancellation of 1 - p when p is near 1
+            return np.sqrt(scipy.special.expit(z) * scipy.special.expit(-z))[..., None, None]
+        if self.likelihood == "gaussian":
+            return np.full((*f.shape, 1), np.sqrt(self.noise_precision))
+        p = scipy.special.softmax(f, axis=-1)
+        root = np.sqrt(p)
+        R = -p[..., :, None] * root[..., None, :]  # R[a, j] = -p_a sqrt(p_j)
+        K = f.shape[-1]
+        R[..., np.arange(K), np.arange(K)] += root
+        return R
+
+    def ggn_factors(self, theta: np.ndarray, X: np.ndarray) -> "FactoredGrads":
+        """Factors of the per-example generalized Gauss-Newton matrices, ``G G^T = sum_si J_si^T H_si J_si``.
+
+        ``J_si`` is the Jacobian of the outputs in theta and ``H_si = R_si R_si^T`` the output Hessian
+        (:meth:`output_hessian_root`), at weight sample s and example i. The columns of ``J^T R`` are obtained by
+        back-propagating each column of ``R`` in place of the output gradient ``delta``, through the same
+        per-example backprop as :meth:`per_example_grads`. The result is a ``FactoredGrads`` whose sample axis
+        enumerates (sample s, Hessian column k) as ``s K + k``; it has ``K`` times the columns of the gradients.
+        For a network without hidden layer this is the exact Hessian of the NLL (e.g. ``p (1 - p) x~ x~^T`` for
+        logistic regression); otherwise the Gauss-Newton part of it, which is PSD.
+        """
+        grad_act = ACTIVATIONS[self.activation][1]
+        f, inputs = self.forward(theta, X)
+        R = self.output_hessian_root(f)
+        S, N, n_out, K = R.shape
+        delta = R.transpose(0, 3, 1, 2).reshape(S * K, N, n_out)
+        params = self.layout.unflatten(theta)
+        deltas = [delta]
+        for k in range(len(params) - 1, 0, -1):
+            W = params[k][0]  # (S, n_in, n_out): the K columns of sample s go through sample s's weights
+            n_in = W.shape[1]
+            back = (delta.reshape(S, K * N, -1) @ W.transpose(0, 2, 1)).reshape(S, K, N, n_in)
+            delta = (back * grad_act(inputs[k])[:, None]).reshape(S * K, N, n_in)
+            deltas.append(delta)
+        # hidden-layer inputs are per sample: repeat them for the K columns of each sample (the first layer's
+        # input X is shared by all)
+        inputs = [inputs[0], *(np.repeat(a, K, axis=0) for a in inputs[1:])]
+        return FactoredGrads(self.layout, inputs, deltas[::-1])
+
 
 def _rows(a: np.ndarray) -> np.ndarray:
     """``(S, N, n) -> (S N, n)``: sample-major rows, the column order of G."""
@@ -255,6 +311,16 @@ class FactoredGrads:
             else:
                 out[s.W] = (_rows(A).T @ _rows(Dl)).ravel()
             out[s.b] = Dl.sum((0, 1))
+        return out
+
+    def sample_sums(self) -> np.ndarray:
+        """``(S, D)``: row s is ``sum_i g_si``, the minibatch gradient at weight sample s."""
+        S = self.n_samples
+        out = np.empty((S, self.layout.n_params), dtype=self.deltas[0].dtype)
+        for s, A, Dl, shared in self._each():
+            At = A.T if shared else A.transpose(0, 2, 1)
+            out[:, s.W] = np.matmul(At, Dl).reshape(S, -1)  # (S, n_in, n_out), row-major like the layout
+            out[:, s.b] = Dl.sum(1)
         return out
 
     def sq_sum(self) -> np.ndarray:

@@ -1,8 +1,18 @@
 """Gaussian posteriors over the flat parameter vector, as frozen dataclasses of arrays.
 
-Each kind supplies what evaluation, comparison and compression need, at a cost linear in D:
-drawing samples, marginal variances, per-input quadratic forms ``x^T Sigma x`` (for linear models), and the
-KL divergence to the diagonal Gaussian prior (for the ELBO).
+Three kinds, each stored in the form its methods produce:
+
+- ``LowRankGaussian`` (``"lowrank"``): precision ``U U^T + diag(d)`` (SLANG);
+- ``DiagonalGaussian`` (``"diagonal"``): ``mean`` and ``log_sigma``, the log standard deviations; every
+  mean-field posterior (``mf-*``, ``exact-mf``, ``bbb``) is stored this way, whatever its method updates;
+- ``FullGaussian`` (``"full"``): precision ``chol chol^T`` by its lower Cholesky factor (``full-*``, ``exact-full``).
+
+Each kind supplies what evaluation, comparison and compression need, at a cost linear in D where its structure
+allows (the full kind is O(D^2) to O(D^3) by nature): drawing samples, marginal variances, per-input quadratic
+forms ``x^T Sigma x`` (for linear models), and the KL divergence to the diagonal Gaussian prior (for the ELBO).
+For the KL divergence between any two kinds (``slangcli.divergence``) each also writes its precision as
+``diag(d) + U U^T`` (:meth:`precision_terms`; ``d`` may be zero), multiplies by its covariance (:meth:`cov_times`)
+and gives ``log |precision|`` (:meth:`precision_logdet`).
 """
 
 from __future__ import annotations
@@ -10,8 +20,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg
 
 from slangcli import lowrank
+
+# Largest D for which a D x D matrix is formed (full-Gaussian methods): 800 MB per float64 matrix, and each
+# Cholesky factorisation or triangular inverse is O(D^3), about a minute per step at D = 10 000 on two cores.
+MAX_FULL_PARAMS = 10_000
+
+
+def _kl_to_diagonal_prior(mean, variances, precision_logdet, prior_precision) -> float:
+    """``KL(N(mean, Sigma) || N(0, diag(prior_precision)^{-1}))`` from ``diag(Sigma)`` and ``log |Sigma^{-1}|``."""
+    return 0.5 * float(
+        np.sum(prior_precision * variances) + np.sum(prior_precision * mean**2) - mean.size
+        + precision_logdet - np.sum(np.log(prior_precision))
+    )
 
 
 @dataclass(frozen=True)
@@ -43,5 +66,107 @@ class LowRankGaussian:
     def kl_to_prior(self, prior_precision: np.ndarray) -> float:
         return lowrank.kl_to_diagonal_prior(self.mean, self.U, self.d, prior_precision)
 
+    def precision_terms(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(d : (D,), U : (D, k))`` with precision ``diag(d) + U U^T``."""
+        return self.d, self.U
 
-POSTERIORS = {cls.kind: cls for cls in (LowRankGaussian,)}
+    def cov_times(self, V: np.ndarray) -> np.ndarray:
+        """``Sigma V`` for ``V : (D, k)``, O(D L^2 + D L k) (Woodbury)."""
+        return lowrank.solve(self.U, self.d, V)
+
+    def precision_logdet(self) -> float:
+        """``log |Sigma^{-1}|``."""
+        return lowrank.logdet(self.U, self.d)
+
+
+@dataclass(frozen=True)
+class DiagonalGaussian:
+    """``N(mean, diag(exp(2 log_sigma)))``: a mean-field Gaussian. ``mean, log_sigma : (D,)``."""
+
+    mean: np.ndarray
+    log_sigma: np.ndarray
+
+    kind = "diagonal"
+
+    @classmethod
+    def from_precision(cls, mean: np.ndarray, d: np.ndarray) -> "DiagonalGaussian":
+        """The diagonal Gaussian with precisions ``d`` (as the natural-gradient methods keep them)."""
+        return cls(mean=mean.copy(), log_sigma=-0.5 * np.log(d))
+
+    @property
+    def n_params(self) -> int:
+        return self.mean.size
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        Z = rng.standard_normal((self.mean.size, n))
+        return (self.mean[:, None] + np.exp(self.log_sigma)[:, None] * Z).T
+
+    def marginal_variances(self) -> np.ndarray:
+        return np.exp(2.0 * self.log_sigma)
+
+    def quadratic_forms(self, X: np.ndarray) -> np.ndarray:
+        return (X * X) @ self.marginal_variances()
+
+    def kl_to_prior(self, prior_precision: np.ndarray) -> float:
+        return _kl_to_diagonal_prior(self.mean, self.marginal_variances(), self.precision_logdet(), prior_precision)
+
+    def precision_terms(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.exp(-2.0 * self.log_sigma), np.zeros((self.mean.size, 0))
+
+    def cov_times(self, V: np.ndarray) -> np.ndarray:
+        var = self.marginal_variances()
+        return V * (var if V.ndim == 1 else var[:, None])
+
+    def precision_logdet(self) -> float:
+        return -2.0 * float(np.sum(self.log_sigma))
+
+
+@dataclass(frozen=True)
+class FullGaussian:
+    """``N(mean, (chol chol^T)^{-1})`` with ``chol : (D, D)`` the lower Cholesky factor of the precision."""
+
+    mean: np.ndarray
+    chol: np.ndarray
+
+    kind = "full"
+
+    @classmethod
+    def from_precision(cls, mean: np.ndarray, precision: np.ndarray) -> "FullGaussian":
+        return cls(mean=mean.copy(), chol=np.linalg.cholesky(precision))
+
+    @property
+    def n_params(self) -> int:
+        return self.mean.size
+
+    def _solve_chol(self, V, trans=0):
+        return scipy.linalg.solve_triangular(self.chol, V, lower=True, trans=trans, check_finite=False)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        # eps = chol^{-T} z has covariance chol^{-T} chol^{-1} = (chol chol^T)^{-1}
+        Z = rng.standard_normal((self.mean.size, n))
+        return (self.mean[:, None] + self._solve_chol(Z, trans=1)).T
+
+    def marginal_variances(self) -> np.ndarray:
+        """``diag(Sigma)``: the squared column norms of ``chol^{-1}``, O(D^3)."""
+        inv = self._solve_chol(np.eye(self.mean.size))
+        return np.einsum("kd,kd->d", inv, inv)
+
+    def quadratic_forms(self, X: np.ndarray) -> np.ndarray:
+        """``x_n^T Sigma x_n = |chol^{-1} x_n|^2``, O(N D^2)."""
+        T = self._solve_chol(X.T)
+        return np.einsum("dn,dn->n", T, T)
+
+    def kl_to_prior(self, prior_precision: np.ndarray) -> float:
+        return _kl_to_diagonal_prior(self.mean, self.marginal_variances(), self.precision_logdet(), prior_precision)
+
+    def precision_terms(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros(self.mean.size), self.chol
+
+    def cov_times(self, V: np.ndarray) -> np.ndarray:
+        return scipy.linalg.cho_solve((self.chol, True), V, check_finite=False)
+
+    def precision_logdet(self) -> float:
+        return 2.0 * float(np.sum(np.log(np.diag(self.chol))))
+
+
+POSTERIORS = {cls.kind: cls for cls in (LowRankGaussian, DiagonalGaussian, FullGaussian)}

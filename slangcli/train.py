@@ -74,8 +74,10 @@ def _diverged(step: int, epoch: int, what: str) -> str:
 
 
 def _check_finite(state, step: int, epoch: int) -> None:
-    """O(D) per step: the mean and the diagonal precision (a non-finite U reaches d through its correction)."""
-    for name in ("mu", "d"):
+    """O(D) per step: the mean and the diagonal precision (a non-finite U reaches d through its correction), or
+    the log standard deviations (Bayes by Backprop). A non-finite dense precision fails its Cholesky
+    factorisation, which is reported as a failed linear-algebra routine."""
+    for name in ("mu", "d", "log_sigma"):
         value = getattr(state, name, None)
         if value is not None and not np.isfinite(value).all():
             raise DivergenceError(_diverged(step, epoch, f"non-finite parameters ({name})"))

@@ -14,20 +14,20 @@ import datetime
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
 import h5py
 import numpy as np
 import scipy
 
-from slangcli import __version__, metrics, train
+from slangcli import __version__, divergence, metrics, train
 from slangcli.data import (LabelMap, Standardizer, fit_labels, read_table, read_uci_folder, sha256_file,
                            train_test_split, widen)
 from slangcli.errors import ConfigError, DataError
 from slangcli.io import Run
 from slangcli.methods import METHODS
-from slangcli.methods.base import Problem
+from slangcli.methods.base import Problem, hyper_names, is_solver
 from slangcli.models import ACTIVATIONS, LIKELIHOODS, MLP
 from slangcli.threads import blas_threads
 
@@ -319,6 +319,22 @@ def parse_hidden(hidden) -> tuple[int, ...]:
     return widths
 
 
+def option_name(field: str) -> str:
+    """The command-line option of a hyperparameter: ``init_precision -> --init-precision``."""
+    return "--" + field.replace("_", "-")
+
+
+def check_hyper(method: str, hyper: dict) -> None:
+    """Refuse hyperparameters that ``method`` does not have (one ConfigError naming the first and listing what
+    the method takes), so an option is never silently ignored."""
+    module = METHODS[method]
+    names = hyper_names(module)
+    unknown = [name for name in hyper if name not in names]
+    if unknown:
+        raise ConfigError(f"{option_name(unknown[0])} does not apply to --method {method} (its options: "
+                          f"{', '.join(option_name(n) for n in names)})")
+
+
 def fit(
     opts: DataOptions,
     *,
@@ -328,7 +344,7 @@ def fit(
     activation: str = "relu",
     likelihood: str = "auto",
     noise_precision: float = 1.0,
-    batch_size: int = 32,
+    batch_size: int | None = None,
     epochs: int | None = None,
     iterations: int | None = None,
     seed: int = 0,
@@ -339,7 +355,13 @@ def fit(
     progress: Callable[[int, int], None] | None = None,
     notify: Callable[[str], None] = lambda msg: None,
 ) -> Run:
-    """Fit a posterior to the data in ``opts`` and score it; returns the :class:`Run` to be written."""
+    """Fit a posterior to the data in ``opts`` and score it; returns the :class:`Run` to be written.
+
+    ``hyper`` holds the method's hyperparameters by name (``slangcli.methods.METHODS[method].Hyper``); the others
+    take the method's defaults, and a name the method does not have is a ConfigError. Step methods train for
+    ``epochs`` (default 200) or ``iterations`` steps on minibatches of ``batch_size`` (default 32); the exact
+    solvers use the whole training set at once and refuse these three.
+    """
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
     if activation not in ACTIVATIONS:
@@ -348,50 +370,68 @@ def fit(
                         ("--noise-precision", noise_precision)):
         if not 0 < value < np.inf:
             raise ConfigError(f"{name} must be positive and finite, got {value}")
-    if batch_size < 1:
-        raise ConfigError(f"--batch-size must be >= 1, got {batch_size}")
-    if epochs is not None and iterations is not None:
-        raise ConfigError("give either --epochs or --iterations, not both")
-    widths = parse_hidden(hidden)
     module = METHODS[method]
+    solver = is_solver(module)
+    if solver:
+        for name, value in (("--batch-size", batch_size), ("--epochs", epochs), ("--iterations", iterations)):
+            if value is not None:
+                raise ConfigError(f"{name} does not apply to --method {method}: it is solved on the whole training "
+                                  "set, not trained in steps")
+    else:
+        batch_size = 32 if batch_size is None else batch_size
+        if batch_size < 1:
+            raise ConfigError(f"--batch-size must be >= 1, got {batch_size}")
+        if epochs is not None and iterations is not None:
+            raise ConfigError("give either --epochs or --iterations, not both")
+    widths = parse_hidden(hidden)
     hyper = dict(hyper or {})
+    check_hyper(method, hyper)
     module.Hyper(**hyper)  # validate before reading any data
 
     prepared = load_training(opts, likelihood=likelihood, notify=notify)
     n = len(prepared.X_train)
     model = MLP((prepared.X_train.shape[1], *widths, prepared.n_outputs), activation=activation,
                 likelihood=prepared.likelihood, noise_precision=noise_precision)
-    if hyper.get("rank", 0) > model.n_params:
-        notify(f"--rank {hyper['rank']} exceeds the {model.n_params} parameters; using rank {model.n_params} "
-               "(a full-rank precision)")
-        hyper["rank"] = model.n_params
     hyper_obj = module.Hyper(**hyper)
+    if getattr(hyper_obj, "rank", 0) > model.n_params:
+        notify(f"--rank {hyper_obj.rank} exceeds the {model.n_params} parameters; using rank {model.n_params} "
+               "(a full-rank precision)")
+        hyper_obj = replace(hyper_obj, rank=model.n_params)
     lam = model.prior_precision(prior_precision, bias_prior_precision)
     problem = Problem(model, lam, n)
-    batch = min(batch_size, n)
-    if iterations is not None:
-        if iterations < 1:
-            raise ConfigError(f"--iterations must be >= 1, got {iterations}")
-        n_steps = iterations
-    else:
-        epochs = 200 if epochs is None else epochs
-        if epochs < 1:
-            raise ConfigError(f"--epochs must be >= 1, got {epochs}")
-        n_steps = epochs * train.steps_per_epoch(n, batch)
 
     started = time.perf_counter()
-    with blas_threads(model.n_params, hyper_obj.samples, batch):
-        state, history = train.run(module, hyper_obj, problem, prepared.X_train, prepared.y_train, seed=seed,
-                                   batch_size=batch, n_steps=n_steps, progress=progress)
+    if solver:
+        batch = n_steps = None
+        # one iteration is O(N D^2) for the full solver: the thread policy of a step of that size
+        with blas_threads(model.n_params, model.n_params, n):
+            posterior, info = module.solve(problem, prepared.X_train, prepared.y_train, hyper_obj)
+        history, steps = info["history"], info["solver"]["iterations"]
+    else:
+        batch = min(batch_size, n)
+        if iterations is not None:
+            if iterations < 1:
+                raise ConfigError(f"--iterations must be >= 1, got {iterations}")
+            n_steps = iterations
+        else:
+            epochs = 200 if epochs is None else epochs
+            if epochs < 1:
+                raise ConfigError(f"--epochs must be >= 1, got {epochs}")
+            n_steps = epochs * train.steps_per_epoch(n, batch)
+        with blas_threads(model.n_params, hyper_obj.samples, batch):
+            state, hist = train.run(module, hyper_obj, problem, prepared.X_train, prepared.y_train, seed=seed,
+                                    batch_size=batch, n_steps=n_steps, progress=progress)
+        posterior, history, steps, info = module.posterior(state), hist.as_arrays(), int(state.t), None
     fit_seconds = time.perf_counter() - started
-    posterior = module.posterior(state)
 
     target_scale = float(prepared.arrays["target_scale"][0]) if "target_scale" in prepared.arrays else 1.0
     scores = score(model, posterior, lam, X_train=prepared.X_train, y_train=prepared.y_train,
                    X_test=prepared.X_test, y_test=prepared.y_test, target_scale=target_scale,
                    samples=eval_samples, seed=seed)
     scores["fit_seconds"] = fit_seconds
-    scores["steps"] = int(state.t)
+    scores["steps"] = int(steps)
+    if info is not None:
+        scores["solver"] = info["solver"]
     config = {
         "method": method,
         "hyper": asdict(hyper_obj),
@@ -408,13 +448,57 @@ def fit(
     meta = {"slang_version": __version__, "versions": versions(),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     return Run(model=model, prior_precision=lam, posterior=posterior, config=config, data=prepared.data,
-               arrays=prepared.arrays, history=history.as_arrays(), metrics=scores, command=list(command or []),
+               arrays=prepared.arrays, history=history, metrics=scores, command=list(command or []),
                meta=meta)
 
 
+def check_comparable(run: Run, run_name: str, reference: Run, reference_name: str) -> None:
+    """Refuse, with one DataError line, a reference run whose posterior is over other parameters (another model)
+    or that was fitted to other training data (file checksum, the rows used, feature standardisation)."""
+    a, b = run.model, reference.model
+    checks = [("layer sizes", a.sizes, b.sizes), ("likelihood", a.likelihood, b.likelihood)]
+    if not a.is_linear:  # the activation means nothing without hidden layers
+        checks.append(("activation", a.activation, b.activation))
+    if a.likelihood == "gaussian":
+        checks.append(("noise precision", a.noise_precision, b.noise_precision))
+    for what, x, z in checks:
+        if x != z:
+            raise DataError(f"{reference_name}: not comparable with {run_name}: different model ({what} {z} vs {x})")
+    train_a, train_b = run.data["train"], reference.data["train"]
+    if train_a.get("sha256") != train_b.get("sha256"):
+        why = "the training files' sha256 differ"
+    elif not _same_rows(run.arrays.get("train_index"), reference.arrays.get("train_index")):
+        why = "different rows of the training file (another split)"
+    elif bool(run.data.get("standardize")) != bool(reference.data.get("standardize")):
+        why = "features standardised in one run only"
+    else:
+        return
+    raise DataError(f"{reference_name}: not comparable with {run_name}: fitted to different training data ({why})")
+
+
+def _same_rows(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a.shape == b.shape and bool(np.all(a == b))
+
+
+def compare(run: Run, run_name: str, reference: Run, reference_name: str) -> dict:
+    """KL divergences between the two runs' posteriors (after :func:`check_comparable`)."""
+    check_comparable(run, run_name, reference, reference_name)
+    p, q = run.posterior, reference.posterior
+    forward, backward = divergence.kl(p, q), divergence.kl(q, p)
+    return {"path": reference_name, "method": reference.config.get("method"), "kind": q.kind,
+            "symmetric_kl": 0.5 * (forward + backward), "kl_run_to_reference": forward,
+            "kl_reference_to_run": backward}
+
+
 def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samples=1000, seed=0,
+             reference: Run | None = None, reference_name: str = "reference",
              notify: Callable[[str], None] = lambda msg: None) -> dict:
-    """Score a stored run on ``data_path`` or on its own test data, plus its training -ELBO / N."""
+    """Score a stored run on ``data_path`` or on its own test data, plus its training -ELBO / N; with a
+    ``reference`` run, also the KL divergences between the two posteriors (``out["reference"]``)."""
+    if reference is not None:
+        check_comparable(run, run_name, reference, reference_name)
     X_test, y_test, source = load_test(run, run_name, data_path)
     try:
         X_train, y_train = load_train(run, run_name)
@@ -428,4 +512,6 @@ def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samp
     if X_train is None:
         out["train"] = dict(run.metrics.get("train", {}), stored=True)
     out["data"] = source
+    if reference is not None:
+        out["reference"] = compare(run, run_name, reference, reference_name)
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import click
@@ -13,6 +14,46 @@ from slangcli.io import write_run
 from slangcli.methods import METHODS
 from slangcli.models import ACTIVATIONS, LIKELIHOODS
 from slangcli.workflow import DataOptions, fit as fit_run
+
+
+# One option per hyperparameter of any method: (declarations, type, help). The default is None, "not given": the
+# method's own default applies (its Hyper), and the help lists those defaults per method from the registry, so it
+# cannot drift. workflow.check_hyper refuses an option the chosen method does not have.
+HYPER_OPTIONS = {
+    "rank": (("--rank", "-L"), click.IntRange(min=0), "Rank L of the low-rank part of the precision (0: diagonal)."),
+    "samples": (("--samples", "-S"), click.IntRange(min=1), "Monte-Carlo weight samples per step."),
+    "lr": (("--lr",), float, "Initial rate alpha_0 of the mean; for bbb, Adam's learning rate."),
+    "beta": (("--beta",), float, "Initial rate beta_0 of the precision."),
+    "decay": (("--decay",), float, "Rates decay as r_0 / (1 + t^decay) at step t."),
+    "momentum": (("--momentum",), float, "Momentum of the likelihood gradient."),
+    "init_precision": (("--init-precision",), float, "Initial diagonal precision of q."),
+    "beta1": (("--beta1",), float, "Adam's decay rate of the first moment."),
+    "beta2": (("--beta2",), float, "Adam's decay rate of the second moment."),
+    "eps": (("--eps",), float, "Adam's epsilon."),
+    "init_std": (("--init-std",), float, "Initial standard deviation of q."),
+    "tol": (("--tol",), float, "Stop when the largest gradient component of -ELBO / N is below this."),
+    "max_iter": (("--max-iter",), click.IntRange(min=1), "Most L-BFGS iterations."),
+    "dtype": (("--dtype",), click.Choice(["float64", "float32"]),
+              "Precision of the network passes and of U (float32 roughly halves a large network's step time; "
+              "the mean, diagonal and all reductions stay float64)."),
+}
+
+
+def _defaults_text(field: str) -> str:
+    """``[slang, full-ef: 0.05; bbb: 0.01]``: the methods that take ``field`` and their defaults."""
+    by_default: dict = {}
+    for name, method in METHODS.items():
+        for f in dataclasses.fields(method.Hyper):
+            if f.name == field:
+                by_default.setdefault(f.default, []).append(name)
+    return "[" + "; ".join(f"{', '.join(names)}: {default}" for default, names in by_default.items()) + "]"
+
+
+def hyper_options(command):
+    for field, (declarations, kind, text) in reversed(HYPER_OPTIONS.items()):
+        command = click.option(*declarations, field, type=kind, default=None,
+                               help=f"{text} {_defaults_text(field)}")(command)
+    return command
 
 
 def _target(value):
@@ -58,47 +99,50 @@ def _target(value):
                    "gaussian (regression) otherwise.")
 @click.option("--noise-precision", type=float, default=1.0, show_default=True,
               help="Gaussian likelihood: noise precision tau on the standardised target.")
-@click.option("--method", type=click.Choice(sorted(METHODS)), default="slang", show_default=True)
-@click.option("--rank", "-L", type=click.IntRange(min=0), default=5, show_default=True,
-              help="SLANG rank L of the low-rank part of the precision (0: diagonal).")
-@click.option("--samples", "-S", type=click.IntRange(min=1), default=12, show_default=True,
-              help="Monte-Carlo weight samples per step.")
-@click.option("--batch-size", "-M", type=click.IntRange(min=1), default=32, show_default=True)
-@click.option("--epochs", type=click.IntRange(min=1), default=None, help="Passes over the training data [200].")
-@click.option("--iterations", type=click.IntRange(min=1), default=None, help="Number of steps (instead of --epochs).")
-@click.option("--lr", type=float, default=0.05, show_default=True, help="Initial rate alpha_0 of the mean.")
-@click.option("--beta", type=float, default=0.05, show_default=True, help="Initial rate beta_0 of the precision.")
-@click.option("--decay", type=float, default=0.51, show_default=True,
-              help="Rates decay as r_0 / (1 + t^decay) at step t.")
-@click.option("--momentum", type=float, default=0.9, show_default=True, help="Momentum of the gradient.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of initialisation, batches and samples.")
+@click.option("--method", type=click.Choice(list(METHODS)), default="slang", show_default=True,
+              help="slang; natural-gradient baselines full-ef, full-hessian (dense precision), mf-ef, mf-hessian "
+                   "(diagonal); bbb (Bayes by Backprop); exact-full, exact-mf (exact VI, logistic regression only).")
+@hyper_options
+@click.option("--batch-size", "-M", type=click.IntRange(min=1), default=None,
+              help="Minibatch size of the step methods [default: 32].")
+@click.option("--epochs", type=click.IntRange(min=1), default=None,
+              help="Passes over the training data, step methods [default: 200].")
+@click.option("--iterations", type=click.IntRange(min=1), default=None,
+              help="Number of steps (instead of --epochs), step methods.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of initialisation, batches and samples.")
 @click.option("--eval-samples", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Monte-Carlo samples of the final evaluation (where quadrature does not apply).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal only).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as one JSON object on stdout.")
 def fit(data, output, fmt, target, delimiter, header, n_features, test_path, test_fraction, split_seed, standardize,
         uci_split, hidden, activation, likelihood, noise_precision, prior_precision, bias_prior_precision, method,
-        rank, samples, batch_size, epochs, iterations, lr, beta,
-        decay, momentum, seed, eval_samples, progress, as_json):
+        batch_size, epochs, iterations, seed, eval_samples, progress, as_json, **hyper_values):
     """Fit a Gaussian posterior to DATA and write it, with metrics, to OUTPUT.
 
     DATA is a CSV-like or LIBSVM file, an MNIST-style IDX images file (its labels file beside it), or a
-    Gal-layout UCI folder (with --uci-split K).
+    Gal-layout UCI folder (with --uci-split K). Each method takes only its own options (listed with their
+    defaults under each option); giving another is an error.
     """
     check_output(output, [data, test_path])
     opts = DataOptions(path=data, format=fmt, target=_target(target), delimiter=delimiter, header=header,
                        n_features=n_features, test=test_path, test_fraction=test_fraction, split_seed=split_seed,
                        standardize=os.path.isdir(data) if standardize is None else standardize, uci_split=uci_split)
-    hyper = {"rank": rank, "samples": samples, "lr": lr, "beta": beta, "decay": decay, "momentum": momentum}
-    with progress_bar(progress, f"{method} L={rank}") as bar:
+    hyper = {name: value for name, value in hyper_values.items() if value is not None}
+    label = method + (f" L={hyper['rank']}" if "rank" in hyper else "")
+    with progress_bar(progress, label) as bar:
         run = fit_run(opts, method=method, hyper=hyper, hidden=hidden, activation=activation, likelihood=likelihood,
                       noise_precision=noise_precision, eval_samples=eval_samples, batch_size=batch_size, epochs=epochs, iterations=iterations,
                       seed=seed, prior_precision=prior_precision, bias_prior_precision=bias_prior_precision,
                       command=invocation(), progress=bar, notify=note)
     write_run(output, run)
     m = run.metrics
-    metrics_table(f"{output}: {method}, {m['steps']} steps in {m['fit_seconds']:.1f} s", metric_rows(m))
+    done = f"{m['steps']} L-BFGS iterations" if "solver" in m else f"{m['steps']} steps"
+    metrics_table(f"{output}: {method}, {done} in {m['fit_seconds']:.1f} s", metric_rows(m))
     if as_json:
-        emit_json({"output": output, "metrics": {k: m[k] for k in ("test", "train") if k in m},
-                   "predictive": m["predictive"], "steps": m["steps"], "fit_seconds": m["fit_seconds"],
-                   "config": run.config})
+        out = {"output": output, "metrics": {k: m[k] for k in ("test", "train") if k in m},
+               "predictive": m["predictive"], "steps": m["steps"], "fit_seconds": m["fit_seconds"],
+               "config": run.config}
+        if "solver" in m:
+            out["solver"] = m["solver"]
+        emit_json(out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 import numpy as np
 
@@ -12,7 +14,7 @@ from slangcli.io import POSTERIOR_NAMES, read_run
 
 def summary(run, path) -> dict:
     post = run.posterior
-    arrays = {name: list(np.shape(getattr(post, name))) for name in ("mean", "U", "d") if hasattr(post, name)}
+    arrays = {f.name: list(np.shape(getattr(post, f.name))) for f in dataclasses.fields(post)}
     hist = run.history
     return {
         "file": path,
@@ -27,7 +29,8 @@ def summary(run, path) -> dict:
         "data": {k: v for k, v in run.data.items() if k != "feature_names"},
         "n_features": len(run.data.get("feature_names", [])),
         "history": {"epochs": int(len(hist.get("epoch", []))),
-                    "final_nll": float(hist["nll"][-1]) if len(hist.get("nll", [])) else None},
+                    "final_nll": float(hist["nll"][-1]) if len(hist.get("nll", [])) else None,
+                    "iterations": int(len(hist.get("iteration", [])))},
         "metrics": run.metrics,
         "versions": run.meta["versions"],
     }
@@ -53,8 +56,10 @@ def inspect(run_file, as_json):
         f"model      sizes {tuple(s['model']['sizes'])}, {s['model']['activation']} hidden units, "
         f"{s['model']['likelihood']} likelihood",
         f"prior      precision {c.get('prior_precision')}, bias {c.get('bias_prior_precision')}",
-        f"training   {c.get('n_steps')} steps, batch {c.get('batch_size')}, seed {c.get('seed')}, "
-        f"{s['history']['epochs']} epochs recorded",
+        (f"training   solved by L-BFGS: {m['solver']['iterations']} iterations, largest gradient component "
+         f"{m['solver']['grad_max']:.2g} (tol {m['solver']['tol']:g})" if "solver" in m else
+         f"training   {c.get('n_steps')} steps, batch {c.get('batch_size')}, seed {c.get('seed')}, "
+         f"{s['history']['epochs']} epochs recorded"),
         f"train data {d['train']['path']}  sha256 {d['train']['sha256'][:16]}…  "
         f"{d['train']['rows']} rows x {d['train']['features']} features ({d['train']['format']})",
     ]

@@ -53,6 +53,12 @@ def metric_rows(scores: dict) -> list[tuple[str, str, object]]:
         rows.append(("test", "examples", test["n"]))
     if "train" in scores:
         rows.append(("train", "-ELBO / N", scores["train"]["neg_elbo_per_example"]))
+    ref = scores.get("reference")
+    if ref is not None:
+        # KL divergences of close posteriors are small: significant digits, not four decimals
+        rows += [("reference", "symmetric KL", f"{ref['symmetric_kl']:.4g}"),
+                 ("reference", "KL(run || reference)", f"{ref['kl_run_to_reference']:.4g}"),
+                 ("reference", "KL(reference || run)", f"{ref['kl_reference_to_run']:.4g}")]
     return rows
 
 

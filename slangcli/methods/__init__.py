@@ -1,5 +1,20 @@
-"""Inference methods by their command-line names."""
+"""Inference methods by their command-line names.
 
-from slangcli.methods import slang
+Step methods (driven by ``slangcli.train.run``): ``slang``; the natural-gradient baselines of the SLANG paper's
+Table 1, ``full-ef``, ``full-hessian`` (dense precision) and ``mf-ef``, ``mf-hessian`` (diagonal precision); and
+Bayes by Backprop, ``bbb``. Solvers (called once by ``slangcli.workflow.fit``): ``exact-full`` and ``exact-mf``,
+the ELBO-optimal Gaussians of Bayesian logistic regression.
+"""
 
-METHODS = {"slang": slang}
+from slangcli.methods import bbb, exact, full, meanfield, slang
+
+METHODS = {
+    "slang": slang,
+    "full-ef": full.EF,
+    "full-hessian": full.HESSIAN,
+    "mf-ef": meanfield.EF,
+    "mf-hessian": meanfield.HESSIAN,
+    "bbb": bbb,
+    "exact-full": exact.FULL,
+    "exact-mf": exact.MEAN_FIELD,
+}

@@ -23,6 +23,8 @@ run to a residual of 1e-10 relative (exact for the update's purposes; LAPACK rem
 that costs fewer operations than forming the Gram, as for small networks with many columns. For a network without hidden layer
 the S samples of an example share its input, so G is first reduced to ``min(S, K_out)`` columns per example
 (``FactoredGrads.combine_samples``), which leaves ``G G^T`` unchanged.
+
+Steps 2, 3 and 6 are shared with the full-Gaussian and mean-field methods (``slangcli.methods.natural``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from typing import NamedTuple
 import numpy as np
 
 from slangcli import lowrank
-from slangcli.methods.base import Problem, decayed, require
+from slangcli.methods import natural
+from slangcli.methods.base import Problem, require
 from slangcli.posteriors import LowRankGaussian
 
 # Below this many entries of G (D x columns) a dense matrix and plain BLAS beat the factored per-layer route.
@@ -43,26 +46,15 @@ DTYPES = ("float64", "float32")
 
 
 @dataclass(frozen=True)
-class Hyper:
-    rank: int = 1
-    samples: int = 12
-    lr: float = 0.05
-    beta: float = 0.05
-    decay: float = 0.51
-    momentum: float = 0.9
-    init_precision: float = 1.0
+class Hyper(natural.Hyper):
+    rank: int = 5
     # precision of the network passes and of U; the mean, the diagonal, the momentum, the Gram matrix and all
     # reductions into them stay float64
     dtype: str = "float64"
 
     def __post_init__(self):
+        super().__post_init__()
         require(isinstance(self.rank, int) and self.rank >= 0, f"--rank must be a whole number >= 0, got {self.rank}")
-        require(self.samples >= 1, f"--samples must be >= 1, got {self.samples}")
-        require(0 < self.lr < np.inf, f"--lr must be positive and finite, got {self.lr}")
-        require(0 < self.beta < 1, f"--beta must be in (0, 1), got {self.beta}")
-        require(0 <= self.decay < np.inf, f"--decay must be >= 0 and finite, got {self.decay}")
-        require(0 <= self.momentum < 1, f"--momentum must be in [0, 1), got {self.momentum}")
-        require(0 < self.init_precision < np.inf, f"--init-precision must be positive and finite, got {self.init_precision}")
         require(self.dtype in DTYPES, f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
 
 
@@ -190,25 +182,17 @@ def low_rank_update(U: np.ndarray, grads, beta: float, c: float, L: int) -> tupl
 def update(state: State, theta: np.ndarray, problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper):
     """The deterministic part of a SLANG step, given the weight samples ``theta : (S, D)``."""
     t = state.t + 1
-    alpha = decayed(hyper.lr, t, hyper.decay)
-    beta = decayed(hyper.beta, t, hyper.decay)
+    alpha, beta = natural.rates(hyper, t)
     lam = problem.prior_precision
-    S, M = theta.shape[0], X.shape[0]
-    c = problem.n_data / (M * S)
-
-    nll, fg = problem.model.per_example_grads(theta, X, y)
-    g = c * fg.sum().astype(float, copy=False)
-    grads = fg.combine_samples() if problem.model.is_linear else fg
+    nll, g, grads, c = natural.curvature_terms(problem, theta, X, y, "ef")
 
     U_new, diag = low_rank_update(state.U, grads, beta, c, hyper.rank)
     correction = np.maximum(diag - np.einsum("dl,dl->d", U_new, U_new), 0.0)
     d = (1.0 - beta) * state.d + beta * lam + correction
 
-    rho = hyper.momentum
-    m = rho * state.m + (1.0 - rho) * g
-    m_hat = m / (1.0 - rho**t)
     WtW = lowrank.capacitance(U_new, d)
-    mu = state.mu - alpha * lowrank.solve(U_new, d, m_hat + lam * state.mu, WtW)
+    mu, m = natural.mean_step(state.mu, state.m, g, lam, t, alpha, hyper.momentum,
+                              lambda v: lowrank.solve(U_new, d, v, WtW))
     return State(mu, U_new, d, m, t, WtW), {"nll": float(nll.mean())}
 
 

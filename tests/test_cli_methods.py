@@ -1,0 +1,199 @@
+"""The command line with every method: ``slang fit --method ...``, method-specific options, and
+``slang evaluate --reference``.
+
+Exit codes as in ``test_cli``: 0 success; 1 (one ``slang: error:`` line) for run files that cannot be compared;
+2 for options that do not apply to the chosen method or models an exact solver cannot take.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from slangcli.cli import main
+from slangcli.divergence import kl, symmetric_kl
+from slangcli.errors import ConfigError
+from slangcli.io import read_run
+from slangcli.methods import METHODS
+from slangcli.workflow import DataOptions, fit
+
+STEP = ["--epochs", "2", "--batch-size", "8", "--samples", "2"]
+KINDS = {"slang": "lowrank", "full-ef": "full", "full-hessian": "full", "mf-ef": "diagonal",
+         "mf-hessian": "diagonal", "bbb": "diagonal", "exact-full": "full", "exact-mf": "diagonal"}
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def ok_json(*args) -> dict:
+    result = invoke(*args, "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def error(result, code: int, *mentions) -> str:
+    assert result.exit_code == code, (result.exit_code, result.stderr, result.exception)
+    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("slang: error: "), result.stderr
+    for text in mentions:
+        assert text in result.stderr, result.stderr
+    return result.stderr
+
+
+def _fit(train_csv, out, method, *extra):
+    step = [] if method.startswith("exact") else STEP
+    return ok_json("fit", train_csv, "-o", out, "--test-fraction", "0.25", "--method", method, *step, *extra)
+
+
+def test_registry_and_cli_cover_the_same_methods():
+    assert set(KINDS) == set(METHODS)
+
+
+@pytest.mark.parametrize("method", list(KINDS))
+def test_every_method_fits_and_evaluates(train_csv, out_dir, method):
+    """Each method writes its posterior kind; evaluate scores it as the fit did (same quadrature predictive)."""
+    out = out_dir / f"{method}.h5"
+    summary = _fit(train_csv, out, method)
+    run = read_run(out)
+    assert run.posterior.kind == KINDS[method] and run.config["method"] == method
+    assert set(run.config["hyper"]) == {f.name for f in dataclasses.fields(METHODS[method].Hyper)}
+    evaluated = ok_json("evaluate", out)["metrics"]
+    for split, name in (("test", "nll"), ("test", "accuracy"), ("train", "neg_elbo_per_example")):
+        assert evaluated[split][name] == pytest.approx(summary["metrics"][split][name], rel=1e-12)
+    if method.startswith("exact"):
+        assert summary["solver"]["converged"] and summary["steps"] == summary["solver"]["iterations"] > 0
+        assert run.config["batch_size"] is None and set(run.history) == {"iteration", "neg_elbo_per_example",
+                                                                          "seconds"}
+        inspected = invoke("inspect", out)
+        assert inspected.exit_code == 0 and "solved by L-BFGS" in inspected.stderr
+
+
+def test_learning_rate_default_is_per_method(train_csv, out_dir):
+    """``--lr`` not given: each method's own default (0.05 natural gradient, 0.01 Bayes by Backprop)."""
+    assert _fit(train_csv, out_dir / "a.h5", "bbb")["config"]["hyper"]["lr"] == 0.01
+    assert _fit(train_csv, out_dir / "b.h5", "mf-ef")["config"]["hyper"]["lr"] == 0.05
+    assert _fit(train_csv, out_dir / "c.h5", "bbb", "--lr", "0.003")["config"]["hyper"]["lr"] == 0.003
+
+
+@pytest.mark.parametrize("method,option", [
+    ("bbb", ["--rank", "3"]), ("mf-ef", ["--rank", "0"]), ("full-ef", ["--beta1", "0.5"]),
+    ("slang", ["--tol", "1e-6"]), ("exact-full", ["--samples", "4"]), ("exact-mf", ["--lr", "0.1"]),
+])
+def test_option_that_does_not_apply_is_refused(train_csv, out_dir, method, option):
+    result = invoke("fit", train_csv, "-o", out_dir / "run.h5", "--method", method, *option)
+    error(result, 2, f"{option[0]} does not apply to --method {method}", "its options: ")
+    assert list(out_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("option", [["--epochs", "3"], ["--iterations", "5"], ["--batch-size", "8"]])
+def test_exact_methods_refuse_step_options(train_csv, out_dir, option):
+    error(invoke("fit", train_csv, "-o", out_dir / "run.h5", "--method", "exact-full", *option), 2,
+          f"{option[0]} does not apply to --method exact-full")
+
+
+def test_exact_methods_refuse_networks(train_csv, out_dir):
+    error(invoke("fit", train_csv, "-o", out_dir / "run.h5", "--method", "exact-mf", "--hidden", "3"), 2,
+          "logistic regression only")
+
+
+def test_every_method_can_be_fitted_programmatically(train_csv):
+    """``workflow.fit`` with each method's hyperparameters by name (the benchmark's route); a name the method
+    lacks is a ConfigError there too."""
+    opts = DataOptions(path=str(train_csv), test_fraction=0.25)
+    for method in METHODS:
+        hyper = {"max_iter": 500} if method.startswith("exact") else {"samples": 2}
+        kw = {} if method.startswith("exact") else {"epochs": 1, "batch_size": 10}
+        run = fit(opts, method=method, hyper=hyper, **kw)
+        assert run.posterior.kind == KINDS[method]
+    with pytest.raises(ConfigError, match="--rank does not apply"):
+        fit(opts, method="bbb", hyper={"rank": 1})
+
+
+# ---------------------------------------------------------------------------------------------- --reference
+@pytest.fixture
+def pair(train_csv, out_dir):
+    """An mf-ef run and an exact-full run on the same training rows."""
+    a, b = out_dir / "mf.h5", out_dir / "exact.h5"
+    _fit(train_csv, a, "mf-ef")
+    _fit(train_csv, b, "exact-full")
+    return a, b
+
+
+def test_reference_adds_symmetric_and_directed_kl(pair):
+    a, b = pair
+    result = invoke("evaluate", a, "--reference", b, "--json")
+    assert result.exit_code == 0, result.stderr
+    ref = json.loads(result.stdout)["metrics"]["reference"]
+    p, q = read_run(a).posterior, read_run(b).posterior
+    assert ref["kl_run_to_reference"] == pytest.approx(kl(p, q), rel=1e-12)
+    assert ref["kl_reference_to_run"] == pytest.approx(kl(q, p), rel=1e-12)
+    assert ref["symmetric_kl"] == pytest.approx(symmetric_kl(p, q), rel=1e-12)
+    assert ref["symmetric_kl"] > 0 and ref["kl_run_to_reference"] != pytest.approx(ref["kl_reference_to_run"])
+    assert ref["method"] == "exact-full" and ref["kind"] == "full" and ref["path"] == str(b)
+    plain = invoke("evaluate", a, "--reference", b)
+    assert plain.exit_code == 0 and "symmetric KL" in plain.stderr and plain.stdout == ""
+
+
+def test_reference_to_itself_is_zero(pair):
+    a, _ = pair
+    ref = ok_json("evaluate", a, "--reference", a)["metrics"]["reference"]
+    assert abs(ref["symmetric_kl"]) < 1e-12
+
+
+def test_reference_on_other_training_data_is_refused(pair, make_csv, out_dir):
+    a, _ = pair
+    other = out_dir / "other.h5"
+    _fit(make_csv("other.csv", seed=5), other, "mf-ef")
+    error(invoke("evaluate", a, "--reference", other), 1, f"{other}: not comparable with {a}", "sha256")
+
+
+def test_reference_on_another_split_is_refused(pair, train_csv, out_dir):
+    a, _ = pair
+    other = out_dir / "split.h5"
+    _fit(train_csv, other, "mf-ef", "--split-seed", "3")
+    error(invoke("evaluate", a, "--reference", other), 1, "another split")
+
+
+def test_reference_with_other_standardisation_is_refused(pair, train_csv, out_dir):
+    a, _ = pair
+    other = out_dir / "std.h5"
+    _fit(train_csv, other, "mf-ef", "--standardize")
+    error(invoke("evaluate", a, "--reference", other), 1, "standardised in one run only")
+
+
+def test_reference_of_another_model_is_refused(pair, train_csv, out_dir):
+    a, _ = pair
+    other = out_dir / "mlp.h5"
+    _fit(train_csv, other, "mf-ef", "--hidden", "3")
+    error(invoke("evaluate", a, "--reference", other), 1, "different model (layer sizes")
+
+
+def test_missing_reference_file(pair, out_dir):
+    a, _ = pair
+    error(invoke("evaluate", a, "--reference", out_dir / "absent.h5"), 1, "absent.h5", "no such file")
+
+
+def test_control_runs_differ_in_one_thing_only(pair, train_csv, out_dir):
+    """The refusals above are due to the one difference each introduces: the same options give a comparable run."""
+    a, _ = pair
+    same = out_dir / "same.h5"
+    _fit(train_csv, same, "bbb")
+    assert np.isfinite(ok_json("evaluate", a, "--reference", same)["metrics"]["reference"]["symmetric_kl"])
+
+
+def test_every_hyperparameter_has_an_option():
+    """Each field of each method's Hyper is a ``slang fit`` option (``init_std -> --init-std``)."""
+    from slangcli.cli.fit import HYPER_OPTIONS
+
+    fields = {f.name for method in METHODS.values() for f in dataclasses.fields(method.Hyper)}
+    assert fields == set(HYPER_OPTIONS)
+    shown = invoke("fit", "--help").stdout
+    for name in fields:
+        assert "--" + name.replace("_", "-") in shown
