@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from slangcli.methods import METHODS
-from slangcli.methods.base import Problem
+from slangcli.methods.base import Problem, hyper_names, is_solver
 from slangcli.models import MLP
 from slangcli.threads import blas_threads
 from slangcli.train import derive_rng
@@ -33,7 +33,7 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int, required=True)
     p.add_argument("--samples", type=int, default=12)
     p.add_argument("--rank", type=int, default=1)
-    p.add_argument("--method", default="slang", choices=sorted(METHODS))
+    p.add_argument("--method", default="slang", choices=sorted(m for m in METHODS if not is_solver(METHODS[m])))
     p.add_argument("--activation", default="relu")
     p.add_argument("--dtype", default="float64", choices=["float64", "float32"],
                    help="precision of the network passes and of U (SLANG's --dtype)")
@@ -96,7 +96,12 @@ def main(argv=None):
     sizes = (a.features, *hidden, a.outputs)
     problem, X, y = synthetic_problem(sizes, a.batch_size, a.n_data, a.seed, a.activation)
     method = METHODS[a.method]
-    hyper = method.Hyper(rank=a.rank, samples=a.samples, dtype=a.dtype)
+    given = {"rank": a.rank, "samples": a.samples, "dtype": a.dtype}
+    taken = hyper_names(method)
+    refused = [k for k in ("dtype",) if k not in taken and given[k] != "float64"]
+    if refused:
+        raise SystemExit(f"--{refused[0]} does not apply to --method {a.method}")
+    hyper = method.Hyper(**{k: v for k, v in given.items() if k in taken})
     D = problem.model.n_params
     gemm_shape = [a.batch_size, a.features, a.samples * sizes[1]]
     rng = np.random.default_rng(a.seed + 1)

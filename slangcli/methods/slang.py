@@ -16,7 +16,7 @@ S weight samples, N training examples, with per-example NLL gradients ``g_si`` (
 Step 4 writes the matrix as ``B B^T`` with ``B = [sqrt(1-beta) U, sqrt(beta c) G]`` (D x K, K = L + #columns of
 G) and takes whichever side is smaller: the D x D matrix ``B B^T`` directly, or the K x K Gram ``B^T B`` whose
 top eigenvectors ``V`` give ``U_new = B V`` (then ``U_new^T U_new = Lambda``). On the Gram side a dense LAPACK
-eigensolver costs O(K^3), which dominates a small network's step when S M is in the hundreds; from K = 200 the
+eigensolver costs O(K^3), which dominates a small network's step when S M is in the hundreds; from K = 120 the
 eigenpairs come from block Lanczos (``lowrank.top_eig_krylov``), warm-started at the previous U's coordinates and
 run to a residual of 1e-10 relative (exact for the update's purposes; LAPACK remains the fallback). Its operator
 ``B^T B`` is applied through the gradient factors (``FactoredGrads.matmat`` / ``rmatmat``, no Gram formed) when
