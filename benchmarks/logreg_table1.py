@@ -109,9 +109,9 @@ def fit_one(job: dict) -> dict:
     if iterative:
         hyper.update(STEP_HYPER)
     t0 = time.perf_counter()
-    run = workflow.fit(opts, method=method, hyper=hyper, batch_size=batch,
-                       epochs=job["epochs"] if iterative else None, seed=job["split"], prior_precision=lam,
-                       bias_prior_precision=BIAS_PRIOR, likelihood="bernoulli")
+    schedule = {"batch_size": batch, "epochs": job["epochs"]} if iterative else {}
+    run = workflow.fit(opts, method=method, hyper=hyper, seed=job["split"], prior_precision=lam,
+                       bias_prior_precision=BIAS_PRIOR, likelihood="bernoulli", **schedule)
     return {"set": job["set"], "split": job["split"], "method": method_label(method, job["hyper"]),
             "elbo": run.metrics["train"]["neg_elbo_per_example"], "nll": run.metrics["test"]["nll"],
             "accuracy": run.metrics["test"]["accuracy"], "n_train": run.metrics["train"]["n"],

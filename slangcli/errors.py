@@ -2,7 +2,7 @@
 
 The engine raises these; the command-line layer maps each to an exit code and a one-line message
 (``DataError``, ``FormatError``, ``DivergenceError`` and ``ConvergenceError`` exit 1; ``ConfigError`` and click's
-usage errors exit 2).
+usage errors exit 2; ``Interrupted`` 128 + the signal number).
 """
 
 
@@ -28,3 +28,12 @@ class ConfigError(SlangError):
 
 class ConvergenceError(SlangError):
     """An optimiser (the exact-VI solvers) stopped before reaching its tolerance."""
+
+
+class Interrupted(SlangError):
+    """A fit stopped on request (SIGINT, SIGTERM) before its last step; ``checkpointed`` says whether its state
+    was written for ``slang fit --resume``."""
+
+    def __init__(self, step: int, n_steps: int, checkpointed: bool):
+        super().__init__(f"interrupted at step {step} of {n_steps}")
+        self.step, self.n_steps, self.checkpointed = step, n_steps, checkpointed

@@ -23,7 +23,7 @@ from slangcli.errors import FormatError
 from slangcli.models import MLP
 from slangcli.posteriors import DiagonalGaussian, FullGaussian, LowRankGaussian
 
-FORMAT_VERSION = "1.1"
+FORMAT_VERSION = "1.2"
 RUN_TYPE = "slang-run"
 
 # posterior encoding -> (class, datasets in order of the constructor)
@@ -51,6 +51,10 @@ class Run:
     metrics: dict = field(default_factory=dict)
     command: list = field(default_factory=list)
     meta: dict = field(default_factory=dict)  # slang_version, created, versions (set on write)
+    # "complete", or "checkpoint": a fit stopped part-way whose `state` lets `slang fit --resume` continue it
+    status: str = "complete"
+    # training state of a checkpoint: {"arrays": {name: array}, "scalars": {name: number}}
+    state: dict | None = None
 
 
 def _typed(group, kind: str) -> None:
@@ -80,6 +84,7 @@ def write_run(path, run: Run) -> None:
             _json_attr(f, "config", run.config)
             _json_attr(f, "versions", run.meta.get("versions", {}))
             f.attrs["seed"] = int(run.config.get("seed", 0))
+            f.attrs["status"] = run.status
 
             g = f.create_group("data")
             _typed(g, "data")
@@ -109,6 +114,14 @@ def write_run(path, run: Run) -> None:
             g = f.create_group("metrics")
             _typed(g, "metrics")
             _json_attr(g, "metrics", run.metrics)
+
+            if run.state is not None:
+                g = f.create_group("state")
+                _typed(g, "train-state")
+                for name, arr in run.state["arrays"].items():
+                    g.create_dataset(name, data=np.asarray(arr))
+                for name, value in run.state["scalars"].items():
+                    g.attrs[name] = value
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -235,8 +248,33 @@ class _Reader:
         history = {name: self.array(g, name, finite=False) for name in g if isinstance(g[name], h5py.Dataset)}
         g = self.group(f, "metrics")
         metrics = self.json(g, "metrics", "/metrics")
+        status = f.attrs.get("status", "complete")
+        status = status.decode("utf-8", "replace") if isinstance(status, bytes) else str(status)
+        if status not in ("complete", "checkpoint"):
+            self.fail(f"/ has an unknown status {status!r}")
+        state = self._state(f) if status == "checkpoint" else None
         return Run(model=model, prior_precision=prior, posterior=posterior, config=config, data=data,
-                   arrays=arrays, history=history, metrics=metrics, command=command, meta=meta)
+                   arrays=arrays, history=history, metrics=metrics, command=command, meta=meta, status=status,
+                   state=state)
+
+    def _state(self, f) -> dict:
+        """The training state of a checkpoint: finite numeric arrays and numeric scalars (shapes are checked
+        against the method when the run is resumed)."""
+        g = self.group(f, "state")
+        self.check_type(g, "train-state", "/state")
+        self.check_version(g, "/state")
+        arrays = {name: self.array(g, name) for name in g if isinstance(g[name], h5py.Dataset)}
+        scalars = {}
+        for name, value in g.attrs.items():
+            if name in ("encoding-type", "encoding-version"):
+                continue
+            value = np.asarray(value)
+            if value.shape != () or value.dtype.kind not in "fiu" or not np.isfinite(value):
+                self.fail(f"/state attribute {name!r} is not a finite number")
+            scalars[name] = value.item()
+        if "t" not in scalars:
+            self.fail("/state lacks the step counter 't'")
+        return {"arrays": arrays, "scalars": scalars}
 
     def _check_consistency(self, data, arrays, model) -> None:
         """What the provenance promises must be there, with the model's shapes."""

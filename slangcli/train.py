@@ -96,10 +96,13 @@ def run(
     state=None,
     history: History | None = None,
     progress: Callable[[int, int], None] | None = None,
+    after_step: Callable[[object, History], bool] | None = None,
 ):
     """Run ``method`` from ``state`` (or a fresh ``method.init``) until ``n_steps`` steps in total.
 
-    Returns ``(state, history)``. Raises ``DivergenceError`` on a non-finite loss or state.
+    ``after_step(state, history)`` is called after every step (checkpoints are written from it); returning True
+    stops the run there. Returns ``(state, history)``, with ``state.t < n_steps`` when stopped early. Raises
+    ``DivergenceError`` on a non-finite loss or state (before ``after_step`` sees that state).
     """
     if state is None:
         state = method.init(derive_rng(seed, INIT), problem, hyper)
@@ -141,4 +144,6 @@ def run(
                     history.open_sum, history.open_count, history.open_seconds = 0.0, 0, 0.0
             if progress is not None:
                 progress(state.t, n_steps)
+            if after_step is not None and after_step(state, history):
+                break
     return state, history

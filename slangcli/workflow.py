@@ -24,7 +24,7 @@ import scipy
 from slangcli import __version__, divergence, metrics, train
 from slangcli.data import (LabelMap, Standardizer, fit_labels, read_table, read_uci_folder, sha256_file,
                            train_test_split, widen)
-from slangcli.errors import ConfigError, DataError
+from slangcli.errors import ConfigError, DataError, FormatError, Interrupted
 from slangcli.io import Run
 from slangcli.methods import METHODS
 from slangcli.methods.base import Problem, hyper_names, is_solver
@@ -335,6 +335,33 @@ def check_hyper(method: str, hyper: dict) -> None:
                           f"{', '.join(option_name(n) for n in names)})")
 
 
+@dataclass
+class Checkpointing:
+    """When a step method's fit writes a resumable snapshot of itself (a run file with status "checkpoint"), and
+    how: ``write(run)`` stores it (atomically); ``stop()`` is polled after every step and, when it returns True,
+    the fit writes a last snapshot and raises :class:`Interrupted`."""
+
+    write: Callable[[Run], None]
+    every_steps: int | None = None
+    every_seconds: float | None = None
+    stop: Callable[[], bool] = lambda: False
+
+
+@dataclass
+class _Setup:
+    """Everything a fit needs besides its training state: rebuilt from the options (``fit``) or from a
+    checkpoint (``resume``)."""
+
+    method: str
+    module: object
+    hyper: object
+    model: MLP
+    problem: Problem
+    prepared: Prepared
+    config: dict
+    command: list
+
+
 def fit(
     opts: DataOptions,
     *,
@@ -354,13 +381,14 @@ def fit(
     command: list | None = None,
     progress: Callable[[int, int], None] | None = None,
     notify: Callable[[str], None] = lambda msg: None,
+    checkpointing: Checkpointing | None = None,
 ) -> Run:
     """Fit a posterior to the data in ``opts`` and score it; returns the :class:`Run` to be written.
 
     ``hyper`` holds the method's hyperparameters by name (``slangcli.methods.METHODS[method].Hyper``); the others
     take the method's defaults, and a name the method does not have is a ConfigError. Step methods train for
     ``epochs`` (default 200) or ``iterations`` steps on minibatches of ``batch_size`` (default 32); the exact
-    solvers use the whole training set at once and refuse these three.
+    solvers use the whole training set at once and refuse these three (and checkpoints).
     """
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
@@ -383,6 +411,10 @@ def fit(
             raise ConfigError(f"--batch-size must be >= 1, got {batch_size}")
         if epochs is not None and iterations is not None:
             raise ConfigError("give either --epochs or --iterations, not both")
+        if iterations is not None and iterations < 1:
+            raise ConfigError(f"--iterations must be >= 1, got {iterations}")
+        if epochs is not None and epochs < 1:
+            raise ConfigError(f"--epochs must be >= 1, got {epochs}")
     widths = parse_hidden(hidden)
     hyper = dict(hyper or {})
     check_hyper(method, hyper)
@@ -399,39 +431,13 @@ def fit(
         hyper_obj = replace(hyper_obj, rank=model.n_params)
     lam = model.prior_precision(prior_precision, bias_prior_precision)
     problem = Problem(model, lam, n)
-
-    started = time.perf_counter()
     if solver:
         batch = n_steps = None
-        # one iteration is O(N D^2) for the full solver: the thread policy of a step of that size
-        with blas_threads(model.n_params, model.n_params, n):
-            posterior, info = module.solve(problem, prepared.X_train, prepared.y_train, hyper_obj)
-        history, steps = info["history"], info["solver"]["iterations"]
     else:
         batch = min(batch_size, n)
-        if iterations is not None:
-            if iterations < 1:
-                raise ConfigError(f"--iterations must be >= 1, got {iterations}")
-            n_steps = iterations
-        else:
+        if iterations is None:
             epochs = 200 if epochs is None else epochs
-            if epochs < 1:
-                raise ConfigError(f"--epochs must be >= 1, got {epochs}")
-            n_steps = epochs * train.steps_per_epoch(n, batch)
-        with blas_threads(model.n_params, hyper_obj.samples, batch):
-            state, hist = train.run(module, hyper_obj, problem, prepared.X_train, prepared.y_train, seed=seed,
-                                    batch_size=batch, n_steps=n_steps, progress=progress)
-        posterior, history, steps, info = module.posterior(state), hist.as_arrays(), int(state.t), None
-    fit_seconds = time.perf_counter() - started
-
-    target_scale = float(prepared.arrays["target_scale"][0]) if "target_scale" in prepared.arrays else 1.0
-    scores = score(model, posterior, lam, X_train=prepared.X_train, y_train=prepared.y_train,
-                   X_test=prepared.X_test, y_test=prepared.y_test, target_scale=target_scale,
-                   samples=eval_samples, seed=seed)
-    scores["fit_seconds"] = fit_seconds
-    scores["steps"] = int(steps)
-    if info is not None:
-        scores["solver"] = info["solver"]
+        n_steps = iterations if iterations is not None else epochs * train.steps_per_epoch(n, batch)
     config = {
         "method": method,
         "hyper": asdict(hyper_obj),
@@ -442,14 +448,147 @@ def fit(
         "seed": seed,
         "prior_precision": prior_precision,
         "bias_prior_precision": bias_prior_precision,
+        "eval_samples": eval_samples,
         "model": {"sizes": list(model.sizes), "activation": model.activation, "likelihood": model.likelihood,
                   "noise_precision": model.noise_precision},
     }
-    meta = {"slang_version": __version__, "versions": versions(),
+    setup = _Setup(method, module, hyper_obj, model, problem, prepared, config, list(command or []))
+
+    if not solver:
+        return _train(setup, None, None, 0.0, progress, checkpointing)
+    started = time.perf_counter()
+    # one iteration is O(N D^2) for the full solver: the thread policy of a step of that size
+    with blas_threads(model.n_params, model.n_params, n):
+        posterior, info = module.solve(problem, prepared.X_train, prepared.y_train, hyper_obj)
+    return _finish(setup, posterior, info["history"], info["solver"]["iterations"], time.perf_counter() - started,
+                   solver=info["solver"])
+
+
+def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | None = None,
+           notify: Callable[[str], None] = lambda msg: None, checkpointing: Checkpointing | None = None) -> Run:
+    """Continue the fit stored in the checkpoint ``run`` to its last step; the result equals, bit for bit in its
+    posterior and per-epoch losses, the fit that was never stopped (every random stream is derived from the seed
+    and the step). The training (and test) data are re-read and must be unchanged."""
+    if run.status != "checkpoint" or run.state is None:
+        raise ConfigError(f"{run_name}: the fit is complete; there is nothing to resume")
+    config = run.config
+    method = config.get("method")
+    if method not in METHODS or is_solver(METHODS[method]):
+        raise FormatError(f"{run_name}: a checkpoint of an unknown or non-resumable method {method!r}")
+    module = METHODS[method]
+    hyper_obj = module.Hyper(**config["hyper"])
+    opts = DataOptions(**run.data["options"])
+    prepared = load_training(opts, likelihood=run.model.likelihood, notify=notify)
+    for part in ("train", "test"):
+        old, new = run.data.get(part) or {}, prepared.data.get(part) or {}
+        if old.get("sha256") != new.get("sha256"):
+            raise DataError(f"{run_name}: its {part} data {old.get('path', '?')} changed since the checkpoint "
+                            "(sha256 differs); cannot resume")
+    if prepared.X_train.shape[1] != run.model.sizes[0]:
+        raise DataError(f"{run_name}: the training data no longer have {run.model.sizes[0]} feature columns")
+    problem = Problem(run.model, run.prior_precision, len(prepared.X_train))
+    prepared.data = run.data  # the provenance as first recorded (including notes such as a widened width)
+    setup = _Setup(method, module, hyper_obj, run.model, problem, prepared, config, run.command)
+
+    # the method's state: a fresh one as the template of fields, shapes and dtypes, then the stored values
+    template = module.init(train.derive_rng(config["seed"], train.INIT), problem, hyper_obj)
+    stored, scalars = run.state["arrays"], run.state["scalars"]
+    values = {}
+    for name, value in zip(template._fields, template):
+        if name == "t":
+            values[name] = int(scalars["t"])
+        elif isinstance(value, np.ndarray) and name in stored:
+            got = stored[name]
+            if got.shape != value.shape:
+                raise FormatError(f"{run_name}: /state/{name} has shape {got.shape}, expected {value.shape}")
+            # the template's dtype and memory order (SLANG keeps U Fortran-ordered): BLAS kernels, and so the
+            # rounding of every later step, depend on the layout
+            order = "F" if value.flags.f_contiguous and not value.flags.c_contiguous else "C"
+            values[name] = np.array(got, dtype=value.dtype, order=order)
+        elif isinstance(value, np.ndarray) and name != "WtW":
+            raise FormatError(f"{run_name}: /state lacks {name!r}")
+        elif isinstance(value, (int, float)) and name in scalars:
+            values[name] = type(value)(scalars[name])
+        else:
+            values[name] = None if isinstance(value, np.ndarray) else value
+    state = template._replace(**values)
+    if not 0 < state.t < config["n_steps"]:
+        raise FormatError(f"{run_name}: /state is at step {state.t} of {config['n_steps']}")
+    history = train.History(
+        epoch=[int(v) for v in run.history.get("epoch", [])], step=[int(v) for v in run.history.get("step", [])],
+        nll=[float(v) for v in run.history.get("nll", [])], seconds=[float(v) for v in run.history.get("seconds", [])],
+        open_sum=float(scalars.get("history_open_sum", 0.0)), open_count=int(scalars.get("history_open_count", 0)),
+        open_seconds=float(scalars.get("history_open_seconds", 0.0)))
+    return _train(setup, state, history, float(run.metrics.get("fit_seconds", 0.0)), progress, checkpointing)
+
+
+def _snapshot(setup: _Setup, state, history: train.History, fit_seconds: float) -> Run:
+    """The run file of a fit stopped after step ``state.t``: the posterior so far and the state to resume."""
+    arrays = {name: value for name, value in zip(state._fields, state) if isinstance(value, np.ndarray)}
+    scalars = {"t": int(state.t), "history_open_sum": float(history.open_sum),
+               "history_open_count": int(history.open_count), "history_open_seconds": float(history.open_seconds)}
+    scalars.update({name: value for name, value in zip(state._fields, state)
+                    if name != "t" and isinstance(value, (int, float))})
+    metrics = {"steps": int(state.t), "n_steps": setup.config["n_steps"], "fit_seconds": fit_seconds}
+    return Run(model=setup.model, prior_precision=setup.problem.prior_precision,
+               posterior=setup.module.posterior(state), config=setup.config, data=setup.prepared.data,
+               arrays=setup.prepared.arrays, history=history.as_arrays(), metrics=metrics, command=setup.command,
+               meta=_meta(), status="checkpoint", state={"arrays": arrays, "scalars": scalars})
+
+
+def _train(setup: _Setup, state, history, elapsed: float, progress, checkpointing: Checkpointing | None) -> Run:
+    """Train a step method from ``state`` (None: fresh) to the configured last step, writing checkpoints as
+    ``checkpointing`` asks, then score it."""
+    cfg, p = setup.config, setup.prepared
+    started = time.perf_counter()
+    last_write = started
+    first_step = 0 if state is None else state.t
+
+    def after_step(state, history) -> bool:
+        nonlocal last_write
+        if checkpointing is None:
+            return False
+        stop = checkpointing.stop()
+        now = time.perf_counter()
+        due = (checkpointing.every_steps and state.t % checkpointing.every_steps == 0) or \
+              (checkpointing.every_seconds and now - last_write >= checkpointing.every_seconds)
+        if (due or stop) and state.t < cfg["n_steps"]:
+            checkpointing.write(_snapshot(setup, state, history, elapsed + now - started))
+            last_write = time.perf_counter()
+        return stop
+
+    stopped = checkpointing is not None and checkpointing.stop()
+    if not stopped:
+        with blas_threads(setup.model.n_params, setup.hyper.samples, cfg["batch_size"]):
+            state, history = train.run(setup.module, setup.hyper, setup.problem, p.X_train, p.y_train,
+                                       seed=cfg["seed"], batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
+                                       state=state, history=history, progress=progress, after_step=after_step)
+    if stopped or state.t < cfg["n_steps"]:
+        step = first_step if state is None else state.t
+        raise Interrupted(step, cfg["n_steps"], checkpointed=step > first_step)
+    fit_seconds = elapsed + time.perf_counter() - started
+    return _finish(setup, setup.module.posterior(state), history.as_arrays(), int(state.t), fit_seconds)
+
+
+def _meta() -> dict:
+    return {"slang_version": __version__, "versions": versions(),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-    return Run(model=model, prior_precision=lam, posterior=posterior, config=config, data=prepared.data,
-               arrays=prepared.arrays, history=history, metrics=scores, command=list(command or []),
-               meta=meta)
+
+
+def _finish(setup: _Setup, posterior, history: dict, steps: int, fit_seconds: float, solver=None) -> Run:
+    """Score the fitted posterior and assemble the complete run."""
+    p, cfg = setup.prepared, setup.config
+    target_scale = float(p.arrays["target_scale"][0]) if "target_scale" in p.arrays else 1.0
+    scores = score(setup.model, posterior, setup.problem.prior_precision, X_train=p.X_train, y_train=p.y_train,
+                   X_test=p.X_test, y_test=p.y_test, target_scale=target_scale,
+                   samples=cfg.get("eval_samples", 1000), seed=cfg["seed"])
+    scores["fit_seconds"] = fit_seconds
+    scores["steps"] = int(steps)
+    if solver is not None:
+        scores["solver"] = solver
+    return Run(model=setup.model, prior_precision=setup.problem.prior_precision, posterior=posterior,
+               config=cfg, data=p.data, arrays=p.arrays, history=history, metrics=scores, command=setup.command,
+               meta=_meta())
 
 
 def check_comparable(run: Run, run_name: str, reference: Run, reference_name: str) -> None:

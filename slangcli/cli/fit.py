@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import signal
+import sys
 
 import click
 
 from slangcli.cli import main
 from slangcli.cli.options import check_delimiter, check_output, invocation
-from slangcli.cli.output import emit_json, metric_rows, metrics_table, note, progress_bar
-from slangcli.io import write_run
+from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, note, progress_bar
+from slangcli.errors import Interrupted
+from slangcli.io import read_run, write_run
 from slangcli.methods import METHODS
+from slangcli.methods.base import is_solver
 from slangcli.models import ACTIVATIONS, LIKELIHOODS
-from slangcli.workflow import DataOptions, fit as fit_run
+from slangcli.workflow import Checkpointing, DataOptions, fit as fit_run, resume as resume_run
 
 
 # One option per hyperparameter of any method: (declarations, type, help). The default is None, "not given": the
@@ -66,8 +71,8 @@ def _target(value):
 
 
 @main.command()
-@click.argument("data", type=click.Path(path_type=str))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, writable=True, path_type=str),
+@click.argument("data", required=False, type=click.Path(path_type=str))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=str),
               help="Run file to write (HDF5).")
 @click.option("--format", "fmt", type=click.Choice(["auto", "csv", "libsvm", "idx", "uci"]), default="auto",
               show_default=True, help="Input format of DATA (and --test); a folder is read as a Gal-layout UCI set.")
@@ -113,32 +118,108 @@ def _target(value):
               help="Seed of initialisation, batches and samples.")
 @click.option("--eval-samples", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Monte-Carlo samples of the final evaluation (where quadrature does not apply).")
+@click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
+              help="Write a resumable checkpoint to OUTPUT every N steps.")
+@click.option("--checkpoint-seconds", type=click.FloatRange(min=0), default=600.0, show_default=True,
+              help="Write a resumable checkpoint to OUTPUT when this many seconds passed since the last (0: never).")
+@click.option("--resume", "resume_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Continue the fit checkpointed in this run file (its data, options and state) and write the "
+                   "finished run to it.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal only).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as one JSON object on stdout.")
 def fit(data, output, fmt, target, delimiter, header, n_features, test_path, test_fraction, split_seed, standardize,
         uci_split, hidden, activation, likelihood, noise_precision, prior_precision, bias_prior_precision, method,
-        batch_size, epochs, iterations, seed, eval_samples, progress, as_json, **hyper_values):
+        batch_size, epochs, iterations, seed, eval_samples, checkpoint_every, checkpoint_seconds, resume_path,
+        progress, as_json, **hyper_values):
     """Fit a Gaussian posterior to DATA and write it, with metrics, to OUTPUT.
 
     DATA is a CSV-like or LIBSVM file, an MNIST-style IDX images file (its labels file beside it), or a
     Gal-layout UCI folder (with --uci-split K). Each method takes only its own options (listed with their
     defaults under each option); giving another is an error.
+
+    A step method's fit writes a checkpoint to OUTPUT every --checkpoint-every steps or --checkpoint-seconds, and
+    on SIGINT or SIGTERM before it exits (with 128 + the signal number); `slang fit --resume OUTPUT` continues it
+    and gives the same result as a fit never stopped.
     """
+    ctx = click.get_current_context()
+    checkpoint = dict(every_steps=checkpoint_every, every_seconds=checkpoint_seconds or None)
+    if resume_path is not None:
+        given = [p for p in ctx.command.params if p.name not in RESUME_OPTIONS
+                 and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise click.UsageError(f"{given[0].opts[-1] if given[0].opts else given[0].name.upper()} cannot be "
+                                   "combined with --resume: a resumed fit uses its own data and settings")
+        return _resume(resume_path, checkpoint, progress, as_json)
+    if data is None:
+        raise click.UsageError("missing argument DATA (or --resume RUN.h5)")
+    if output is None:
+        raise click.UsageError("missing option -o / --output")
     check_output(output, [data, test_path])
     opts = DataOptions(path=data, format=fmt, target=_target(target), delimiter=delimiter, header=header,
                        n_features=n_features, test=test_path, test_fraction=test_fraction, split_seed=split_seed,
                        standardize=os.path.isdir(data) if standardize is None else standardize, uci_split=uci_split)
     hyper = {name: value for name, value in hyper_values.items() if value is not None}
+    if is_solver(METHODS[method]):
+        if checkpoint_every is not None:
+            raise click.UsageError(f"--checkpoint-every does not apply to --method {method}: it is solved at once")
+        checkpoint = None
     label = method + (f" L={hyper['rank']}" if "rank" in hyper else "")
-    with progress_bar(progress, label) as bar:
+    with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint) as checkpointing:
         run = fit_run(opts, method=method, hyper=hyper, hidden=hidden, activation=activation, likelihood=likelihood,
-                      noise_precision=noise_precision, eval_samples=eval_samples, batch_size=batch_size, epochs=epochs, iterations=iterations,
-                      seed=seed, prior_precision=prior_precision, bias_prior_precision=bias_prior_precision,
-                      command=invocation(), progress=bar, notify=note)
+                      noise_precision=noise_precision, eval_samples=eval_samples, batch_size=batch_size,
+                      epochs=epochs, iterations=iterations, seed=seed, prior_precision=prior_precision,
+                      bias_prior_precision=bias_prior_precision, command=invocation(), progress=bar, notify=note,
+                      checkpointing=checkpointing)
     write_run(output, run)
+    _report(output, run, as_json)
+
+
+# options a resumed fit accepts; everything else comes from the checkpoint
+RESUME_OPTIONS = {"resume_path", "checkpoint_every", "checkpoint_seconds", "progress", "as_json"}
+
+
+@contextlib.contextmanager
+def _checkpointing(output: str, checkpoint: dict | None):
+    """Checkpoint settings writing to ``output``, with SIGINT and SIGTERM turned into a request to stop after the
+    current step (the fit then writes a last checkpoint and raises Interrupted, reported here)."""
+    if checkpoint is None:
+        yield None
+        return
+    received: list[int] = []
+
+    def handler(signum, frame):
+        if received:  # a second signal: stop without waiting for the step (the last checkpoint stays valid)
+            raise KeyboardInterrupt
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield Checkpointing(write=lambda run: write_run(output, run), stop=lambda: bool(received), **checkpoint)
+    except Interrupted as exc:
+        name = signal.Signals(received[0]).name if received else "a signal"
+        if exc.checkpointed:
+            error(f"{exc} ({name}); the fit so far is in {output}; continue with: slang fit --resume {output}")
+        else:
+            error(f"{exc} ({name}), before any step: nothing written")
+        sys.exit(128 + (received[0] if received else signal.SIGINT))
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _resume(path: str, checkpoint: dict, progress, as_json) -> None:
+    run = read_run(path)
+    label = f"{run.config.get('method')} (resumed at step {run.metrics.get('steps')})"
+    with progress_bar(progress, label) as bar, _checkpointing(path, checkpoint) as checkpointing:
+        run = resume_run(run, path, progress=bar, notify=note, checkpointing=checkpointing)
+    write_run(path, run)
+    _report(path, run, as_json)
+
+
+def _report(output: str, run, as_json: bool) -> None:
     m = run.metrics
     done = f"{m['steps']} L-BFGS iterations" if "solver" in m else f"{m['steps']} steps"
-    metrics_table(f"{output}: {method}, {done} in {m['fit_seconds']:.1f} s", metric_rows(m))
+    metrics_table(f"{output}: {run.config['method']}, {done} in {m['fit_seconds']:.1f} s", metric_rows(m))
     if as_json:
         out = {"output": output, "metrics": {k: m[k] for k in ("test", "train") if k in m},
                "predictive": m["predictive"], "steps": m["steps"], "fit_seconds": m["fit_seconds"],

@@ -32,6 +32,7 @@ def summary(run, path) -> dict:
                     "final_nll": float(hist["nll"][-1]) if len(hist.get("nll", [])) else None,
                     "iterations": int(len(hist.get("iteration", [])))},
         "metrics": run.metrics,
+        "status": run.status,
         "versions": run.meta["versions"],
     }
 
@@ -76,6 +77,10 @@ def inspect(run_file, as_json):
         lines.append(f"test       RMSE {m['test']['rmse']:.4f}  log-likelihood {m['test']['loglik']:.4f}")
     elif "test" in m:
         lines.append(f"test       NLL {m['test']['nll']:.4f}  accuracy {m['test']['accuracy']:.4f}")
-    lines.append(f"train      -ELBO/N {m['train']['neg_elbo_per_example']:.4f}")
+    if "train" in m:
+        lines.append(f"train      -ELBO/N {m['train']['neg_elbo_per_example']:.4f}")
+    if run.status == "checkpoint":
+        lines.append(f"[bold]status     checkpoint at step {m.get('steps')} of {m.get('n_steps')}[/bold] "
+                     f"({m.get('fit_seconds', 0.0):.1f} s so far); continue with: slang fit --resume {run_file}")
     for line in lines:
         stderr.print(line, markup=True)

@@ -1,0 +1,239 @@
+"""Checkpoints and resume: a fit stopped at any step and resumed ends in the same bits as a fit never stopped.
+
+In process (``workflow.fit`` with a ``Checkpointing`` that asks to stop after a given step) for every step method,
+and through the command line with real signals: SIGTERM (a last checkpoint is written, exit 143) and SIGKILL at
+random moments (the output path holds nothing or the last valid checkpoint, never a broken file).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from conftest import binary_problem, csv_text
+from slangcli.cli import main
+from slangcli.errors import ConfigError, DataError, FormatError, Interrupted
+from slangcli.io import read_run, write_run
+from slangcli.workflow import Checkpointing, DataOptions, fit, resume
+
+STEP_METHODS = [("slang", {"rank": 2}), ("slang", {"rank": 2, "dtype": "float32"}), ("mf-ef", {}),
+                ("mf-hessian", {}), ("full-ef", {}), ("bbb", {})]
+IDS = ["slang", "slang-float32", "mf-ef", "mf-hessian", "full-ef", "bbb"]
+
+
+def _fit_kwargs(method, hyper):
+    return dict(method=method, hyper=dict(hyper, samples=3), hidden="4", activation="tanh", batch_size=8, epochs=6,
+                seed=5, eval_samples=20)
+
+
+def _same_fit(a, b):
+    """Identical posterior arrays and per-epoch losses (the timings differ, of course)."""
+    assert type(a.posterior) is type(b.posterior)
+    for name, value in vars(a.posterior).items():
+        np.testing.assert_array_equal(value, getattr(b.posterior, name), err_msg=name)
+    for name in ("epoch", "step", "nll"):
+        np.testing.assert_array_equal(a.history[name], b.history[name], err_msg=name)
+    assert a.metrics["test"] == b.metrics["test"] and a.metrics["steps"] == b.metrics["steps"]
+
+
+@pytest.fixture
+def data_csv(write_file):
+    return write_file("data.csv", csv_text(*binary_problem(n=60, seed=3)))
+
+
+@pytest.mark.parametrize("method,hyper", STEP_METHODS, ids=IDS)
+@pytest.mark.parametrize("stop_after", [7, 16], ids=["mid-epoch", "epoch-end"])  # 8 steps per epoch
+def test_resume_equals_uninterrupted_fit(tmp_path, data_csv, method, hyper, stop_after):
+    opts = DataOptions(path=str(data_csv), test_fraction=0.25)
+    reference = fit(opts, **_fit_kwargs(method, hyper))
+    written, polls = [], []
+    # stop() is polled once before the first step and after every step: the poll after step t is number t + 1
+    counting = Checkpointing(write=written.append, every_steps=5,
+                             stop=lambda: polls.append(1) or len(polls) > stop_after)
+    with pytest.raises(Interrupted) as info:
+        fit(opts, **_fit_kwargs(method, hyper), checkpointing=counting)
+    assert info.value.checkpointed and info.value.step == stop_after
+    assert [r.metrics["steps"] for r in written] == [s for s in (5, 10, 15) if s < stop_after] + [stop_after]
+    path = tmp_path / "ck.h5"
+    write_run(path, written[-1])
+    stored = read_run(path)
+    assert stored.status == "checkpoint" and stored.state["scalars"]["t"] == stop_after
+    resumed = resume(stored, str(path), checkpointing=Checkpointing(write=written.append, every_steps=5))
+    assert resumed.status == "complete"
+    _same_fit(resumed, reference)
+
+
+def test_checkpoint_round_trip_keeps_state_exactly(tmp_path, data_csv):
+    opts = DataOptions(path=str(data_csv))
+    written = []
+    with pytest.raises(Interrupted):
+        fit(opts, **_fit_kwargs("slang", {"rank": 2, "dtype": "float32"}),
+            checkpointing=Checkpointing(write=written.append, stop=lambda: True))
+    assert written == []  # asked to stop before the first step: nothing to write
+    steps = []
+    with pytest.raises(Interrupted):
+        fit(opts, **_fit_kwargs("slang", {"rank": 2, "dtype": "float32"}),
+            checkpointing=Checkpointing(write=written.append, stop=lambda: steps.append(1) or len(steps) > 4))
+    path = tmp_path / "ck.h5"
+    write_run(path, written[-1])
+    back = read_run(path)
+    for name, value in written[-1].state["arrays"].items():
+        assert back.state["arrays"][name].dtype == value.dtype
+        np.testing.assert_array_equal(back.state["arrays"][name], value)
+    assert back.state["scalars"] == written[-1].state["scalars"]
+
+
+def _checkpoint_file(tmp_path, data_csv, name="ck.h5"):
+    written, steps = [], []
+    with pytest.raises(Interrupted):
+        fit(DataOptions(path=str(data_csv)), **_fit_kwargs("slang", {"rank": 2}),
+            checkpointing=Checkpointing(write=written.append, stop=lambda: steps.append(1) or len(steps) > 4))
+    path = tmp_path / name
+    write_run(path, written[-1])
+    return path
+
+
+def test_resume_refuses_complete_runs_and_changed_data(tmp_path, data_csv):
+    path = _checkpoint_file(tmp_path, data_csv)
+    done = tmp_path / "done.h5"
+    write_run(done, fit(DataOptions(path=str(data_csv)), **_fit_kwargs("slang", {"rank": 2})))
+    with pytest.raises(ConfigError, match="complete"):
+        resume(read_run(done), str(done))
+    run = read_run(path)
+    data_csv.write_text(data_csv.read_text().replace("\n", "\n", 1) + "0.1,0.2,0.3,yes\n")
+    with pytest.raises(DataError, match="changed since the checkpoint"):
+        resume(run, str(path))
+
+
+@pytest.mark.parametrize("damage,message", [
+    (lambda f: f.attrs.__setitem__("status", "half-done"), "unknown status"),
+    (lambda f: f["state"].attrs.__delitem__("t"), "step counter"),
+    (lambda f: f["state"]["mu"].__setitem__(0, np.nan), "non-finite"),
+    (lambda f: f["state"].attrs.__setitem__("history_open_sum", np.inf), "not a finite number"),
+    (lambda f: f.__delitem__("state"), "/state"),
+])
+def test_damaged_checkpoints_are_format_errors(tmp_path, data_csv, damage, message):
+    path = _checkpoint_file(tmp_path, data_csv)
+    with h5py.File(path, "r+") as f:
+        damage(f)
+    with pytest.raises(FormatError, match=message):
+        read_run(path)
+
+
+def test_state_of_the_wrong_shape_is_refused_on_resume(tmp_path, data_csv):
+    path = _checkpoint_file(tmp_path, data_csv)
+    with h5py.File(path, "r+") as f:
+        del f["state"]["U"]
+        f["state"].create_dataset("U", data=np.zeros((3, 2)))
+    with pytest.raises(FormatError, match="/state/U has shape"):
+        resume(read_run(path), str(path))
+
+
+# ------------------------------------------------------------------------------------------ command line
+def test_cli_resume_usage_errors(tmp_path, data_csv):
+    path = _checkpoint_file(tmp_path, data_csv)
+    result = CliRunner().invoke(main, ["fit", str(data_csv), "--resume", str(path)])
+    assert result.exit_code == 2 and "cannot be combined with --resume" in result.stderr
+    result = CliRunner().invoke(main, ["fit", "--resume", str(path), "--epochs", "3"])
+    assert result.exit_code == 2 and "--epochs cannot be combined" in result.stderr
+    result = CliRunner().invoke(main, ["fit", "-o", str(tmp_path / "x.h5")])
+    assert result.exit_code == 2 and "DATA" in result.stderr
+    result = CliRunner().invoke(main, ["fit", str(data_csv), "--method", "exact-mf", "--checkpoint-every", "3",
+                                       "-o", str(tmp_path / "x.h5")])
+    assert result.exit_code == 2 and "--checkpoint-every does not apply" in result.stderr
+
+
+def test_cli_resume_of_a_complete_run_is_refused(tmp_path, data_csv):
+    out = tmp_path / "done.h5"
+    ok = CliRunner().invoke(main, ["fit", str(data_csv), "-o", str(out), "--epochs", "1", "--hidden", "3"])
+    assert ok.exit_code == 0, ok.stderr
+    result = CliRunner().invoke(main, ["fit", "--resume", str(out)])
+    assert result.exit_code == 2 and "nothing to resume" in result.stderr
+
+
+# a fit of about 3 s on one core: long enough to be killed at many points, with a checkpoint every 40 steps
+SLOW_FIT = ["--hidden", "16", "--samples", "8", "--batch-size", "4", "--epochs", "80", "--rank", "3",
+            "--checkpoint-every", "40", "--seed", "11", "--test-fraction", "0.25", "--no-progress"]
+
+
+def _slang(*args, **kw):
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    return subprocess.Popen([sys.executable, "-m", "slangcli", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, **kw)
+
+
+@pytest.fixture(scope="module")
+def reference_fit(tmp_path_factory):
+    d = tmp_path_factory.mktemp("reference")
+    data = d / "data.csv"
+    data.write_text(csv_text(*binary_problem(n=80, seed=4)))
+    out = d / "reference.h5"
+    proc = _slang("fit", data, "-o", out, *SLOW_FIT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    return data, read_run(out)
+
+
+def _killed_then_resumed(tmp_path, reference_fit, sig, delay):
+    data, reference = reference_fit
+    out = tmp_path / f"killed-{sig}-{delay:.2f}.h5"
+    proc = _slang("fit", data, "-o", out, *SLOW_FIT)
+    time.sleep(delay)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(f".{out.name}.")]
+    if proc.returncode == 0:  # finished before the signal
+        _same_fit(read_run(out), reference)
+        return "finished"
+    if sig == signal.SIGTERM and proc.returncode == -signal.SIGTERM:
+        # arrived while Python was still starting, before slang's handler existed: default action, nothing written
+        assert not out.exists()
+        return "nothing"
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert "Traceback" not in err and "slang fit --resume" in err or "nothing written" in err, err
+        assert not leftovers, leftovers
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    if not out.exists():
+        return "nothing"
+    run = read_run(out)  # never a broken file: a FormatError here fails the test
+    if run.status == "complete":  # killed after writing the finished run, while reporting
+        _same_fit(run, reference)
+        return "finished"
+    assert run.status == "checkpoint"
+    proc = _slang("fit", "--resume", out)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    _same_fit(read_run(out), reference)
+    return "resumed"
+
+
+@pytest.mark.parametrize("delay", [0.9, 1.6])
+def test_sigterm_writes_a_checkpoint_that_resumes_to_the_same_bits(tmp_path, reference_fit, delay):
+    assert _killed_then_resumed(tmp_path, reference_fit, signal.SIGTERM, delay) in ("resumed", "nothing",
+                                                                                     "finished")
+
+
+def test_sigkill_at_random_moments_leaves_nothing_or_a_valid_checkpoint(tmp_path, reference_fit):
+    rng = np.random.default_rng(2026)
+    outcomes = [_killed_then_resumed(tmp_path, reference_fit, signal.SIGKILL, d) for d in rng.uniform(0.6, 2.0, 3)]
+    assert "resumed" in outcomes, outcomes
+
+
+@pytest.mark.slow
+def test_sigkill_and_sigterm_at_many_moments(tmp_path, reference_fit):
+    rng = np.random.default_rng(7)
+    outcomes = []
+    for sig in (signal.SIGKILL, signal.SIGTERM):
+        outcomes += [_killed_then_resumed(tmp_path, reference_fit, sig, d) for d in rng.uniform(0.3, 3.0, 12)]
+    print("outcomes:", {o: outcomes.count(o) for o in set(outcomes)})
+    assert outcomes.count("resumed") >= 12
