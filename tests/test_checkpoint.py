@@ -237,3 +237,16 @@ def test_sigkill_and_sigterm_at_many_moments(tmp_path, reference_fit):
         outcomes += [_killed_then_resumed(tmp_path, reference_fit, sig, d) for d in rng.uniform(0.3, 3.0, 12)]
     print("outcomes:", {o: outcomes.count(o) for o in set(outcomes)})
     assert outcomes.count("resumed") >= 12
+
+
+def test_divergence_keeps_the_last_checkpoint_and_says_where(tmp_path, data_csv):
+    """A fit that diverges after a checkpoint: exit 1, one line naming the step and the checkpoint, and the file
+    is that valid checkpoint (resumable, though it will diverge again with the same settings)."""
+    out = tmp_path / "div.h5"
+    result = CliRunner().invoke(main, ["fit", str(data_csv), "-o", str(out), "--hidden", "8", "--lr", "1e300",
+                                       "--checkpoint-every", "1", "--epochs", "50"])
+    assert result.exit_code == 1, result.stderr
+    assert "diverged at step" in result.stderr and "last good checkpoint (step" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    run = read_run(out)
+    assert run.status == "checkpoint" and np.isfinite(run.posterior.mean).all()

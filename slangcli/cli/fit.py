@@ -13,7 +13,7 @@ import click
 from slangcli.cli import main
 from slangcli.cli.options import check_delimiter, check_output, invocation
 from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, note, progress_bar
-from slangcli.errors import Interrupted
+from slangcli.errors import DivergenceError, Interrupted
 from slangcli.io import read_run, write_run
 from slangcli.methods import METHODS
 from slangcli.methods.base import is_solver
@@ -192,9 +192,19 @@ def _checkpointing(output: str, checkpoint: dict | None):
             raise KeyboardInterrupt
         received.append(signum)
 
+    written: list[int] = []
+
+    def write(run):
+        write_run(output, run)
+        written.append(run.metrics["steps"])
+
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield Checkpointing(write=lambda run: write_run(output, run), stop=lambda: bool(received), **checkpoint)
+        yield Checkpointing(write=write, stop=lambda: bool(received), **checkpoint)
+    except DivergenceError as exc:
+        if written:
+            raise DivergenceError(f"{exc}; the last good checkpoint (step {written[-1]}) is in {output}") from None
+        raise
     except Interrupted as exc:
         name = signal.Signals(received[0]).name if received else "a signal"
         if exc.checkpointed:
