@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 import scipy
 
-from slangcli import __version__, divergence, metrics, train
+from slangcli import __version__, divergence, metrics, train, tuning
 from slangcli.data import (LabelMap, Standardizer, fit_labels, read_table, read_uci_folder, sha256_file,
                            train_test_split, widen)
 from slangcli.errors import ConfigError, DataError, FormatError, Interrupted
@@ -382,6 +382,9 @@ def fit(
     progress: Callable[[int, int], None] | None = None,
     notify: Callable[[str], None] = lambda msg: None,
     checkpointing: Checkpointing | None = None,
+    tune: str | None = None,
+    tune_folds: int = 5,
+    tune_epochs: int | None = None,
 ) -> Run:
     """Fit a posterior to the data in ``opts`` and score it; returns the :class:`Run` to be written.
 
@@ -420,17 +423,20 @@ def fit(
     check_hyper(method, hyper)
     module.Hyper(**hyper)  # validate before reading any data
 
+    if tune and solver:
+        raise ConfigError(f"--tune applies to the step methods, not to --method {method}")
+    if tune_epochs is not None and tune_epochs < 1:
+        raise ConfigError(f"--tune-epochs must be >= 1, got {tune_epochs}")
+
     prepared = load_training(opts, likelihood=likelihood, notify=notify)
     n = len(prepared.X_train)
-    model = MLP((prepared.X_train.shape[1], *widths, prepared.n_outputs), activation=activation,
-                likelihood=prepared.likelihood, noise_precision=noise_precision)
+    sizes = (prepared.X_train.shape[1], *widths, prepared.n_outputs)
+    model = MLP(sizes, activation=activation, likelihood=prepared.likelihood, noise_precision=noise_precision)
     hyper_obj = module.Hyper(**hyper)
     if getattr(hyper_obj, "rank", 0) > model.n_params:
         notify(f"--rank {hyper_obj.rank} exceeds the {model.n_params} parameters; using rank {model.n_params} "
                "(a full-rank precision)")
         hyper_obj = replace(hyper_obj, rank=model.n_params)
-    lam = model.prior_precision(prior_precision, bias_prior_precision)
-    problem = Problem(model, lam, n)
     if solver:
         batch = n_steps = None
     else:
@@ -438,6 +444,24 @@ def fit(
         if iterations is None:
             epochs = 200 if epochs is None else epochs
         n_steps = iterations if iterations is not None else epochs * train.steps_per_epoch(n, batch)
+    tuned = None
+    params = tuning.parse_tune(tune, prepared.likelihood)
+    if params:
+        def build(values):
+            m = MLP(sizes, activation=activation, likelihood=prepared.likelihood,
+                    noise_precision=values["noise-precision"])
+            return m, m.prior_precision(values["prior-precision"], bias_prior_precision)
+
+        best, tuned = tuning.search(
+            tuning.Search(params, tune_folds, tune_epochs),
+            values={"prior-precision": prior_precision, "noise-precision": noise_precision}, build=build,
+            method=module, hyper=hyper_obj, X=prepared.X_train, y=prepared.y_train, seed=seed, batch_size=batch,
+            epochs=-(-n_steps // train.steps_per_epoch(n, batch)), notify=notify)
+        prior_precision, noise_precision = best["prior-precision"], best["noise-precision"]
+        model, _ = build(best)
+        notify("tuned " + ", ".join(f"--{p} {best[p]:g}" for p in params))
+    lam = model.prior_precision(prior_precision, bias_prior_precision)
+    problem = Problem(model, lam, n)
     config = {
         "method": method,
         "hyper": asdict(hyper_obj),
@@ -449,6 +473,7 @@ def fit(
         "prior_precision": prior_precision,
         "bias_prior_precision": bias_prior_precision,
         "eval_samples": eval_samples,
+        "tuning": tuned,
         "model": {"sizes": list(model.sizes), "activation": model.activation, "likelihood": model.likelihood,
                   "noise_precision": model.noise_precision},
     }

@@ -118,6 +118,12 @@ def _target(value):
               help="Seed of initialisation, batches and samples.")
 @click.option("--eval-samples", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Monte-Carlo samples of the final evaluation (where quadrature does not apply).")
+@click.option("--tune", default=None, metavar="PARAMS",
+              help="Choose these by k-fold cross-validated predictive log-likelihood on the training data: "
+                   "prior-precision and/or noise-precision (comma-separated); the search is stored in OUTPUT.")
+@click.option("--tune-folds", type=click.IntRange(min=2), default=5, show_default=True, help="Folds of --tune.")
+@click.option("--tune-epochs", type=click.IntRange(min=1), default=None,
+              help="Epochs of each --tune fit (default: the fit's own length).")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
               help="Write a resumable checkpoint to OUTPUT every N steps.")
 @click.option("--checkpoint-seconds", type=click.FloatRange(min=0), default=600.0, show_default=True,
@@ -129,8 +135,8 @@ def _target(value):
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as one JSON object on stdout.")
 def fit(data, output, fmt, target, delimiter, header, n_features, test_path, test_fraction, split_seed, standardize,
         uci_split, hidden, activation, likelihood, noise_precision, prior_precision, bias_prior_precision, method,
-        batch_size, epochs, iterations, seed, eval_samples, checkpoint_every, checkpoint_seconds, resume_path,
-        progress, as_json, **hyper_values):
+        batch_size, epochs, iterations, seed, eval_samples, tune, tune_folds, tune_epochs, checkpoint_every,
+        checkpoint_seconds, resume_path, progress, as_json, **hyper_values):
     """Fit a Gaussian posterior to DATA and write it, with metrics, to OUTPUT.
 
     DATA is a CSV-like or LIBSVM file, an MNIST-style IDX images file (its labels file beside it), or a
@@ -169,7 +175,7 @@ def fit(data, output, fmt, target, delimiter, header, n_features, test_path, tes
                       noise_precision=noise_precision, eval_samples=eval_samples, batch_size=batch_size,
                       epochs=epochs, iterations=iterations, seed=seed, prior_precision=prior_precision,
                       bias_prior_precision=bias_prior_precision, command=invocation(), progress=bar, notify=note,
-                      checkpointing=checkpointing)
+                      checkpointing=checkpointing, tune=tune, tune_folds=tune_folds, tune_epochs=tune_epochs)
     write_run(output, run)
     _report(output, run, as_json)
 
