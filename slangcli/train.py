@@ -75,9 +75,9 @@ def _diverged(step: int, epoch: int, what: str) -> str:
 
 def _check_finite(state, step: int, epoch: int) -> None:
     """O(D) per step: the mean and the diagonal precision (a non-finite U reaches d through its correction), or
-    the log standard deviations (Bayes by Backprop). A non-finite dense precision fails its Cholesky
+    the log standard deviations (Bayes by Backprop) or log scales (k-tied). A non-finite dense precision fails its Cholesky
     factorisation, which is reported as a failed linear-algebra routine."""
-    for name in ("mu", "d", "log_sigma"):
+    for name in ("mu", "d", "log_sigma", "log_scale"):
         value = getattr(state, name, None)
         if value is not None and not np.isfinite(value).all():
             raise DivergenceError(_diverged(step, epoch, f"non-finite parameters ({name})"))

@@ -393,7 +393,10 @@ def fit(
     model = MLP((prepared.X_train.shape[1], *widths, prepared.n_outputs), activation=activation,
                 likelihood=prepared.likelihood, noise_precision=noise_precision)
     hyper_obj = module.Hyper(**hyper)
-    if getattr(hyper_obj, "rank", 0) > model.n_params:
+    method_note = getattr(module, "note", None)
+    if method_note is not None and method_note(model, hyper_obj):
+        notify(method_note(model, hyper_obj))
+    elif getattr(hyper_obj, "rank", 0) > model.n_params:
         notify(f"--rank {hyper_obj.rank} exceeds the {model.n_params} parameters; using rank {model.n_params} "
                "(a full-rank precision)")
         hyper_obj = replace(hyper_obj, rank=model.n_params)

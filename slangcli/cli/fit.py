@@ -20,7 +20,9 @@ from slangcli.workflow import DataOptions, fit as fit_run
 # method's own default applies (its Hyper), and the help lists those defaults per method from the registry, so it
 # cannot drift. workflow.check_hyper refuses an option the chosen method does not have.
 HYPER_OPTIONS = {
-    "rank": (("--rank", "-L"), click.IntRange(min=0), "Rank L of the low-rank part of the precision (0: diagonal)."),
+    "rank": (("--rank", "-L"), click.IntRange(min=0),
+             "slang: rank L of the low-rank part of the precision (0: diagonal); ktied: rank k of each weight "
+             "matrix's standard deviations U V^T (at most min(m, n) per layer)."),
     "samples": (("--samples", "-S"), click.IntRange(min=1), "Monte-Carlo weight samples per step."),
     "lr": (("--lr",), float, "Initial rate alpha_0 of the mean; for bbb, Adam's learning rate."),
     "beta": (("--beta",), float, "Initial rate beta_0 of the precision."),
@@ -31,6 +33,10 @@ HYPER_OPTIONS = {
     "beta2": (("--beta2",), float, "Adam's decay rate of the second moment."),
     "eps": (("--eps",), float, "Adam's epsilon."),
     "init_std": (("--init-std",), float, "Initial standard deviation of q."),
+    "init_noise": (("--init-noise",), float,
+                   "Standard deviation of the noise added to log U and log V at initialisation (breaks symmetry)."),
+    "kl_anneal_steps": (("--kl-anneal-steps",), click.IntRange(min=0),
+                        "Linear KL annealing: the KL term is scaled by min(1, t / N) at step t (0: none)."),
     "tol": (("--tol",), float, "Stop when the largest gradient component of -ELBO / N is below this."),
     "max_iter": (("--max-iter",), click.IntRange(min=1), "Most L-BFGS iterations."),
     "dtype": (("--dtype",), click.Choice(["float64", "float32"]),
@@ -101,7 +107,8 @@ def _target(value):
               help="Gaussian likelihood: noise precision tau on the standardised target.")
 @click.option("--method", type=click.Choice(list(METHODS)), default="slang", show_default=True,
               help="slang; natural-gradient baselines full-ef, full-hessian (dense precision), mf-ef, mf-hessian "
-                   "(diagonal); bbb (Bayes by Backprop); exact-full, exact-mf (exact VI, logistic regression only).")
+                   "(diagonal); bbb (Bayes by Backprop); ktied (k-tied Normal: bbb with sigma = U V^T per weight matrix); "
+                   "exact-full, exact-mf (exact VI, logistic regression only).")
 @hyper_options
 @click.option("--batch-size", "-M", type=click.IntRange(min=1), default=None,
               help="Minibatch size of the step methods [default: 32].")
@@ -129,7 +136,7 @@ def fit(data, output, fmt, target, delimiter, header, n_features, test_path, tes
                        n_features=n_features, test=test_path, test_fraction=test_fraction, split_seed=split_seed,
                        standardize=os.path.isdir(data) if standardize is None else standardize, uci_split=uci_split)
     hyper = {name: value for name, value in hyper_values.items() if value is not None}
-    label = method + (f" L={hyper['rank']}" if "rank" in hyper else "")
+    label = method + (f" {'k' if method == 'ktied' else 'L'}={hyper['rank']}" if "rank" in hyper else "")
     with progress_bar(progress, label) as bar:
         run = fit_run(opts, method=method, hyper=hyper, hidden=hidden, activation=activation, likelihood=likelihood,
                       noise_precision=noise_precision, eval_samples=eval_samples, batch_size=batch_size, epochs=epochs, iterations=iterations,
