@@ -351,6 +351,8 @@ def fit(
     prior_precision: float = 1.0,
     bias_prior_precision: float = 1e-5,
     eval_samples: int = 1000,
+    snr_every: int | None = None,
+    snr_draws: int = 10,
     command: list | None = None,
     progress: Callable[[int, int], None] | None = None,
     notify: Callable[[str], None] = lambda msg: None,
@@ -360,7 +362,9 @@ def fit(
     ``hyper`` holds the method's hyperparameters by name (``slangcli.methods.METHODS[method].Hyper``); the others
     take the method's defaults, and a name the method does not have is a ConfigError. Step methods train for
     ``epochs`` (default 200) or ``iterations`` steps on minibatches of ``batch_size`` (default 32); the exact
-    solvers use the whole training set at once and refuse these three.
+    solvers use the whole training set at once and refuse these three. ``snr_every`` steps (methods with
+    ``std_gradients``: ``bbb``, ``ktied``) the gradient SNR of the standard-deviation parameters is recorded in
+    the history from ``snr_draws`` independent gradient draws (``slangcli.train.gradient_snr``).
     """
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
@@ -383,6 +387,13 @@ def fit(
             raise ConfigError(f"--batch-size must be >= 1, got {batch_size}")
         if epochs is not None and iterations is not None:
             raise ConfigError("give either --epochs or --iterations, not both")
+    if snr_every is not None:
+        if not hasattr(module, "std_gradients"):
+            raise ConfigError(f"--snr does not apply to --method {method} (it applies to bbb and ktied)")
+        if snr_every < 1:
+            raise ConfigError(f"--snr must be >= 1 (record every N steps), got {snr_every}")
+        if snr_draws < 2:
+            raise ConfigError(f"--snr-draws must be >= 2 (a variance needs two draws), got {snr_draws}")
     widths = parse_hidden(hidden)
     hyper = dict(hyper or {})
     check_hyper(method, hyper)
@@ -423,7 +434,8 @@ def fit(
             n_steps = epochs * train.steps_per_epoch(n, batch)
         with blas_threads(model.n_params, hyper_obj.samples, batch):
             state, hist = train.run(module, hyper_obj, problem, prepared.X_train, prepared.y_train, seed=seed,
-                                    batch_size=batch, n_steps=n_steps, progress=progress)
+                                    batch_size=batch, n_steps=n_steps, progress=progress, snr_every=snr_every or 0,
+                                    snr_draws=snr_draws)
         posterior, history, steps, info = module.posterior(state), hist.as_arrays(), int(state.t), None
     fit_seconds = time.perf_counter() - started
 
@@ -443,6 +455,7 @@ def fit(
         "iterations": iterations,
         "n_steps": n_steps,
         "seed": seed,
+        "snr": {"every": snr_every, "draws": snr_draws} if snr_every else None,
         "prior_precision": prior_precision,
         "bias_prior_precision": bias_prior_precision,
         "model": {"sizes": list(model.sizes), "activation": model.activation, "likelihood": model.likelihood,

@@ -120,11 +120,16 @@ def _target(value):
               help="Seed of initialisation, batches and samples.")
 @click.option("--eval-samples", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Monte-Carlo samples of the final evaluation (where quadrature does not apply).")
+@click.option("--snr", "snr_every", metavar="N", type=click.IntRange(min=1), default=None,
+              help="bbb, ktied: record the gradient signal-to-noise ratio of the standard-deviation parameters of "
+                   "each weight matrix every N steps, in the run's history.")
+@click.option("--snr-draws", type=click.IntRange(min=2), default=10, show_default=True,
+              help="Independent gradient draws (minibatch and weight noise) per SNR estimate.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal only).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as one JSON object on stdout.")
 def fit(data, output, fmt, target, delimiter, header, n_features, test_path, test_fraction, split_seed, standardize,
         uci_split, hidden, activation, likelihood, noise_precision, prior_precision, bias_prior_precision, method,
-        batch_size, epochs, iterations, seed, eval_samples, progress, as_json, **hyper_values):
+        batch_size, epochs, iterations, seed, eval_samples, snr_every, snr_draws, progress, as_json, **hyper_values):
     """Fit a Gaussian posterior to DATA and write it, with metrics, to OUTPUT.
 
     DATA is a CSV-like or LIBSVM file, an MNIST-style IDX images file (its labels file beside it), or a
@@ -141,7 +146,7 @@ def fit(data, output, fmt, target, delimiter, header, n_features, test_path, tes
         run = fit_run(opts, method=method, hyper=hyper, hidden=hidden, activation=activation, likelihood=likelihood,
                       noise_precision=noise_precision, eval_samples=eval_samples, batch_size=batch_size, epochs=epochs, iterations=iterations,
                       seed=seed, prior_precision=prior_precision, bias_prior_precision=bias_prior_precision,
-                      command=invocation(), progress=bar, notify=note)
+                      snr_every=snr_every, snr_draws=snr_draws, command=invocation(), progress=bar, notify=note)
     write_run(output, run)
     m = run.metrics
     done = f"{m['steps']} L-BFGS iterations" if "solver" in m else f"{m['steps']} steps"
@@ -152,4 +157,6 @@ def fit(data, output, fmt, target, delimiter, header, n_features, test_path, tes
                "config": run.config}
         if "solver" in m:
             out["solver"] = m["solver"]
+        if "snr_step" in run.history:
+            out["snr"] = {name: run.history[name] for name in ("snr_step", "snr", "snr_paper")}
         emit_json(out)
