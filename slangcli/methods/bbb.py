@@ -57,9 +57,17 @@ def gradient(state: State, eps: np.ndarray, problem: Problem, X: np.ndarray, y: 
     g_mu, g_sigma, nll = likelihood_gradients(state.mu, sigma, eps, problem, X, y)
     lam = problem.prior_precision
     grad = np.empty((2, state.mu.size))
-    grad[0] = g_mu + kl_weight * lam * state.mu
-    # d/dlog_sigma = sigma d/dsigma, with the KL part sigma (lambda sigma - 1/sigma) written without the division
-    grad[1] = g_sigma * sigma + kl_weight * (lam * sigma**2 - 1.0)
+    # grad[0] = g_mu + beta lambda mu; grad[1] = sigma (g_sigma + beta lambda sigma) - beta, i.e. d/dlog_sigma =
+    # sigma d/dsigma with the KL part sigma (lambda sigma - 1 / sigma) written without the division; in place,
+    # because this is a memory-bound part of the step
+    np.multiply(lam, state.mu, out=grad[0])
+    grad[0] *= kl_weight
+    grad[0] += g_mu
+    np.multiply(lam, sigma, out=grad[1])
+    grad[1] *= kl_weight
+    grad[1] += g_sigma
+    grad[1] *= sigma
+    grad[1] -= kl_weight
     return grad, nll
 
 

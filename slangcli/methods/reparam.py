@@ -62,21 +62,39 @@ def likelihood_gradients(mu: np.ndarray, sigma: np.ndarray, eps: np.ndarray, pro
     """``(c sum_s G_s, c sum_s G_s * eps_s)``, each ``(D,)``: the expected-NLL parts of ``dF/dmu`` and
     ``dF/dsigma`` at noise ``eps : (S, D)``; and the per-example NLL ``(S, M)`` at the samples."""
     S, M = eps.shape[0], X.shape[0]
-    theta = mu + sigma * eps
+    theta = sigma * eps
+    theta += mu
     nll, fg = problem.model.per_example_grads(theta, X, y)
     Gs = fg.sample_sums()  # (S, D)
     c = problem.n_data / (M * S)
-    return c * Gs.sum(0), c * np.einsum("sd,sd->d", Gs, eps), nll
+    g_mu = Gs.sum(0)
+    g_mu *= c
+    g_sigma = np.einsum("sd,sd->d", Gs, eps)
+    g_sigma *= c
+    return g_mu, g_sigma, nll
 
 
 def adam(grad: np.ndarray, m: np.ndarray, v: np.ndarray, t: int, hyper: AdamHyper):
     """One Adam update (Kingma and Ba 2014, with bias correction) at step ``t >= 1``: returns ``(delta, m, v)``;
-    the parameters move by ``-delta``."""
-    m = hyper.beta1 * m + (1.0 - hyper.beta1) * grad
-    v = hyper.beta2 * v + (1.0 - hyper.beta2) * grad**2
-    m_hat = m / (1.0 - hyper.beta1**t)
-    v_hat = v / (1.0 - hyper.beta2**t)
-    return hyper.lr * m_hat / (np.sqrt(v_hat) + hyper.eps), m, v
+    the parameters move by ``-delta``.
+
+    ``delta = lr m_hat / (sqrt(v_hat) + eps)`` with ``m_hat = m / c1``, ``v_hat = v / c2``: the bias corrections
+    are folded into scalars, ``delta = (lr / c1) m / (sqrt(v) / sqrt(c2) + eps)``, and the passes are made in
+    place: at these sizes (D of 1e5 to 1e6) the step is a sequence of memory-bound passes, where an array
+    division costs several multiplications and every fresh temporary array costs its page faults.
+    """
+    b1, b2 = hyper.beta1, hyper.beta2
+    m = np.multiply(m, b1)
+    m += (1.0 - b1) * grad
+    v_new = np.multiply(grad, grad)
+    v_new *= 1.0 - b2
+    v_new += b2 * v
+    delta = np.sqrt(v_new)
+    delta *= 1.0 / np.sqrt(1.0 - b2**t)
+    delta += hyper.eps
+    np.divide(m, delta, out=delta)
+    delta *= hyper.lr / (1.0 - b1**t)
+    return delta, m, v_new
 
 
 def snr(draws: np.ndarray) -> tuple[float, float]:
