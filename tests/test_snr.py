@@ -31,7 +31,8 @@ def test_snr_by_hand():
     # parameter 0: draws 1, 3 -> mean 2, std sqrt(2) -> 2 / sqrt(2) = sqrt(2); squares 1, 9 -> mean 5, var 32
     # parameter 1: draws -2, 0 -> |mean| 1, std sqrt(2) -> 1 / sqrt(2); squares 4, 0 -> mean 2, var 8
     # parameter 2: draws 5, 5 -> zero variance, left out of both averages
-    draws = np.array([[1.0, -2.0, 5.0], [3.0, 0.0, 5.0]])
+    # parameter 3: draws 1, 1 + 2^-52 -> a spread at rounding level, deterministic, left out too
+    draws = np.array([[1.0, -2.0, 5.0, 1.0], [3.0, 0.0, 5.0, 1.0 + 2.0**-52]])
     ratio, paper = snr(draws)
     assert ratio == pytest.approx((np.sqrt(2) + 1 / np.sqrt(2)) / 2, rel=1e-14)
     assert paper == pytest.approx((5 / 32 + 2 / 8) / 2, rel=1e-14)

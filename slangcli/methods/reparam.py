@@ -97,6 +97,13 @@ def adam(grad: np.ndarray, m: np.ndarray, v: np.ndarray, t: int, hyper: AdamHype
     return delta, m, v_new
 
 
+# A parameter whose gradient draws spread by less than this fraction of their mean is deterministic up to
+# rounding: e.g. a weight on an always-zero pixel or from a dead unit, whose gradient is the exact KL term plus a
+# likelihood term of 0 or of order 1e-20, which rounding turns into a spread of 1e-16. Its ratio (1e15 and more)
+# would measure float64 rounding, not gradient noise, and would dominate any average over parameters.
+DETERMINISTIC = 1e-10
+
+
 def snr(draws: np.ndarray) -> tuple[float, float]:
     """Gradient signal-to-noise ratio of a group of parameters from ``R >= 2`` independent gradient draws
     ``draws : (R, P)`` at the same parameters.
@@ -107,16 +114,18 @@ def snr(draws: np.ndarray) -> tuple[float, float]:
     - ``snr_paper = E[g^2] / Var[g^2]``, the formula printed in the k-tied Normal paper (footnote 2), for
       comparison with its numbers (it is not scale-free: it grows as the gradients shrink).
 
-    Moments are over the R draws (variances with ``ddof = 1``). A parameter whose draws are all equal (zero
-    variance, e.g. a weight of a dead unit whose only gradient is the deterministic KL term) has no defined ratio
-    and is left out of the average; ``nan`` if every parameter is.
+    Moments are over the R draws (variances with ``ddof = 1``). Parameters whose draws do not vary beyond
+    rounding (``std[g] <= DETERMINISTIC |E[g]|``, including ``std = 0``) have no meaningful ratio and are left out
+    of both averages; ``nan`` if every parameter is.
     """
     if draws.shape[0] < 2:
         raise ValueError("the gradient SNR needs at least two draws")
     mean, std = draws.mean(0), draws.std(0, ddof=1)
-    sq = draws * draws
-    sq_mean, sq_var = sq.mean(0), sq.var(0, ddof=1)
-    ok, ok_sq = std > 0, sq_var > 0
-    ratio = float(np.mean(np.abs(mean[ok]) / std[ok])) if ok.any() else float("nan")
-    paper = float(np.mean(sq_mean[ok_sq] / sq_var[ok_sq])) if ok_sq.any() else float("nan")
-    return ratio, paper
+    ok = std > DETERMINISTIC * np.abs(mean)
+    if not ok.any():
+        return float("nan"), float("nan")
+    sq = draws[:, ok] ** 2
+    sq_var = sq.var(0, ddof=1)
+    ok_sq = sq_var > 0  # g taking values +-a only: g^2 constant although g varies
+    paper = float(np.mean(sq.mean(0)[ok_sq] / sq_var[ok_sq])) if ok_sq.any() else float("nan")
+    return float(np.mean(np.abs(mean[ok]) / std[ok])), paper
