@@ -153,6 +153,12 @@ def test_missing_output_directory(bbb_run, tmp_path):
     error(invoke("compress", bbb_run, "--rank", "1", "-o", tmp_path / "nowhere" / "c.h5"), 2, "does not exist")
 
 
+def test_a_derived_output_name_that_is_a_directory_is_refused(bbb_run, out_dir):
+    (out_dir / "c-k2.h5").mkdir()
+    error(invoke("compress", bbb_run, "--rank", "1,2", "-o", out_dir / "c.h5"), 2, "c-k2.h5 is a directory")
+    assert sorted(p.name for p in out_dir.iterdir()) == ["c-k2.h5"]
+
+
 def test_failed_evaluation_writes_nothing(bbb_run, train_csv, out_dir):
     """--evaluate re-reads the training file (the test set is a split of it); when it has changed, the command
     fails with one line and leaves no output of any rank."""

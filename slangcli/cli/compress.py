@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 from rich.table import Table
 
@@ -93,6 +95,8 @@ def compress(run_file, ranks, output, evaluate, samples, seed, as_json):
     outputs = rank_outputs(output, rank_list)
     for path in outputs:
         check_output(path, [run_file])
+        if os.path.isdir(path):  # a derived name (OUT-kK.h5) is not checked by click's dir_okay=False
+            raise click.BadParameter(f"{path} is a directory", param_hint="'-o'")
     run = read_run(run_file)
     source, results = compress_run(run, run_file, rank_list, outputs, evaluate=evaluate, samples=samples, seed=seed,
                                    command=invocation(), notify=note)
