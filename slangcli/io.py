@@ -1,4 +1,4 @@
-"""Run files: one HDF5 file per fit, format version 1.1 (described in ``docs/FORMAT.md``).
+"""Run files: one HDF5 file per fit or compression, format version 1.2 (described in ``docs/FORMAT.md``).
 
 Every group carries ``encoding-type`` and ``encoding-version`` attributes; the reader dispatches on them and
 refuses, with a :class:`FormatError`, files that are not slang runs, that a newer major format wrote, or whose
@@ -21,7 +21,7 @@ import numpy as np
 from slangcli import __version__
 from slangcli.errors import FormatError
 from slangcli.models import MLP
-from slangcli.posteriors import DiagonalGaussian, FullGaussian, LowRankGaussian
+from slangcli.posteriors import DiagonalGaussian, FullGaussian, KTiedGaussian, LowRankGaussian
 
 FORMAT_VERSION = "1.2"
 RUN_TYPE = "slang-run"
@@ -31,6 +31,8 @@ POSTERIOR_ENCODINGS = {
     "lowrank-gaussian": (LowRankGaussian, ("mean", "U", "d")),
     "diagonal-gaussian": (DiagonalGaussian, ("mean", "log_sigma")),
     "full-gaussian": (FullGaussian, ("mean", "chol")),
+    # plus U_l, V_l for each layer l = 0, 1, ... (the layer count comes from /model)
+    "ktied-gaussian": (KTiedGaussian, ("mean", "bias_log_sigma", "floor")),
 }
 # |log_sigma| above this would overflow sigma^2 or 1 / sigma^2 (exp(2 * 354) > the largest float64)
 MAX_ABS_LOG_SIGMA = 300.0
@@ -55,6 +57,8 @@ class Run:
     status: str = "complete"
     # training state of a checkpoint: {"arrays": {name: array}, "scalars": {name: number}}
     state: dict | None = None
+    compression: dict = field(default_factory=dict)  # slang compress: source, ranks, errors, parameter counts
+    compression_arrays: dict = field(default_factory=dict)  # slang compress: singular values per layer
 
 
 def _typed(group, kind: str) -> None:
@@ -68,7 +72,31 @@ def _json_attr(obj, name: str, value) -> None:
 
 def write_run(path, run: Run) -> None:
     """Write ``run`` to ``path`` atomically (temporary file in the same directory, then rename)."""
-    path = Path(path)
+    write_runs([(path, run)])
+
+
+def write_runs(items) -> None:
+    """Write each ``(path, run)`` of ``items``: all to temporary files first, then all renamed into place, so
+    that an error while writing any of them leaves none of them (and no temporary file) behind."""
+    done = []
+    try:
+        for path, run in items:
+            done.append((_write_temporary(Path(path), run), Path(path)))
+    except BaseException:
+        for tmp, _ in done:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    try:
+        while done:
+            os.replace(*done[0])
+            done.pop(0)
+    finally:  # a failed rename (rare: the files are complete) leaves no temporary file behind
+        for tmp, _ in done:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _write_temporary(path: Path, run: Run) -> str:
+    """``run`` written completely to a temporary file beside ``path``; returns its name."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     # mkstemp creates the file 0600; give the run file the permissions of any new file (0666 less the umask)
@@ -105,6 +133,10 @@ def write_run(path, run: Run) -> None:
             _typed(g, kind)
             for name in POSTERIOR_ENCODINGS[kind][1]:
                 g.create_dataset(name, data=getattr(run.posterior, name))
+            if kind == "ktied-gaussian":
+                for l, (U, V) in enumerate(zip(run.posterior.U, run.posterior.V)):
+                    g.create_dataset(f"U_{l}", data=U)
+                    g.create_dataset(f"V_{l}", data=V)
 
             g = f.create_group("history")
             _typed(g, "history")
@@ -122,7 +154,13 @@ def write_run(path, run: Run) -> None:
                     g.create_dataset(name, data=np.asarray(arr))
                 for name, value in run.state["scalars"].items():
                     g.attrs[name] = value
-        os.replace(tmp, path)
+            if run.compression:
+                g = f.create_group("compression")
+                _typed(g, "compression")
+                _json_attr(g, "summary", run.compression)
+                for name, arr in run.compression_arrays.items():
+                    g.create_dataset(name, data=np.asarray(arr))
+        return tmp
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -241,7 +279,10 @@ class _Reader:
             self.fail(f"/posterior has unknown encoding-type {kind!r}")
         self.check_version(g, "/posterior")
         cls, names = POSTERIOR_ENCODINGS[kind]
-        posterior = cls(**self._posterior_arrays(g, kind, names, D))
+        if kind == "ktied-gaussian":
+            posterior = self._ktied(g, model)
+        else:
+            posterior = cls(**self._posterior_arrays(g, kind, names, D))
 
         self._check_consistency(data, arrays, model)
         g = self.group(f, "history")
@@ -253,9 +294,15 @@ class _Reader:
         if status not in ("complete", "checkpoint"):
             self.fail(f"/ has an unknown status {status!r}")
         state = self._state(f) if status == "checkpoint" else None
+        compression, compression_arrays = {}, {}
+        if "compression" in f:  # written by slang compress (1.2)
+            g = self.group(f, "compression")
+            self.check_type(g, "compression", "/compression")
+            compression = self.json(g, "summary", "/compression")
+            compression_arrays = {name: self.array(g, name) for name in g if isinstance(g[name], h5py.Dataset)}
         return Run(model=model, prior_precision=prior, posterior=posterior, config=config, data=data,
                    arrays=arrays, history=history, metrics=metrics, command=command, meta=meta, status=status,
-                   state=state)
+                   state=state, compression=compression, compression_arrays=compression_arrays)
 
     def _state(self, f) -> dict:
         """The training state of a checkpoint: finite numeric arrays and numeric scalars (shapes are checked
@@ -294,6 +341,45 @@ class _Reader:
         test = data.get("test")
         if isinstance(test, dict) and test.get("source") == "split" and "test_index" not in arrays:
             self.fail("/data/test_index is missing (the run's test set is a split of its training data)")
+
+    def _ktied(self, g, model: MLP) -> KTiedGaussian:
+        """A k-tied posterior, checked against the model's layout: per-layer factor shapes, a rank >= 1, finite
+        values, floors >= 0, positive factors where a layer has no floor, and positive standard deviations whose
+        logarithms lie in [-300, 300] like ``log_sigma``."""
+        layers = model.layout.layers
+        L, B = len(layers), sum(s.n_out for s in layers)
+        mean = self.array(g, "mean", (model.n_params,))
+        bias_log_sigma = self.array(g, "bias_log_sigma", (B,))
+        if not (np.abs(bias_log_sigma) <= MAX_ABS_LOG_SIGMA).all():
+            self.fail(f"/posterior/bias_log_sigma must lie in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}]")
+        floor = self.array(g, "floor", (L,))
+        if not (floor >= 0).all():
+            self.fail("/posterior/floor must be >= 0")
+        expected = {f"{x}_{l}" for l in range(L) for x in "UV"}
+        extra = sorted(n for n in g if n.startswith(("U_", "V_")) and n not in expected)
+        if extra:
+            self.fail(f"/posterior/{extra[0]} does not belong to the model's {L} layers")
+        U, V = [], []
+        for l, s in enumerate(layers):
+            for name, rows in ((f"U_{l}", s.n_in), (f"V_{l}", s.n_out)):
+                if name in g and (len(g[name].shape) != 2 or g[name].shape[0] != rows or g[name].shape[1] < 1):
+                    self.fail(f"/posterior/{name} has shape {tuple(g[name].shape)}, expected ({rows}, k) with k >= 1 "
+                              f"(layer {l} is {s.n_in} x {s.n_out})")
+            u, v = self.array(g, f"U_{l}"), self.array(g, f"V_{l}")
+            if u.shape[1] != v.shape[1]:
+                self.fail(f"/posterior/U_{l} and V_{l} have different ranks ({u.shape[1]} and {v.shape[1]})")
+            if floor[l] == 0 and not ((u > 0).all() and (v > 0).all()):
+                self.fail(f"/posterior/U_{l} and V_{l} must be positive where the layer has no floor (floor 0)")
+            U.append(u)
+            V.append(v)
+        posterior = KTiedGaussian(mean=mean, U=tuple(U), V=tuple(V), bias_log_sigma=bias_log_sigma, floor=floor,
+                                  sizes=tuple(model.sizes))
+        for l, A in enumerate(posterior.sigma_matrices()):
+            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+                if not (np.isfinite(A).all() and (A > 0).all() and (np.abs(np.log(A)) <= MAX_ABS_LOG_SIGMA).all()):
+                    self.fail(f"/posterior/U_{l} V_{l}^T gives standard deviations that are not positive and finite "
+                              f"with log in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}]")
+        return posterior
 
     def _posterior_arrays(self, g, kind, names, D) -> dict:
         if kind == "lowrank-gaussian":

@@ -1,11 +1,13 @@
 """Gaussian posteriors over the flat parameter vector, as frozen dataclasses of arrays.
 
-Three kinds, each stored in the form its methods produce:
+Four kinds, each stored in the form its methods produce:
 
 - ``LowRankGaussian`` (``"lowrank"``): precision ``U U^T + diag(d)`` (SLANG);
 - ``DiagonalGaussian`` (``"diagonal"``): ``mean`` and ``log_sigma``, the log standard deviations; every
   mean-field posterior (``mf-*``, ``exact-mf``, ``bbb``) is stored this way, whatever its method updates;
-- ``FullGaussian`` (``"full"``): precision ``chol chol^T`` by its lower Cholesky factor (``full-*``, ``exact-full``).
+- ``FullGaussian`` (``"full"``): precision ``chol chol^T`` by its lower Cholesky factor (``full-*``, ``exact-full``);
+- ``KTiedGaussian`` (``"ktied"``): a diagonal Gaussian whose standard deviations of each weight matrix are the
+  rank-k product ``U V^T`` (the k-tied Normal; ``ktied`` training and ``slang compress``).
 
 Each kind supplies what evaluation, comparison and compression need, at a cost linear in D where its structure
 allows (the full kind is O(D^2) to O(D^3) by nature): drawing samples, marginal variances, per-input quadratic
@@ -23,6 +25,7 @@ import numpy as np
 import scipy.linalg
 
 from slangcli import lowrank
+from slangcli.models import Layout
 
 # Largest D for which a D x D matrix is formed (full-Gaussian methods): 800 MB per float64 matrix, and each
 # Cholesky factorisation or triangular inverse is O(D^3), about a minute per step at D = 10 000 on two cores.
@@ -169,4 +172,83 @@ class FullGaussian:
         return 2.0 * float(np.sum(np.log(np.diag(self.chol))))
 
 
-POSTERIORS = {cls.kind: cls for cls in (LowRankGaussian, DiagonalGaussian, FullGaussian)}
+@dataclass(frozen=True)
+class KTiedGaussian:
+    """The k-tied Normal (Swiatkowski et al., eq. 5): ``N(mean, diag(sigma^2))`` where the standard deviations of
+    layer l's weight matrix ``W_l : (m, n)`` (``m = n_in``, ``n = n_out``, row-major in the flat layout) are
+
+        sigma_{W_l} = max(U_l V_l^T, floor_l),   U_l : (m, k_l),  V_l : (n, k_l),
+
+    and the biases keep their own ``bias_log_sigma`` (all layers' biases in layer order, ``(sum n_l,)``).
+
+    Trained k-tied posteriors have ``U, V > 0`` (through the log domain) and ``floor = 0``: the paper's family,
+    a subset of the mean field. A posterior compressed from another by a truncated SVD (``slangcli.compress``)
+    has signed singular vectors, whose product can be negative, and a positive ``floor`` per layer that keeps
+    every standard deviation positive. ``sizes`` are the network's layer sizes (``MLP.sizes``), which fix the
+    layout. Everything else is that of the equivalent :class:`DiagonalGaussian` (:meth:`as_diagonal`).
+    """
+
+    mean: np.ndarray
+    U: tuple
+    V: tuple
+    bias_log_sigma: np.ndarray
+    floor: np.ndarray
+    sizes: tuple
+
+    kind = "ktied"
+
+    @property
+    def n_params(self) -> int:
+        return self.mean.size
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(tuple(self.sizes))
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return tuple(int(u.shape[1]) for u in self.U)
+
+    def sigma_matrices(self) -> list[np.ndarray]:
+        """``max(U_l V_l^T, floor_l) : (m, n)`` per layer, O(k m n)."""
+        return [np.maximum(u @ v.T, f) for u, v, f in zip(self.U, self.V, self.floor)]
+
+    def sigma(self) -> np.ndarray:
+        """The standard deviations ``(D,)`` in the flat layout."""
+        out = np.empty(self.mean.size)
+        start = 0
+        for s, A in zip(self.layout.layers, self.sigma_matrices()):
+            out[s.W] = A.ravel()
+            out[s.b] = np.exp(self.bias_log_sigma[start : start + s.n_out])
+            start += s.n_out
+        return out
+
+    def as_diagonal(self) -> DiagonalGaussian:
+        """The same distribution as a :class:`DiagonalGaussian`."""
+        return DiagonalGaussian(mean=self.mean, log_sigma=np.log(self.sigma()))
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        Z = rng.standard_normal((self.mean.size, n))
+        return (self.mean[:, None] + self.sigma()[:, None] * Z).T
+
+    def marginal_variances(self) -> np.ndarray:
+        return self.sigma() ** 2
+
+    def quadratic_forms(self, X: np.ndarray) -> np.ndarray:
+        return (X * X) @ self.marginal_variances()
+
+    def kl_to_prior(self, prior_precision: np.ndarray) -> float:
+        return self.as_diagonal().kl_to_prior(prior_precision)
+
+    def precision_terms(self) -> tuple[np.ndarray, np.ndarray]:
+        return 1.0 / self.marginal_variances(), np.zeros((self.mean.size, 0))
+
+    def cov_times(self, V: np.ndarray) -> np.ndarray:
+        var = self.marginal_variances()
+        return V * (var if V.ndim == 1 else var[:, None])
+
+    def precision_logdet(self) -> float:
+        return -2.0 * float(np.sum(np.log(self.sigma())))
+
+
+POSTERIORS = {cls.kind: cls for cls in (LowRankGaussian, DiagonalGaussian, FullGaussian, KTiedGaussian)}

@@ -6,6 +6,12 @@ after any step and continue from its state alone, bit for bit.
 
 Minibatches: each epoch visits the training set once in a fresh random order, in ``ceil(N / M)`` minibatches
 (the last one smaller when M does not divide N).
+
+Gradient signal-to-noise ratio (optional, methods with ``std_gradients``: ``bbb``, ``ktied``): every ``snr_every``
+steps, ``snr_draws`` independent gradients of the standard-deviation parameters are drawn at the current state,
+each on its own random minibatch of the training batch size and its own weight noise, from the generator
+``default_rng([seed, SNR, t])``: a stream of its own, so recording the SNR leaves the run bit for bit as it would
+be without it. Their per-parameter ratios are averaged per weight matrix (``slangcli.methods.reparam.snr``).
 """
 
 from __future__ import annotations
@@ -18,9 +24,10 @@ import numpy as np
 
 from slangcli.errors import DivergenceError
 from slangcli.methods.base import Problem
+from slangcli.methods.reparam import snr
 
 # Stream identifiers of the derived generators.
-INIT, ORDER, STEP, EVAL = 0, 1, 2, 3
+INIT, ORDER, STEP, EVAL, SNR = 0, 1, 2, 3, 4
 
 
 def derive_rng(seed: int, stream: int, *index: int) -> np.random.Generator:
@@ -31,7 +38,8 @@ def derive_rng(seed: int, stream: int, *index: int) -> np.random.Generator:
 class History:
     """Per-epoch record: the mean minibatch NLL per example (over the epoch's steps and weight samples).
 
-    A run that ends mid-epoch records that epoch as a last, partial entry.
+    A run that ends mid-epoch records that epoch as a last, partial entry. When asked, also the gradient SNR of the
+    standard-deviation parameters at steps ``snr_step``, one value per weight matrix (``snr``, ``snr_paper``).
     """
 
     epoch: list = field(default_factory=list)
@@ -43,14 +51,22 @@ class History:
     open_sum: float = 0.0
     open_count: int = 0
     open_seconds: float = 0.0
+    snr_step: list = field(default_factory=list)
+    snr: list = field(default_factory=list)  # per record, (n_layers,) |E g| / std g
+    snr_paper: list = field(default_factory=list)  # per record, (n_layers,) E[g^2] / Var[g^2]
 
     def as_arrays(self) -> dict[str, np.ndarray]:
-        return {
+        out = {
             "epoch": np.asarray(self.epoch, dtype=np.int64),
             "step": np.asarray(self.step, dtype=np.int64),
             "nll": np.asarray(self.nll, dtype=float),
             "seconds": np.asarray(self.seconds, dtype=float),
         }
+        if self.snr_step:
+            out["snr_step"] = np.asarray(self.snr_step, dtype=np.int64)
+            out["snr"] = np.asarray(self.snr, dtype=float)
+            out["snr_paper"] = np.asarray(self.snr_paper, dtype=float)
+        return out
 
 
 def steps_per_epoch(n_data: int, batch_size: int) -> int:
@@ -68,6 +84,22 @@ def batch_indices(seed: int, t: int, n_data: int, batch_size: int) -> np.ndarray
     return epoch_order(seed, epoch, n_data)[j * batch_size : (j + 1) * batch_size]
 
 
+def gradient_snr(method, hyper, problem: Problem, X: np.ndarray, y: np.ndarray, state, *, seed: int, batch_size: int,
+                 draws: int) -> tuple[list[float], list[float]]:
+    """``(snr, snr_paper)`` per weight matrix at ``state``, from ``draws`` independent gradients of its
+    standard-deviation parameters (``method.std_gradients``), each on a fresh minibatch drawn without replacement
+    and fresh weight noise, all from the SNR stream of step ``state.t``."""
+    rng = derive_rng(seed, SNR, state.t)
+    n = problem.n_data
+    batch = min(batch_size, n)
+    samples = []
+    for _ in range(draws):
+        idx = rng.choice(n, size=batch, replace=False)
+        samples.append(method.std_gradients(rng, state, problem, X[idx], y[idx], hyper))
+    ratios = [snr(np.stack([g[l] for g in samples])) for l in range(len(samples[0]))]
+    return [r[0] for r in ratios], [r[1] for r in ratios]
+
+
 def _diverged(step: int, epoch: int, what: str) -> str:
     return (f"training diverged at step {step} (epoch {epoch + 1}): {what}; "
             "try a smaller --lr or --beta, or a larger --prior-precision")
@@ -75,9 +107,9 @@ def _diverged(step: int, epoch: int, what: str) -> str:
 
 def _check_finite(state, step: int, epoch: int) -> None:
     """O(D) per step: the mean and the diagonal precision (a non-finite U reaches d through its correction), or
-    the log standard deviations (Bayes by Backprop). A non-finite dense precision fails its Cholesky
+    the log standard deviations (Bayes by Backprop) or log scales (k-tied). A non-finite dense precision fails its Cholesky
     factorisation, which is reported as a failed linear-algebra routine."""
-    for name in ("mu", "d", "log_sigma"):
+    for name in ("mu", "d", "log_sigma", "log_scale"):
         value = getattr(state, name, None)
         if value is not None and not np.isfinite(value).all():
             raise DivergenceError(_diverged(step, epoch, f"non-finite parameters ({name})"))
@@ -97,12 +129,15 @@ def run(
     history: History | None = None,
     progress: Callable[[int, int], None] | None = None,
     after_step: Callable[[object, History], bool] | None = None,
+    snr_every: int = 0,
+    snr_draws: int = 10,
 ):
     """Run ``method`` from ``state`` (or a fresh ``method.init``) until ``n_steps`` steps in total.
 
-    ``after_step(state, history)`` is called after every step (checkpoints are written from it); returning True
-    stops the run there. Returns ``(state, history)``, with ``state.t < n_steps`` when stopped early. Raises
-    ``DivergenceError`` on a non-finite loss or state (before ``after_step`` sees that state).
+    With ``snr_every > 0`` the gradient SNR is recorded after every step whose count ``t`` is a multiple of it
+    (:func:`gradient_snr`). ``after_step(state, history)`` is called after every step (checkpoints are written
+    from it); returning True stops the run there. Returns ``(state, history)``, with ``state.t < n_steps`` when
+    stopped early. Raises ``DivergenceError`` on a non-finite loss or state (before ``after_step`` sees it).
     """
     if state is None:
         state = method.init(derive_rng(seed, INIT), problem, hyper)
@@ -135,6 +170,13 @@ def run(
             history.open_count += 1
             history.open_seconds += now - last
             last = now
+            if snr_every and state.t % snr_every == 0:
+                ratio, paper = gradient_snr(method, hyper, problem, X, y, state, seed=seed, batch_size=batch_size,
+                                            draws=snr_draws)
+                history.snr_step.append(state.t)
+                history.snr.append(ratio)
+                history.snr_paper.append(paper)
+                last = time.perf_counter()  # the epoch's seconds are training time, without the SNR's draws
             if j == spe - 1 or state.t == n_steps:
                 history.epoch.append(epoch + 1)
                 history.step.append(state.t)

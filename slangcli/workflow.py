@@ -22,10 +22,11 @@ import numpy as np
 import scipy
 
 from slangcli import __version__, divergence, metrics, train, tuning
+from slangcli import compress as compression
 from slangcli.data import (LabelMap, Standardizer, fit_labels, read_table, read_uci_folder, sha256_file,
                            train_test_split, widen)
 from slangcli.errors import ConfigError, DataError, FormatError, Interrupted
-from slangcli.io import Run
+from slangcli.io import POSTERIOR_NAMES, Run
 from slangcli.methods import METHODS
 from slangcli.methods.base import Problem, hyper_names, is_solver
 from slangcli.models import ACTIVATIONS, LIKELIHOODS, MLP
@@ -385,13 +386,17 @@ def fit(
     tune: str | None = None,
     tune_folds: int = 5,
     tune_epochs: int | None = None,
+    snr_every: int | None = None,
+    snr_draws: int = 10,
 ) -> Run:
     """Fit a posterior to the data in ``opts`` and score it; returns the :class:`Run` to be written.
 
     ``hyper`` holds the method's hyperparameters by name (``slangcli.methods.METHODS[method].Hyper``); the others
     take the method's defaults, and a name the method does not have is a ConfigError. Step methods train for
     ``epochs`` (default 200) or ``iterations`` steps on minibatches of ``batch_size`` (default 32); the exact
-    solvers use the whole training set at once and refuse these three (and checkpoints).
+    solvers use the whole training set at once and refuse these three (and checkpoints). ``snr_every`` steps
+    (methods with ``std_gradients``: ``bbb``, ``ktied``) the gradient SNR of the standard-deviation parameters is
+    recorded in the history from ``snr_draws`` independent gradient draws (``slangcli.train.gradient_snr``).
     """
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
@@ -418,6 +423,13 @@ def fit(
             raise ConfigError(f"--iterations must be >= 1, got {iterations}")
         if epochs is not None and epochs < 1:
             raise ConfigError(f"--epochs must be >= 1, got {epochs}")
+    if snr_every is not None:
+        if not hasattr(module, "std_gradients"):
+            raise ConfigError(f"--snr does not apply to --method {method} (it applies to bbb and ktied)")
+        if snr_every < 1:
+            raise ConfigError(f"--snr must be >= 1 (record every N steps), got {snr_every}")
+        if snr_draws < 2:
+            raise ConfigError(f"--snr-draws must be >= 2 (a variance needs two draws), got {snr_draws}")
     widths = parse_hidden(hidden)
     hyper = dict(hyper or {})
     check_hyper(method, hyper)
@@ -433,7 +445,10 @@ def fit(
     sizes = (prepared.X_train.shape[1], *widths, prepared.n_outputs)
     model = MLP(sizes, activation=activation, likelihood=prepared.likelihood, noise_precision=noise_precision)
     hyper_obj = module.Hyper(**hyper)
-    if getattr(hyper_obj, "rank", 0) > model.n_params:
+    method_note = getattr(module, "note", None)
+    if method_note is not None and method_note(model, hyper_obj):
+        notify(method_note(model, hyper_obj))
+    elif getattr(hyper_obj, "rank", 0) > model.n_params:
         notify(f"--rank {hyper_obj.rank} exceeds the {model.n_params} parameters; using rank {model.n_params} "
                "(a full-rank precision)")
         hyper_obj = replace(hyper_obj, rank=model.n_params)
@@ -474,6 +489,7 @@ def fit(
         "bias_prior_precision": bias_prior_precision,
         "eval_samples": eval_samples,
         "tuning": tuned,
+        "snr": {"every": snr_every, "draws": snr_draws} if snr_every else None,
         "model": {"sizes": list(model.sizes), "activation": model.activation, "likelihood": model.likelihood,
                   "noise_precision": model.noise_precision},
     }
@@ -587,7 +603,9 @@ def _train(setup: _Setup, state, history, elapsed: float, progress, checkpointin
         with blas_threads(setup.model.n_params, setup.hyper.samples, cfg["batch_size"]):
             state, history = train.run(setup.module, setup.hyper, setup.problem, p.X_train, p.y_train,
                                        seed=cfg["seed"], batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
-                                       state=state, history=history, progress=progress, after_step=after_step)
+                                       state=state, history=history, progress=progress, after_step=after_step,
+                                       snr_every=(cfg.get("snr") or {}).get("every") or 0,
+                                       snr_draws=(cfg.get("snr") or {}).get("draws", 10))
     if stopped or state.t < cfg["n_steps"]:
         step = first_step if state is None else state.t
         raise Interrupted(step, cfg["n_steps"], checkpointed=step > first_step)
@@ -679,3 +697,96 @@ def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samp
     if reference is not None:
         out["reference"] = compare(run, run_name, reference, reference_name)
     return out
+
+
+# ------------------------------------------------------------------------------------------------ compress
+def parse_ranks(text) -> list[int]:
+    """``"1,2,3" -> [1, 2, 3]``: positive whole numbers, each at most once, in the order given."""
+    parts = [p.strip() for p in str(text).split(",")]
+    if not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise ConfigError(f"--rank takes positive whole numbers separated by commas (e.g. 1,2,3), got {text!r}")
+    ranks = [int(p) for p in parts]
+    repeated = [k for i, k in enumerate(ranks) if k in ranks[:i]]
+    if repeated:
+        raise ConfigError(f"--rank {repeated[0]} is given twice")
+    return ranks
+
+
+def rank_outputs(output: str, ranks: list[int]) -> list[str]:
+    """The file of each rank: ``output`` itself for one rank; for several, the rank before the extension
+    (``out.h5`` -> ``out-k1.h5``, ``out-k2.h5``)."""
+    if len(ranks) == 1:
+        return [output]
+    root, ext = os.path.splitext(output)
+    return [f"{root}-k{k}{ext}" for k in ranks]
+
+
+@dataclass
+class Compressed:
+    """One compressed posterior: its rank, where it goes, the run to write, each layer's compression and, when
+    asked, its scores (``workflow.score``)."""
+
+    rank: int
+    path: str
+    run: Run
+    layers: list
+    scores: dict | None = None
+
+
+def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, evaluate: bool = False,
+             samples: int = 100, seed: int = 0, command: list | None = None,
+             notify: Callable[[str], None] = lambda msg: None) -> tuple[dict, list[Compressed]]:
+    """Compress the posterior of ``run`` (read from ``run_name``) to a k-tied posterior of each rank in ``ranks``
+    (``slangcli.compress``), one run to be written to each of ``outputs``.
+
+    With ``evaluate`` every compressed posterior, and the source's for comparison (``source["scores"]``), is scored
+    on the run's test data and training -ELBO with ``samples`` weight samples; the same ``seed`` for all, so the
+    comparison uses common random numbers. Nothing is written here: the caller writes all or nothing.
+    """
+    sha = sha256_file(run_name)
+    before = compression.n_variational_params(run.posterior)
+    limits = [min(m, n) for m, n in zip(run.model.sizes[:-1], run.model.sizes[1:])]
+    for k in ranks:
+        over = [f"layer {l + 1} ({m} x {n})" for l, (m, n) in enumerate(zip(run.model.sizes[:-1], run.model.sizes[1:]))
+                if k > min(m, n)]
+        if over:
+            notify(f"--rank {k} exceeds min(m, n) of {', '.join(over)}: "
+                   + ("it keeps its" if len(over) == 1 else "they keep their") + " full rank (exact reconstruction)")
+    source = {"path": os.path.abspath(run_name), "sha256": sha, "posterior": POSTERIOR_NAMES[type(run.posterior)],
+              "method": run.config.get("method"), "params": before, "layer_full_ranks": limits}
+    meta = {"slang_version": __version__, "versions": versions(),
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    results = []
+    for k, path in zip(ranks, outputs):
+        posterior, layers = compression.compress(run.posterior, run.model, k)
+        summary = {
+            "source": {key: source[key] for key in ("path", "sha256", "posterior", "method")},
+            "rank": k, "floor_relative": compression.FLOOR_RELATIVE, "params_before": before,
+            "params_after": compression.n_variational_params(posterior),
+            "layers": [c.summary() for c in layers],
+        }
+        arrays = {}
+        for l, c in enumerate(layers):
+            arrays[f"singular_values_{l}"] = c.singular_values
+            arrays[f"explained_variance_{l}"] = c.explained_variance
+        new = replace(run, posterior=posterior, metrics={}, command=list(command or []), meta=meta,
+                      compression=summary, compression_arrays=arrays, status="complete", state=None)
+        results.append(Compressed(rank=k, path=path, run=new, layers=layers))
+    if evaluate:
+        X_test, y_test, _ = load_test(run, run_name, None)
+        try:
+            X_train, y_train = load_train(run, run_name)
+        except DataError as exc:
+            notify(f"{exc}; the -ELBO is not reported")
+            X_train = y_train = None
+        target_scale = float(run.arrays["target_scale"][0]) if "target_scale" in run.arrays else 1.0
+
+        def scores(posterior):
+            return score(run.model, posterior, run.prior_precision, X_train=X_train, y_train=y_train, X_test=X_test,
+                         y_test=y_test, target_scale=target_scale, samples=samples, seed=seed)
+
+        source["scores"] = scores(run.posterior)
+        for item in results:
+            item.scores = scores(item.run.posterior)
+            item.run.metrics = dict(item.scores)
+    return source, results

@@ -25,8 +25,8 @@ from slangcli.io import read_run, write_run
 from slangcli.workflow import Checkpointing, DataOptions, fit, resume
 
 STEP_METHODS = [("slang", {"rank": 2}), ("slang", {"rank": 2, "dtype": "float32"}), ("mf-ef", {}),
-                ("mf-hessian", {}), ("full-ef", {}), ("bbb", {})]
-IDS = ["slang", "slang-float32", "mf-ef", "mf-hessian", "full-ef", "bbb"]
+                ("mf-hessian", {}), ("full-ef", {}), ("bbb", {}), ("ktied", {"rank": 1})]
+IDS = ["slang", "slang-float32", "mf-ef", "mf-hessian", "full-ef", "bbb", "ktied"]
 
 
 def _fit_kwargs(method, hyper):
@@ -38,7 +38,13 @@ def _same_fit(a, b):
     """Identical posterior arrays and per-epoch losses (the timings differ, of course)."""
     assert type(a.posterior) is type(b.posterior)
     for name, value in vars(a.posterior).items():
-        np.testing.assert_array_equal(value, getattr(b.posterior, name), err_msg=name)
+        other = getattr(b.posterior, name)
+        if isinstance(value, (list, tuple)):  # per-layer arrays (k-tied U, V)
+            assert len(value) == len(other)
+            for part, other_part in zip(value, other):
+                np.testing.assert_array_equal(part, other_part, err_msg=name)
+        else:
+            np.testing.assert_array_equal(value, other, err_msg=name)
     for name in ("epoch", "step", "nll"):
         np.testing.assert_array_equal(a.history[name], b.history[name], err_msg=name)
     assert a.metrics["test"] == b.metrics["test"] and a.metrics["steps"] == b.metrics["steps"]

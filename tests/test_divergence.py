@@ -2,7 +2,8 @@
 against dense linear algebra.
 
 For each kind the dense precision is built here from its fields (low-rank ``U U^T + diag d``, diagonal
-``diag(exp(-2 log_sigma))``, full ``chol chol^T``), and every quantity the posterior computes through its structure
+``diag(exp(-2 log_sigma))``, full ``chol chol^T``, k-tied ``diag(sigma^-2)`` with sigma's weight blocks the outer
+products ``u v^T`` of a 1-2-1 network), and every quantity the posterior computes through its structure
 (marginal variances, quadratic forms, products with the covariance, log-determinant, KL to the prior, the map
 from standard normals to samples) is compared with the dense one. The KL between every ordered pair of kinds is
 compared with the textbook dense formula; a negative control checks that the comparison tells the two directions
@@ -15,10 +16,11 @@ import numpy as np
 import pytest
 
 from slangcli.divergence import kl, symmetric_kl
-from slangcli.posteriors import POSTERIORS, DiagonalGaussian, FullGaussian, LowRankGaussian
+from slangcli.posteriors import POSTERIORS, DiagonalGaussian, FullGaussian, KTiedGaussian, LowRankGaussian
 
 D = 7
-KINDS = ["lowrank", "diagonal", "full"]
+KINDS = ["lowrank", "diagonal", "full", "ktied"]
+KTIED_SIZES = (1, 2, 1)  # D = 2 + 2 + 2 + 1 = 7: W_1 (1 x 2), b_1, W_2 (2 x 1), b_2
 
 
 def make(kind: str, seed: int, D: int = D):
@@ -28,6 +30,10 @@ def make(kind: str, seed: int, D: int = D):
         return LowRankGaussian(mean=mean, U=0.8 * rng.standard_normal((D, 3)), d=rng.uniform(0.5, 2.0, D))
     if kind == "diagonal":
         return DiagonalGaussian(mean=mean, log_sigma=rng.uniform(-0.7, 0.5, D))
+    if kind == "ktied":
+        return KTiedGaussian(mean=mean, U=(rng.uniform(0.5, 1.2, (1, 1)), rng.uniform(0.5, 1.2, (2, 1))),
+                             V=(rng.uniform(0.5, 1.2, (2, 1)), rng.uniform(0.5, 1.2, (1, 1))),
+                             bias_log_sigma=rng.uniform(-0.7, 0.5, 3), floor=np.zeros(2), sizes=KTIED_SIZES)
     A = rng.standard_normal((D, D))
     return FullGaussian.from_precision(mean, A @ A.T / D + np.diag(rng.uniform(0.5, 1.5, D)))
 
@@ -37,6 +43,10 @@ def dense_precision(post) -> np.ndarray:
         return post.U @ post.U.T + np.diag(post.d)
     if post.kind == "diagonal":
         return np.diag(np.exp(-2.0 * post.log_sigma))
+    if post.kind == "ktied":
+        (u1, u2), (v1, v2), b = post.U, post.V, np.exp(post.bias_log_sigma)
+        sigma = np.concatenate([np.outer(u1, v1).ravel(), b[:2], np.outer(u2, v2).ravel(), b[2:]])
+        return np.diag(sigma**-2.0)
     return post.chol @ post.chol.T
 
 
@@ -78,7 +88,7 @@ def test_structured_quantities_match_dense(kind):
     np.testing.assert_allclose(post.kl_to_prior(lam), expected_kl, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("kind", ["diagonal", "full"])
+@pytest.mark.parametrize("kind", ["diagonal", "full", "ktied"])
 def test_samples_are_an_exact_square_root_map(kind):
     """``sample`` maps standard normals z by ``theta = mean + B z`` with ``B B^T = Sigma`` exactly: B is read
     off the samples drawn from a replayed generator."""

@@ -46,10 +46,12 @@ def main():
     \b
     slang fit DATA -o RUN.h5      fit a posterior, write it with its metrics
     slang evaluate RUN.h5 [DATA]  score a saved posterior
+    slang compress RUN.h5 --rank K -o OUT.h5
+                                  rank-K k-tied compression of the posterior standard deviations
     slang inspect RUN.h5          show what a run file holds
     """
 
 
-from slangcli.cli import evaluate, fit, inspect  # noqa: E402  (commands register themselves on main)
+from slangcli.cli import compress, evaluate, fit, inspect  # noqa: E402  (commands register themselves on main)
 
-__all__ = ["main", "fit", "evaluate", "inspect"]
+__all__ = ["main", "fit", "evaluate", "compress", "inspect"]

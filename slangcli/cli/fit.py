@@ -25,7 +25,9 @@ from slangcli.workflow import Checkpointing, DataOptions, fit as fit_run, resume
 # method's own default applies (its Hyper), and the help lists those defaults per method from the registry, so it
 # cannot drift. workflow.check_hyper refuses an option the chosen method does not have.
 HYPER_OPTIONS = {
-    "rank": (("--rank", "-L"), click.IntRange(min=0), "Rank L of the low-rank part of the precision (0: diagonal)."),
+    "rank": (("--rank", "-L"), click.IntRange(min=0),
+             "slang: rank L of the low-rank part of the precision (0: diagonal); ktied: rank k of each weight "
+             "matrix's standard deviations U V^T (at most min(m, n) per layer)."),
     "samples": (("--samples", "-S"), click.IntRange(min=1), "Monte-Carlo weight samples per step."),
     "lr": (("--lr",), float, "Initial rate alpha_0 of the mean; for bbb, Adam's learning rate."),
     "beta": (("--beta",), float, "Initial rate beta_0 of the precision."),
@@ -36,6 +38,10 @@ HYPER_OPTIONS = {
     "beta2": (("--beta2",), float, "Adam's decay rate of the second moment."),
     "eps": (("--eps",), float, "Adam's epsilon."),
     "init_std": (("--init-std",), float, "Initial standard deviation of q."),
+    "init_noise": (("--init-noise",), float,
+                   "Standard deviation of the noise added to log U and log V at initialisation (breaks symmetry)."),
+    "kl_anneal_steps": (("--kl-anneal-steps",), click.IntRange(min=0),
+                        "Linear KL annealing: the KL term is scaled by min(1, t / N) at step t (0: none)."),
     "tol": (("--tol",), float, "Stop when the largest gradient component of -ELBO / N is below this."),
     "max_iter": (("--max-iter",), click.IntRange(min=1), "Most L-BFGS iterations."),
     "dtype": (("--dtype",), click.Choice(["float64", "float32"]),
@@ -106,7 +112,8 @@ def _target(value):
               help="Gaussian likelihood: noise precision tau on the standardised target.")
 @click.option("--method", type=click.Choice(list(METHODS)), default="slang", show_default=True,
               help="slang; natural-gradient baselines full-ef, full-hessian (dense precision), mf-ef, mf-hessian "
-                   "(diagonal); bbb (Bayes by Backprop); exact-full, exact-mf (exact VI, logistic regression only).")
+                   "(diagonal); bbb (Bayes by Backprop); ktied (k-tied Normal: bbb with sigma = U V^T per weight matrix); "
+                   "exact-full, exact-mf (exact VI, logistic regression only).")
 @hyper_options
 @click.option("--batch-size", "-M", type=click.IntRange(min=1), default=None,
               help="Minibatch size of the step methods [default: 32].")
@@ -118,6 +125,11 @@ def _target(value):
               help="Seed of initialisation, batches and samples.")
 @click.option("--eval-samples", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Monte-Carlo samples of the final evaluation (where quadrature does not apply).")
+@click.option("--snr", "snr_every", metavar="N", type=click.IntRange(min=1), default=None,
+              help="bbb, ktied: record the gradient signal-to-noise ratio of the standard-deviation parameters of "
+                   "each weight matrix every N steps, in the run's history.")
+@click.option("--snr-draws", type=click.IntRange(min=2), default=10, show_default=True,
+              help="Independent gradient draws (minibatch and weight noise) per SNR estimate.")
 @click.option("--tune", default=None, metavar="PARAMS",
               help="Choose these by k-fold cross-validated predictive log-likelihood on the training data: "
                    "prior-precision and/or noise-precision (comma-separated); the search is stored in OUTPUT.")
@@ -135,8 +147,8 @@ def _target(value):
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as one JSON object on stdout.")
 def fit(data, output, fmt, target, delimiter, header, n_features, test_path, test_fraction, split_seed, standardize,
         uci_split, hidden, activation, likelihood, noise_precision, prior_precision, bias_prior_precision, method,
-        batch_size, epochs, iterations, seed, eval_samples, tune, tune_folds, tune_epochs, checkpoint_every,
-        checkpoint_seconds, resume_path, progress, as_json, **hyper_values):
+        batch_size, epochs, iterations, seed, eval_samples, snr_every, snr_draws, tune, tune_folds, tune_epochs,
+        checkpoint_every, checkpoint_seconds, resume_path, progress, as_json, **hyper_values):
     """Fit a Gaussian posterior to DATA and write it, with metrics, to OUTPUT.
 
     DATA is a CSV-like or LIBSVM file, an MNIST-style IDX images file (its labels file beside it), or a
@@ -169,13 +181,14 @@ def fit(data, output, fmt, target, delimiter, header, n_features, test_path, tes
         if checkpoint_every is not None:
             raise click.UsageError(f"--checkpoint-every does not apply to --method {method}: it is solved at once")
         checkpoint = None
-    label = method + (f" L={hyper['rank']}" if "rank" in hyper else "")
+    label = method + (f" {'k' if method == 'ktied' else 'L'}={hyper['rank']}" if "rank" in hyper else "")
     with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint) as checkpointing:
         run = fit_run(opts, method=method, hyper=hyper, hidden=hidden, activation=activation, likelihood=likelihood,
                       noise_precision=noise_precision, eval_samples=eval_samples, batch_size=batch_size,
                       epochs=epochs, iterations=iterations, seed=seed, prior_precision=prior_precision,
-                      bias_prior_precision=bias_prior_precision, command=invocation(), progress=bar, notify=note,
-                      checkpointing=checkpointing, tune=tune, tune_folds=tune_folds, tune_epochs=tune_epochs)
+                      bias_prior_precision=bias_prior_precision, snr_every=snr_every, snr_draws=snr_draws,
+                      command=invocation(), progress=bar, notify=note, checkpointing=checkpointing, tune=tune,
+                      tune_folds=tune_folds, tune_epochs=tune_epochs)
     write_run(output, run)
     _report(output, run, as_json)
 
@@ -242,4 +255,6 @@ def _report(output: str, run, as_json: bool) -> None:
                "config": run.config}
         if "solver" in m:
             out["solver"] = m["solver"]
+        if "snr_step" in run.history:
+            out["snr"] = {name: run.history[name] for name in ("snr_step", "snr", "snr_paper")}
         emit_json(out)

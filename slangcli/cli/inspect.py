@@ -12,9 +12,16 @@ from slangcli.cli.output import emit_json, stderr
 from slangcli.io import POSTERIOR_NAMES, read_run
 
 
+def _shape(value):
+    """A field's shape; per-layer tuples of arrays (the k-tied ``U``, ``V``) as a list of shapes."""
+    if isinstance(value, tuple) and all(isinstance(v, np.ndarray) for v in value):
+        return [list(v.shape) for v in value]
+    return list(np.shape(value))
+
+
 def summary(run, path) -> dict:
     post = run.posterior
-    arrays = {f.name: list(np.shape(getattr(post, f.name))) for f in dataclasses.fields(post)}
+    arrays = {f.name: _shape(getattr(post, f.name)) for f in dataclasses.fields(post) if f.name != "sizes"}
     hist = run.history
     return {
         "file": path,
@@ -30,11 +37,19 @@ def summary(run, path) -> dict:
         "n_features": len(run.data.get("feature_names", [])),
         "history": {"epochs": int(len(hist.get("epoch", []))),
                     "final_nll": float(hist["nll"][-1]) if len(hist.get("nll", [])) else None,
-                    "iterations": int(len(hist.get("iteration", [])))},
+                    "iterations": int(len(hist.get("iteration", []))),
+                    "snr_records": int(len(hist.get("snr_step", [])))},
         "metrics": run.metrics,
         "status": run.status,
         "versions": run.meta["versions"],
+        "compression": run.compression or None,
     }
+
+
+def _shape_text(shape) -> str:
+    if shape and isinstance(shape[0], list):
+        return "[" + ", ".join(str(tuple(x)) for x in shape) + "]"
+    return str(tuple(shape))
 
 
 @main.command()
@@ -53,7 +68,7 @@ def inspect(run_file, as_json):
         f"command    {' '.join(s['command'])}",
         f"method     {s['method']}  {c.get('hyper', {})}",
         f"posterior  {s['posterior']['type']}, D = {s['posterior']['n_params']}, "
-        + ", ".join(f"{k} {tuple(v)}" for k, v in s["posterior"]["arrays"].items()),
+        + ", ".join(f"{k} {_shape_text(v)}" for k, v in s["posterior"]["arrays"].items()),
         f"model      sizes {tuple(s['model']['sizes'])}, {s['model']['activation']} hidden units, "
         f"{s['model']['likelihood']} likelihood",
         f"prior      precision {c.get('prior_precision')}, bias {c.get('bias_prior_precision')}",
@@ -79,6 +94,13 @@ def inspect(run_file, as_json):
         lines.append(f"test       NLL {m['test']['nll']:.4f}  accuracy {m['test']['accuracy']:.4f}")
     if "train" in m:
         lines.append(f"train      -ELBO/N {m['train']['neg_elbo_per_example']:.4f}")
+    comp = s["compression"]
+    if comp:
+        src = comp["source"]
+        lines.insert(3, f"compressed from {src['path']} (sha256 {src['sha256'][:16]}…, {src['posterior']}) at rank "
+                        f"{comp['rank']}: {comp['params_before']} -> {comp['params_after']} variational parameters")
+    if not m:
+        lines.append("metrics    none stored (slang evaluate scores this run)")
     if run.status == "checkpoint":
         lines.append(f"[bold]status     checkpoint at step {m.get('steps')} of {m.get('n_steps')}[/bold] "
                      f"({m.get('fit_seconds', 0.0):.1f} s so far); continue with: slang fit --resume {run_file}")

@@ -1,0 +1,131 @@
+"""What the reparameterisation-gradient methods share: Bayes by Backprop (``bbb``) and k-tied training (``ktied``).
+
+Both fit a diagonal Gaussian ``q(theta) = N(mu, diag(sigma^2))`` by Adam on the negative ELBO
+
+    F(mu, sigma) = E_q[sum_n NLL_n(theta)] + beta_t KL(q || N(0, diag(lambda)^{-1})),
+
+and differ only in how ``sigma : (D,)`` is parameterised (``exp(log_sigma)``, or ``U V^T`` per weight matrix).
+With a minibatch of M of the N examples, S samples ``theta_s = mu + sigma * eps_s``, ``G_s = sum_i g_si`` the
+minibatch gradient at sample s and ``c = N / (M S)``, the unbiased estimates in ``(mu, sigma)`` are
+
+    dF/dmu    ~ c sum_s G_s          + beta_t lambda mu
+    dF/dsigma ~ c sum_s G_s * eps_s  + beta_t (lambda sigma - 1 / sigma)
+
+(:func:`likelihood_gradients` returns the two sums; each method adds its KL part and applies the chain rule to
+its own parameters). ``beta_t`` is the KL weight: 1, or with linear KL annealing ``min(1, t / T)`` at step t
+(k-tied paper, Section 3.1 and Appendix A.2).
+
+The gradient signal-to-noise ratio of the standard-deviation parameters (:func:`snr`) is computed here from
+independent draws of the gradient at fixed parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from slangcli.methods.base import Problem, require
+
+
+@dataclass(frozen=True)
+class AdamHyper:
+    """Hyperparameters of every Adam-trained reparameterisation method (each subclass may add its own)."""
+
+    samples: int = 12
+    lr: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    init_std: float = 0.01
+    kl_anneal_steps: int = 0
+
+    def __post_init__(self):
+        require(isinstance(self.samples, (int, np.integer)) and self.samples >= 1,
+                f"--samples must be a whole number >= 1, got {self.samples}")
+        require(0 < self.lr < np.inf, f"--lr must be positive and finite, got {self.lr}")
+        require(0 <= self.beta1 < 1, f"--beta1 must be in [0, 1), got {self.beta1}")
+        require(0 <= self.beta2 < 1, f"--beta2 must be in [0, 1), got {self.beta2}")
+        require(0 < self.eps < np.inf, f"--eps must be positive and finite, got {self.eps}")
+        require(0 < self.init_std < np.inf, f"--init-std must be positive and finite, got {self.init_std}")
+        require(isinstance(self.kl_anneal_steps, (int, np.integer)) and self.kl_anneal_steps >= 0,
+                f"--kl-anneal-steps must be a whole number >= 0, got {self.kl_anneal_steps}")
+
+
+def kl_weight(t: int, anneal_steps: int) -> float:
+    """``beta_t = min(1, t / T)`` at step ``t >= 1`` (linear KL annealing over T steps); 1 when ``T = 0``."""
+    return 1.0 if anneal_steps <= 0 else min(1.0, t / anneal_steps)
+
+
+def likelihood_gradients(mu: np.ndarray, sigma: np.ndarray, eps: np.ndarray, problem: Problem, X: np.ndarray,
+                         y: np.ndarray):
+    """``(c sum_s G_s, c sum_s G_s * eps_s)``, each ``(D,)``: the expected-NLL parts of ``dF/dmu`` and
+    ``dF/dsigma`` at noise ``eps : (S, D)``; and the per-example NLL ``(S, M)`` at the samples."""
+    S, M = eps.shape[0], X.shape[0]
+    theta = sigma * eps
+    theta += mu
+    nll, fg = problem.model.per_example_grads(theta, X, y)
+    Gs = fg.sample_sums()  # (S, D)
+    c = problem.n_data / (M * S)
+    g_mu = Gs.sum(0)
+    g_mu *= c
+    g_sigma = np.einsum("sd,sd->d", Gs, eps)
+    g_sigma *= c
+    return g_mu, g_sigma, nll
+
+
+def adam(grad: np.ndarray, m: np.ndarray, v: np.ndarray, t: int, hyper: AdamHyper):
+    """One Adam update (Kingma and Ba 2014, with bias correction) at step ``t >= 1``: returns ``(delta, m, v)``;
+    the parameters move by ``-delta``.
+
+    ``delta = lr m_hat / (sqrt(v_hat) + eps)`` with ``m_hat = m / c1``, ``v_hat = v / c2``: the bias corrections
+    are folded into scalars, ``delta = (lr / c1) m / (sqrt(v) / sqrt(c2) + eps)``, and the passes are made in
+    place: at these sizes (D of 1e5 to 1e6) the step is a sequence of memory-bound passes, where an array
+    division costs several multiplications and every fresh temporary array costs its page faults.
+    """
+    b1, b2 = hyper.beta1, hyper.beta2
+    m = np.multiply(m, b1)
+    m += (1.0 - b1) * grad
+    v_new = np.multiply(grad, grad)
+    v_new *= 1.0 - b2
+    v_new += b2 * v
+    delta = np.sqrt(v_new)
+    delta *= 1.0 / np.sqrt(1.0 - b2**t)
+    delta += hyper.eps
+    np.divide(m, delta, out=delta)
+    delta *= hyper.lr / (1.0 - b1**t)
+    return delta, m, v_new
+
+
+# A parameter whose gradient draws spread by less than this fraction of their mean is deterministic up to
+# rounding: e.g. a weight on an always-zero pixel or from a dead unit, whose gradient is the exact KL term plus a
+# likelihood term of 0 or of order 1e-20, which rounding turns into a spread of 1e-16. Its ratio (1e15 and more)
+# would measure float64 rounding, not gradient noise, and would dominate any average over parameters.
+DETERMINISTIC = 1e-10
+
+
+def snr(draws: np.ndarray) -> tuple[float, float]:
+    """Gradient signal-to-noise ratio of a group of parameters from ``R >= 2`` independent gradient draws
+    ``draws : (R, P)`` at the same parameters.
+
+    Returns ``(snr, snr_paper)``, each averaged over the P parameters:
+
+    - ``snr = |E[g]| / std[g]``, the usual (dimensionless) definition;
+    - ``snr_paper = E[g^2] / Var[g^2]``, the formula printed in the k-tied Normal paper (footnote 2), for
+      comparison with its numbers (it is not scale-free: it grows as the gradients shrink).
+
+    Moments are over the R draws (variances with ``ddof = 1``). Parameters whose draws do not vary beyond
+    rounding (``std[g] <= DETERMINISTIC |E[g]|``, including ``std = 0``) have no meaningful ratio and are left out
+    of both averages; ``nan`` if every parameter is.
+    """
+    if draws.shape[0] < 2:
+        raise ValueError("the gradient SNR needs at least two draws")
+    mean, std = draws.mean(0), draws.std(0, ddof=1)
+    ok = std > DETERMINISTIC * np.abs(mean)
+    if not ok.any():
+        return float("nan"), float("nan")
+    sq = draws[:, ok] ** 2
+    sq_var = sq.var(0, ddof=1)
+    ok_sq = sq_var > 0  # g taking values +-a only: g^2 constant although g varies
+    paper = float(np.mean(sq.mean(0)[ok_sq] / sq_var[ok_sq])) if ok_sq.any() else float("nan")
+    return float(np.mean(np.abs(mean[ok]) / std[ok])), paper
