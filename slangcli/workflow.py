@@ -275,11 +275,13 @@ def versions() -> dict:
 
 
 def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y_test=None, target_scale=1.0,
-          predictive="auto", samples=1000, seed=0) -> dict:
+          predictive="auto", samples=1000, seed=0, bins=15) -> dict:
     """Test scores under the posterior predictive and the training -ELBO / N.
 
-    Classification: ``nll`` (nats per example) and ``accuracy``. Regression: ``rmse`` of the predictive mean and
-    the per-point predictive ``loglik``, both in the target's original units (``target_scale``).
+    Classification: ``nll`` (nats per example), ``accuracy``, and the expected calibration error ``ece`` with its
+    ``calibration`` bins (``bins`` equal-width confidence bins). Regression: ``rmse`` of the predictive mean and the
+    per-point predictive ``loglik``, both in the target's original units (``target_scale``), and the ``coverage``
+    of the central predictive intervals of ``metrics.COVERAGE_LEVELS``.
     """
     try:
         predictive = metrics.resolve_predictive(model, predictive)
@@ -295,7 +297,8 @@ def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y
             else:
                 probs = metrics.predictive_probs(posterior, model, X_test, predictive=predictive, samples=samples,
                                                  rng=rng)
-                out["test"] = metrics.classification_scores(probs, y_test)
+                out["test"] = {**metrics.classification_scores(probs, y_test),
+                               **metrics.calibration(probs, y_test, bins)}
         if X_train is not None:
             nelbo = metrics.neg_elbo_per_example(posterior, model, prior_precision, X_train, y_train,
                                                  predictive=predictive, samples=min(samples, 100),
@@ -631,7 +634,7 @@ def compare(run: Run, run_name: str, reference: Run, reference_name: str) -> dic
             "kl_reference_to_run": backward}
 
 
-def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samples=1000, seed=0,
+def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samples=1000, seed=0, bins=15,
              reference: Run | None = None, reference_name: str = "reference",
              notify: Callable[[str], None] = lambda msg: None) -> dict:
     """Score a stored run on ``data_path`` or on its own test data, plus its training -ELBO / N; with a
@@ -647,7 +650,7 @@ def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samp
     target_scale = float(run.arrays["target_scale"][0]) if "target_scale" in run.arrays else 1.0
     out = score(run.model, run.posterior, run.prior_precision, X_train=X_train, y_train=y_train,
                 X_test=X_test, y_test=y_test, target_scale=target_scale, predictive=predictive, samples=samples,
-                seed=seed)
+                seed=seed, bins=bins)
     if X_train is None:
         out["train"] = dict(run.metrics.get("train", {}), stored=True)
     out["data"] = source
