@@ -41,7 +41,7 @@ COVERAGE_LEVELS = (0.5, 0.9, 0.95)
 ACTIVATION_BUDGET = 1 << 24
 
 
-def _row_chunks(model: MLP, n_rows: int, n_samples: int):
+def row_chunks(model: MLP, n_rows: int, n_samples: int):
     """Row slices for forward passes whose activations stay within ACTIVATION_BUDGET."""
     step = max(1, ACTIVATION_BUDGET // (n_samples * max(model.sizes)))
     return [slice(lo, lo + step) for lo in range(0, n_rows, step)]
@@ -59,7 +59,8 @@ def _with_bias(X):
     return np.hstack([X, np.ones((X.shape[0], 1))])
 
 
-def _logit_moments(posterior, X):
+def logit_moments(posterior, X):
+    """Mean and variance ``(N,)`` of the logit ``f = x~^T theta`` under q (a model without hidden layer)."""
     Xb = _with_bias(X)
     return Xb @ posterior.mean, posterior.quadratic_forms(Xb)
 
@@ -77,7 +78,7 @@ def predictive_probs(posterior, model: MLP, X, *, predictive="auto", samples=100
     """Posterior-predictive class probabilities ``(N, C)`` (C = 2 for a binary model)."""
     predictive = resolve_predictive(model, predictive)
     if predictive == "quadrature":
-        m, v = _logit_moments(posterior, X)
+        m, v = logit_moments(posterior, X)
         p1 = expect_sigmoid(m, v)
         return np.column_stack([expect_sigmoid(-m, v), p1])
     if model.likelihood == "gaussian":
@@ -85,7 +86,7 @@ def predictive_probs(posterior, model: MLP, X, *, predictive="auto", samples=100
     n_classes = 2 if model.likelihood == "bernoulli" else model.sizes[-1]
     total = np.zeros((X.shape[0], n_classes))
     for theta in _sample_chunks(posterior, rng, samples):
-        for rows in _row_chunks(model, X.shape[0], theta.shape[0]):
+        for rows in row_chunks(model, X.shape[0], theta.shape[0]):
             f, _ = model.forward(theta, X[rows])
             if model.likelihood == "bernoulli":
                 p1 = scipy.special.expit(f[..., 0]).sum(0)
@@ -144,11 +145,11 @@ def expected_nll(posterior, model: MLP, X, y, *, predictive="auto", samples=100,
     """``E_q[-log p(D | theta)]`` summed over the rows of ``X``."""
     predictive = resolve_predictive(model, predictive)
     if predictive == "quadrature":
-        m, v = _logit_moments(posterior, X)
+        m, v = logit_moments(posterior, X)
         return float(np.sum(expect_softplus(m, v) - y * m))
     total = 0.0
     for theta in _sample_chunks(posterior, rng, samples):
-        for rows in _row_chunks(model, X.shape[0], theta.shape[0]):
+        for rows in row_chunks(model, X.shape[0], theta.shape[0]):
             total += float(model.nll(theta, X[rows], y[rows]).sum())
     return total / samples
 
@@ -172,7 +173,7 @@ def regression_scores(posterior, model: MLP, X, y, *, samples=1000, rng=None, ta
     log_sum = np.full(X.shape[0], -np.inf)
     cdf_sum = np.zeros(X.shape[0])
     for theta in _sample_chunks(posterior, rng, samples):
-        for rows in _row_chunks(model, X.shape[0], theta.shape[0]):
+        for rows in row_chunks(model, X.shape[0], theta.shape[0]):
             f = model.forward(theta, X[rows])[0][..., 0]  # (S, n)
             total_f[rows] += f.sum(0)
             logp = 0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (y[rows] - f) ** 2

@@ -21,6 +21,8 @@ from slangcli.methods.base import Problem
 
 # Stream identifiers of the derived generators.
 INIT, ORDER, STEP, EVAL = 0, 1, 2, 3
+# weight samples of `slang predict`, chunk by chunk; 4 is left to the gradient-SNR draws of the issue-5 branch
+PREDICT = 5
 
 
 def derive_rng(seed: int, stream: int, *index: int) -> np.random.Generator:

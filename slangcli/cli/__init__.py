@@ -46,10 +46,12 @@ def main():
     \b
     slang fit DATA -o RUN.h5      fit a posterior, write it with its metrics
     slang evaluate RUN.h5 [DATA]  score a saved posterior
+    slang predict RUN.h5 DATA -o OUT.csv
+                                  per-example predictions with their uncertainty
     slang inspect RUN.h5          show what a run file holds
     """
 
 
-from slangcli.cli import evaluate, fit, inspect  # noqa: E402  (commands register themselves on main)
+from slangcli.cli import evaluate, fit, inspect, predict  # noqa: E402  (commands register themselves on main)
 
-__all__ = ["main", "fit", "evaluate", "inspect"]
+__all__ = ["main", "fit", "evaluate", "inspect", "predict"]
