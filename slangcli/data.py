@@ -71,6 +71,8 @@ _TWO_COLONS = re.compile(r":\S*:")
 # Indices above this cannot address a dense column anyway; it keeps int64 parsing from overflowing.
 _MAX_INDEX = 2**62
 _MAX_LISTED = 10
+# the target option of a CSV file read without a target column (no column is excluded from the header test)
+_NO_TARGET = object()
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,8 +85,9 @@ class Table:
     ----------
     X : (N, P) float64 ndarray
         C-contiguous, all finite.
-    y : (N,) ndarray
-        The target as read: float64 when every target cell is a number, else a str array (``<U...``).
+    y : (N,) ndarray or None
+        The target as read: float64 when every target cell is a number, else a str array (``<U...``). None for a
+        CSV file read with ``targetless_width`` that has no target column.
     feature_names : tuple of str, length P
         From the header row; else ``x0, x1, ...`` (CSV) or ``f1 ... fP`` (LIBSVM, 1-based like the file).
     provenance : dict
@@ -104,7 +107,8 @@ class Table:
     provenance: dict
 
 
-def read_table(path, *, format="auto", target=None, delimiter=None, header=None, n_features=None) -> Table:
+def read_table(path, *, format="auto", target=None, delimiter=None, header=None, n_features=None,
+               targetless_width=None) -> Table:
     """Read a CSV-like, LIBSVM or IDX file, optionally gzip-compressed, into a dense ``Table``.
 
     Parameters
@@ -127,6 +131,10 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     n_features : None or int
         LIBSVM: the dense width P (an index above it is an error); default the highest index present.
         CSV and IDX: if given, the number of feature columns must equal it.
+    targetless_width : None or int
+        CSV only: the file may lack its target column (data to predict on), which is decided by its width: exactly
+        ``targetless_width`` columns are all features (``y`` is None and ``target`` is ignored), one more are
+        features and a target as usual, any other width is an error. LIBSVM and IDX files always carry labels.
 
     Returns
     -------
@@ -174,7 +182,7 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         header_used = delimiter_used = target_used = None
     else:
         X, y, feature_names, header_used, delimiter_used, target_used = _parse_csv(
-            name, linenos, texts, target, delimiter, header
+            name, linenos, texts, target, delimiter, header, targetless_width
         )
         if n_features is not None and X.shape[1] != n_features:
             raise DataError(f"{name}: {X.shape[1]} feature columns, but n_features is {n_features}")
@@ -286,24 +294,33 @@ def _listing(values, limit=_MAX_LISTED):
 # CSV-like text
 
 
-def _parse_csv(name, linenos, texts, target, delimiter, header):
+def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_target=None):
+    """``width_without_target``: the file may lack its target column, and does when it has exactly this many."""
     delim = _choose_delimiter(name, texts, delimiter)
     rows, row_lines = _split_cells(name, linenos, texts, delim)
     ncols = len(rows[0])
-    if ncols < 2:
+    has_target = ncols != width_without_target
+    if width_without_target is not None and ncols not in (width_without_target, width_without_target + 1):
+        p = width_without_target
+        raise DataError(
+            f"{name}:{row_lines[0]}: {ncols} columns, expected {p} (features only) or {p + 1} (features and the "
+            "target)"
+        )
+    if has_target and ncols < 2:
         shown = "runs of whitespace" if delim == "whitespace" else repr(delim)
         raise DataError(
             f"{name}:{row_lines[0]}: one column found (delimiter {shown}): "
             "need at least one feature column and a target column"
         )
     if header is None:
-        header = _detect_header(rows, target, ncols)
+        header = _detect_header(rows, target if has_target else _NO_TARGET, ncols)
     header = bool(header)
     names = [cell.strip() for cell in rows[0]] if header else None
     data, data_lines = (rows[1:], row_lines[1:]) if header else (rows, row_lines)
     if not data:
         raise DataError(f"{name}: no data rows (only a header)")
-    t = _resolve_target(name, target, names, ncols)
+    # without a target column every column is a feature: t = ncols puts none of them on the target's side
+    t = _resolve_target(name, target, names, ncols) if has_target else ncols
 
     for i, row in enumerate(data):
         if len(row) != ncols:
@@ -313,8 +330,10 @@ def _parse_csv(name, linenos, texts, target, delimiter, header):
         label = f" ({names[col]!r})" if names is not None else ""
         return f"{name}:{data_lines[i]}: column {col + 1}{label}"
 
-    n, p = len(data), ncols - 1
-    if t == ncols - 1:
+    n, p = len(data), ncols - 1 if has_target else ncols
+    if not has_target:
+        cells = [cell for row in data for cell in row]
+    elif t == ncols - 1:
         cells = [cell for row in data for cell in row[:-1]]
     else:
         cells = [cell for row in data for cell in row[:t] + row[t + 1 :]]
@@ -333,6 +352,10 @@ def _parse_csv(name, linenos, texts, target, delimiter, header):
         i, j = (int(k) for k in np.argwhere(bad)[0])
         col = j if j < t else j + 1
         raise DataError(f"{where(i, col)}: value is {_nonfinite_word(X[i, j])}")
+
+    if not has_target:
+        feature_names = tuple(names) if names is not None else tuple(f"x{j}" for j in range(p))
+        return X, None, feature_names, header, delim, None
 
     target_cells = [row[t].strip() for row in data]
     try:
@@ -409,10 +432,12 @@ def _split_cells(name, linenos, texts, delim):
 
 
 def _detect_header(rows, target, ncols):
+    """Whether the first row is a header; ``target`` is the target option, or ``_NO_TARGET`` (every column is a
+    feature)."""
     first = [cell.strip() for cell in rows[0]]
     if isinstance(target, str) and not _INT_RE.fullmatch(target.strip()) and target.strip() in first:
         return True
-    t = _provisional_target(target, first, ncols)
+    t = ncols if target is _NO_TARGET else _provisional_target(target, first, ncols)
     first_numeric = [_is_number(cell) for j, cell in enumerate(first) if j != t]
     if all(first_numeric):
         return False
@@ -1000,6 +1025,11 @@ class LabelMap:
     @property
     def numeric(self) -> bool:
         return isinstance(self.classes[0], float)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The classes as text, integral numbers without a trailing ``.0`` (``-1``, ``4``, ``benign``)."""
+        return tuple(_fmt_label(c) for c in self.classes)
 
     def encode(self, y, *, path) -> np.ndarray:
         """Codes of the labels ``y : (N,)`` as an int64 array ``(N,)``.

@@ -12,6 +12,18 @@ Predictive distributions:
 The ELBO is ``E_q[log p(D|theta)] - KL(q || p)``; reported as ``-ELBO / N`` in nats per training example. Its
 expected log-likelihood uses the same two routes (exact for logistic regression, Monte Carlo otherwise), and the
 KL is exact.
+
+Calibration:
+
+- classification: the expected calibration error of Guo et al. (ICML 2017, eq. 3),
+  ``ECE = sum_b (n_b / N) |acc_b - conf_b|`` over equal-width confidence bins ``(b/B, (b+1)/B]``, where the
+  confidence of an example is its largest predictive probability and ``acc_b`` the fraction of the bin's examples
+  whose most probable class is the true one.
+- regression: the coverage of central predictive intervals, the fraction of targets inside
+  ``[Q((1-c)/2), Q((1+c)/2)]`` of each example's predictive distribution, the Monte-Carlo mixture
+  ``(1/S) sum_s N(f_s, 1/tau)`` (``slangcli.mixture``). Its CDF ``F`` is continuous and strictly increasing, so
+  ``y`` is inside exactly when ``(1-c)/2 <= F(y) <= (1+c)/2``: coverage needs ``F(y_n)`` (the probability integral
+  transform), a running sum over weight samples, and no quantile search.
 """
 
 from __future__ import annotations
@@ -23,11 +35,13 @@ from slangcli.models import MLP
 from slangcli.quadrature import expect_sigmoid, expect_softplus
 
 PREDICTIVES = ("auto", "quadrature", "mc")
+# central predictive intervals whose coverage `slang evaluate` reports for regression
+COVERAGE_LEVELS = (0.5, 0.9, 0.95)
 # activations held by one forward pass (weight samples x rows x widest layer), about 128 MB in float64
 ACTIVATION_BUDGET = 1 << 24
 
 
-def _row_chunks(model: MLP, n_rows: int, n_samples: int):
+def row_chunks(model: MLP, n_rows: int, n_samples: int):
     """Row slices for forward passes whose activations stay within ACTIVATION_BUDGET."""
     step = max(1, ACTIVATION_BUDGET // (n_samples * max(model.sizes)))
     return [slice(lo, lo + step) for lo in range(0, n_rows, step)]
@@ -45,7 +59,8 @@ def _with_bias(X):
     return np.hstack([X, np.ones((X.shape[0], 1))])
 
 
-def _logit_moments(posterior, X):
+def logit_moments(posterior, X):
+    """Mean and variance ``(N,)`` of the logit ``f = x~^T theta`` under q (a model without hidden layer)."""
     Xb = _with_bias(X)
     return Xb @ posterior.mean, posterior.quadratic_forms(Xb)
 
@@ -63,7 +78,7 @@ def predictive_probs(posterior, model: MLP, X, *, predictive="auto", samples=100
     """Posterior-predictive class probabilities ``(N, C)`` (C = 2 for a binary model)."""
     predictive = resolve_predictive(model, predictive)
     if predictive == "quadrature":
-        m, v = _logit_moments(posterior, X)
+        m, v = logit_moments(posterior, X)
         p1 = expect_sigmoid(m, v)
         return np.column_stack([expect_sigmoid(-m, v), p1])
     if model.likelihood == "gaussian":
@@ -71,7 +86,7 @@ def predictive_probs(posterior, model: MLP, X, *, predictive="auto", samples=100
     n_classes = 2 if model.likelihood == "bernoulli" else model.sizes[-1]
     total = np.zeros((X.shape[0], n_classes))
     for theta in _sample_chunks(posterior, rng, samples):
-        for rows in _row_chunks(model, X.shape[0], theta.shape[0]):
+        for rows in row_chunks(model, X.shape[0], theta.shape[0]):
             f, _ = model.forward(theta, X[rows])
             if model.likelihood == "bernoulli":
                 p1 = scipy.special.expit(f[..., 0]).sum(0)
@@ -92,15 +107,49 @@ def classification_scores(probs: np.ndarray, y: np.ndarray) -> dict:
     return {"nll": float(nll), "accuracy": float(np.mean(np.argmax(probs, axis=1) == y)), "n": int(len(y))}
 
 
+def calibration(probs: np.ndarray, y: np.ndarray, bins: int = 15) -> dict:
+    """Expected calibration error and its reliability bins from predictive probabilities ``(N, C)`` and codes ``y``.
+
+    Returns ``{"ece": float, "calibration": {"bins", "edges" (B + 1), "count", "confidence", "accuracy" (B each;
+    None for an empty bin)}}``. Bin b holds the confidences in ``(edges[b], edges[b + 1]]`` (the first also 0), with
+    the edges exactly as reported, so a confidence on an edge falls where the listed edges say.
+    """
+    if bins < 1:
+        raise ValueError(f"the number of calibration bins must be >= 1, got {bins}")
+    y = y.astype(np.int64)
+    confidence = probs.max(axis=1)
+    correct = (np.argmax(probs, axis=1) == y).astype(float)
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    b = np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, bins - 1)
+    count = np.bincount(b, minlength=bins)
+    conf_sum = np.bincount(b, weights=confidence, minlength=bins)
+    correct_sum = np.bincount(b, weights=correct, minlength=bins)
+    # (n_b / N) |acc_b - conf_b| = |sum of correct - sum of confidences| / N: no division by an empty bin's n_b
+    ece = float(np.sum(np.abs(correct_sum - conf_sum)) / max(len(y), 1))
+    mean_conf = [float(c / n) if n else None for c, n in zip(conf_sum, count)]
+    accuracy = [float(a / n) if n else None for a, n in zip(correct_sum, count)]
+    return {"ece": ece, "calibration": {"bins": int(bins), "edges": edges.tolist(), "count": count.tolist(),
+                                        "confidence": mean_conf, "accuracy": accuracy}}
+
+
+def coverage(pit: np.ndarray, levels=COVERAGE_LEVELS) -> dict:
+    """Fraction of targets inside each central predictive interval, from ``pit = F_n(y_n) : (N,)``.
+
+    ``y`` lies in ``[Q((1-c)/2), Q((1+c)/2)]`` exactly when ``|F(y) - 1/2| <= c / 2`` (``F`` continuous and strictly
+    increasing). Keys are the levels as text (``"0.9"``), so that they survive JSON.
+    """
+    return {f"{c:g}": float(np.mean(np.abs(pit - 0.5) <= 0.5 * c)) for c in levels}
+
+
 def expected_nll(posterior, model: MLP, X, y, *, predictive="auto", samples=100, rng=None) -> float:
     """``E_q[-log p(D | theta)]`` summed over the rows of ``X``."""
     predictive = resolve_predictive(model, predictive)
     if predictive == "quadrature":
-        m, v = _logit_moments(posterior, X)
+        m, v = logit_moments(posterior, X)
         return float(np.sum(expect_softplus(m, v) - y * m))
     total = 0.0
     for theta in _sample_chunks(posterior, rng, samples):
-        for rows in _row_chunks(model, X.shape[0], theta.shape[0]):
+        for rows in row_chunks(model, X.shape[0], theta.shape[0]):
             total += float(model.nll(theta, X[rows], y[rows]).sum())
     return total / samples
 
@@ -116,18 +165,21 @@ def regression_scores(posterior, model: MLP, X, y, *, samples=1000, rng=None, ta
 
     ``y`` is on the standardised scale the model was fitted on (``y_orig = mean + target_scale * y``). The
     log-likelihood is ``(1/N) sum_n log((1/S) sum_s N(y_n | f_s(x_n), 1/tau))``, moved to the original units by
-    the change of variables (``- log target_scale``).
+    the change of variables (``- log target_scale``). ``coverage`` is that of the central intervals of
+    ``COVERAGE_LEVELS`` of the same mixture (invariant under the affine change of units).
     """
     tau = model.noise_precision
     total_f = np.zeros(X.shape[0])
     log_sum = np.full(X.shape[0], -np.inf)
+    cdf_sum = np.zeros(X.shape[0])
     for theta in _sample_chunks(posterior, rng, samples):
-        for rows in _row_chunks(model, X.shape[0], theta.shape[0]):
+        for rows in row_chunks(model, X.shape[0], theta.shape[0]):
             f = model.forward(theta, X[rows])[0][..., 0]  # (S, n)
             total_f[rows] += f.sum(0)
             logp = 0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (y[rows] - f) ** 2
             log_sum[rows] = np.logaddexp(log_sum[rows], scipy.special.logsumexp(logp, axis=0))
+            cdf_sum[rows] += scipy.special.ndtr(np.sqrt(tau) * (y[rows] - f)).sum(0)
     mean_f = total_f / samples
     rmse = target_scale * np.sqrt(np.mean((mean_f - y) ** 2))
     loglik = np.mean(log_sum - np.log(samples)) - np.log(target_scale)
-    return {"rmse": float(rmse), "loglik": float(loglik), "n": int(len(y))}
+    return {"rmse": float(rmse), "loglik": float(loglik), "n": int(len(y)), "coverage": coverage(cdf_sum / samples)}

@@ -28,7 +28,7 @@ GRIDS = {
     "prior-precision": tuple(10.0 ** np.arange(-2.0, 2.01, 1.0)),  # 0.01 ... 100
     "noise-precision": tuple(10.0 ** np.arange(0.0, 3.01, 0.5)),  # 1 ... 1000 (on the standardised target)
 }
-TUNE = 4  # random stream of the fold assignment and the tuning fits (train.derive_rng)
+TUNE = train.TUNE  # random stream of the fold assignment and the tuning fits
 SCORE_SAMPLES = 100
 
 

@@ -23,6 +23,7 @@ import scipy
 
 from slangcli import __version__, divergence, metrics, train, tuning
 from slangcli import compress as compression
+from slangcli import predict as predictive_uncertainty
 from slangcli.data import (LabelMap, Standardizer, fit_labels, read_table, read_uci_folder, sha256_file,
                            train_test_split, widen)
 from slangcli.errors import ConfigError, DataError, FormatError, Interrupted
@@ -192,13 +193,16 @@ def _stored_options(run: Run) -> DataOptions:
     return DataOptions(**run.data["options"])
 
 
-def _transform(run: Run, X, y_raw, path) -> tuple[np.ndarray, np.ndarray]:
-    """Apply the run's feature standardisation and target coding to raw ``(X, y)`` read from ``path``."""
+def _transform(run: Run, X, y_raw, path) -> tuple[np.ndarray, np.ndarray | None]:
+    """Apply the run's feature standardisation and target coding to raw ``(X, y)`` read from ``path`` (``y``
+    may be None: data without a target column)."""
     width = run.model.sizes[0]
     if X.shape[1] != width:
         raise DataError(f"{path}: {X.shape[1]} feature columns, but the model was trained on {width}")
     if "feature_mean" in run.arrays:
         X = Standardizer(mean=run.arrays["feature_mean"], scale=run.arrays["feature_scale"]).apply(X)
+    if y_raw is None:
+        return X, None
     if run.model.likelihood == "gaussian":
         if y_raw.dtype.kind not in "fiu":
             raise DataError(f"{path}: a regression target must be numeric")
@@ -276,11 +280,13 @@ def versions() -> dict:
 
 
 def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y_test=None, target_scale=1.0,
-          predictive="auto", samples=1000, seed=0) -> dict:
+          predictive="auto", samples=1000, seed=0, bins=15) -> dict:
     """Test scores under the posterior predictive and the training -ELBO / N.
 
-    Classification: ``nll`` (nats per example) and ``accuracy``. Regression: ``rmse`` of the predictive mean and
-    the per-point predictive ``loglik``, both in the target's original units (``target_scale``).
+    Classification: ``nll`` (nats per example), ``accuracy``, and the expected calibration error ``ece`` with its
+    ``calibration`` bins (``bins`` equal-width confidence bins). Regression: ``rmse`` of the predictive mean and the
+    per-point predictive ``loglik``, both in the target's original units (``target_scale``), and the ``coverage``
+    of the central predictive intervals of ``metrics.COVERAGE_LEVELS``.
     """
     try:
         predictive = metrics.resolve_predictive(model, predictive)
@@ -296,7 +302,8 @@ def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y
             else:
                 probs = metrics.predictive_probs(posterior, model, X_test, predictive=predictive, samples=samples,
                                                  rng=rng)
-                out["test"] = metrics.classification_scores(probs, y_test)
+                out["test"] = {**metrics.classification_scores(probs, y_test),
+                               **metrics.calibration(probs, y_test, bins)}
         if X_train is not None:
             nelbo = metrics.neg_elbo_per_example(posterior, model, prior_precision, X_train, y_train,
                                                  predictive=predictive, samples=min(samples, 100),
@@ -674,7 +681,7 @@ def compare(run: Run, run_name: str, reference: Run, reference_name: str) -> dic
             "kl_reference_to_run": backward}
 
 
-def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samples=1000, seed=0,
+def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samples=1000, seed=0, bins=15,
              reference: Run | None = None, reference_name: str = "reference",
              notify: Callable[[str], None] = lambda msg: None) -> dict:
     """Score a stored run on ``data_path`` or on its own test data, plus its training -ELBO / N; with a
@@ -690,7 +697,7 @@ def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samp
     target_scale = float(run.arrays["target_scale"][0]) if "target_scale" in run.arrays else 1.0
     out = score(run.model, run.posterior, run.prior_precision, X_train=X_train, y_train=y_train,
                 X_test=X_test, y_test=y_test, target_scale=target_scale, predictive=predictive, samples=samples,
-                seed=seed)
+                seed=seed, bins=bins)
     if X_train is None:
         out["train"] = dict(run.metrics.get("train", {}), stored=True)
     out["data"] = source
@@ -790,3 +797,108 @@ def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, e
             item.scores = scores(item.run.posterior)
             item.run.metrics = dict(item.scores)
     return source, results
+# ------------------------------------------------------------------------------------------ predictions
+@dataclass
+class Predictions:
+    """Per-example predictions of a run on a data set.
+
+    ``arrays`` holds, in output order, under the names of the HDF5 predictions file (``docs/FORMAT.md``):
+    classification ``probabilities : (N, C)``, ``predicted`` (label values), ``entropy_total``,
+    ``entropy_aleatoric``, ``entropy_epistemic``; regression ``mean``, ``std_total``, ``std_aleatoric``,
+    ``std_epistemic``, ``lower``, ``upper`` (original units); and ``target`` (label values or original units) when
+    the data carry the target column. ``classes`` are the label values of the probability columns, ``info`` a
+    JSON-ready description (likelihood, predictive, samples, seed, interval, data, rows).
+    """
+
+    arrays: dict
+    classes: list | None
+    info: dict
+
+
+def load_inputs(run: Run, data_path, *, notify: Callable[[str], None] = lambda msg: None):
+    """Data to predict on: ``(X, target, source)`` with ``X`` prepared as in the fit, ``target`` the original target
+    values (label values for classification) or None when the data lack the target column.
+
+    A CSV file may lack the target column: with exactly the model's number of feature columns it is read as
+    features only, with one more as features and target (the fit's ``--target`` choice), any other width is
+    refused. LIBSVM, IDX and UCI-folder data always carry their targets.
+    """
+    opts = _stored_options(run)
+    width = run.model.sizes[0]
+    if os.path.isdir(data_path):
+        if opts.uci_split is None:
+            raise DataError(f"{data_path}: a folder; this run was not fitted on a UCI folder")
+        table, _, idx = read_uci_folder(data_path, opts.uci_split)
+        X_raw, y_raw = table.X[idx], table.y[idx]
+        source = {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
+    else:
+        fmt = opts.format if opts.format in ("csv", "libsvm", "idx") else "auto"
+        table = read_table(data_path, format=fmt, target=opts.target, delimiter=opts.delimiter, header=opts.header,
+                           targetless_width=width)
+        if table.provenance["format"] == "libsvm" and table.X.shape[1] < width:
+            table = widen(table, width)
+        if table.y is None:
+            _check_targetless_header(run, table, data_path, notify)
+        X_raw, y_raw = table.X, table.y
+        source = {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"]}
+    X, y = _transform(run, X_raw, y_raw, data_path)
+    if y is None:
+        target = None
+    elif run.model.likelihood == "gaussian":
+        target = y_raw.astype(float)
+    else:
+        # the stored label values (a file's "1" and the class 1.0 are the same label), as in the predicted column
+        target = LabelMap(tuple(run.data["labels"]["classes"])).decode(y)
+    return X, target, dict(source, rows=int(len(X)), has_target=target is not None)
+
+
+def _check_targetless_header(run: Run, table, path, notify) -> None:
+    """A file read as features only whose header names the training target has lost a feature column instead;
+    other header names that differ from the training features are only noted (columns are taken by position)."""
+    if not table.provenance.get("header") or not run.data["train"].get("header"):
+        return
+    target_name = run.data["train"].get("target")
+    trained = tuple(run.data.get("feature_names", ()))
+    if isinstance(target_name, str) and target_name in table.feature_names:
+        raise DataError(f"{path}: {len(table.feature_names)} columns, one of them the target {target_name!r}, but "
+                        f"the model takes {len(trained)} features ({', '.join(trained)}): a feature column is "
+                        "missing")
+    if tuple(table.feature_names) != trained:
+        notify(f"{path}: header names differ from the training features ({', '.join(trained)}); columns are taken "
+               "in order")
+
+
+def predict(run: Run, run_name: str, data_path, *, samples: int = 1000, seed: int = 0, interval: float = 0.95,
+            notify: Callable[[str], None] = lambda msg: None) -> Predictions:
+    """Per-example predictions with their uncertainty (``slangcli.predict``) of the run on ``data_path``.
+
+    Logistic regression uses the exact 1-D quadrature predictive (``samples`` and ``seed`` are then unused);
+    every other model ``samples`` Monte-Carlo weight samples drawn from ``seed``'s own stream (``train.PREDICT``).
+    """
+    if samples < 1:
+        raise ConfigError(f"--samples must be >= 1, got {samples}")
+    if not 0.0 < interval < 1.0:
+        raise ConfigError(f"--interval must lie strictly between 0 and 1, got {interval}")
+    X, target, source = load_inputs(run, data_path, notify=notify)
+    model = run.model
+    with blas_threads(model.n_params, min(samples, predictive_uncertainty.SAMPLE_CHUNK), max(len(X), 1)):
+        if model.likelihood == "gaussian":
+            out = predictive_uncertainty.regress(
+                run.posterior, model, X, samples=samples, seed=seed, level=interval,
+                target_mean=float(run.arrays["target_mean"][0]), target_scale=float(run.arrays["target_scale"][0]))
+            arrays = {name: out[name] for name in ("mean", "std_total", "std_aleatoric", "std_epistemic", "lower",
+                                                   "upper")}
+            classes = None
+        else:
+            out = predictive_uncertainty.classify(run.posterior, model, X, samples=samples, seed=seed)
+            labels = LabelMap(tuple(run.data["labels"]["classes"]))
+            arrays = {"probabilities": out["probs"], "predicted": labels.decode(np.argmax(out["probs"], axis=1))}
+            arrays.update((name, out[name]) for name in ("entropy_total", "entropy_aleatoric", "entropy_epistemic"))
+            classes = list(labels.classes)
+    if target is not None:
+        arrays["target"] = target
+    mc = out["predictive"] == "mc"
+    info = {"run": run_name, "likelihood": model.likelihood, "predictive": out["predictive"],
+            "samples": samples if mc else None, "seed": seed if mc else None,
+            "interval": interval if model.likelihood == "gaussian" else None, "data": source}
+    return Predictions(arrays=arrays, classes=classes, info=info)

@@ -48,10 +48,12 @@ def main():
     slang evaluate RUN.h5 [DATA]  score a saved posterior
     slang compress RUN.h5 --rank K -o OUT.h5
                                   rank-K k-tied compression of the posterior standard deviations
+    slang predict RUN.h5 DATA -o OUT.csv
+                                  per-example predictions with their uncertainty
     slang inspect RUN.h5          show what a run file holds
     """
 
 
-from slangcli.cli import compress, evaluate, fit, inspect  # noqa: E402  (commands register themselves on main)
+from slangcli.cli import compress, evaluate, fit, inspect, predict  # noqa: E402  (commands register themselves)
 
-__all__ = ["main", "fit", "evaluate", "compress", "inspect"]
+__all__ = ["main", "fit", "evaluate", "compress", "inspect", "predict"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from slangcli.cli import main
-from slangcli.cli.output import emit_json, metric_rows, metrics_table, note
+from slangcli.cli.output import calibration_table, emit_json, metric_rows, metrics_table, note
 from slangcli.io import read_run
 from slangcli.metrics import PREDICTIVES
 from slangcli.workflow import evaluate as evaluate_run
@@ -20,24 +20,29 @@ from slangcli.workflow import evaluate as evaluate_run
 @click.option("--samples", "-S", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Monte-Carlo weight samples.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the Monte-Carlo samples.")
+@click.option("--bins", type=click.IntRange(min=1), default=15, show_default=True,
+              help="Equal-width confidence bins of the expected calibration error (classification).")
 @click.option("--reference", "reference_file", metavar="OTHER.h5", default=None,
               type=click.Path(dir_okay=False, path_type=str),
               help="A run of the same model on the same training data: also report the symmetric KL divergence "
                    "between the two posteriors and both directed KLs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the scores as one JSON object on stdout.")
-def evaluate(run_file, data, predictive, samples, seed, reference_file, as_json):
+def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, as_json):
     """Score the posterior in RUN.h5 on DATA (default: the run's own test data).
 
     Reports, under the posterior predictive, test NLL (nats per example) and accuracy for classification, or
-    RMSE and per-point log-likelihood (original units) for regression; and the training -ELBO / N. With
-    --reference, the KL divergences KL(run || reference), KL(reference || run) and their mean, the symmetric KL.
+    RMSE and per-point log-likelihood (original units) for regression; and the training -ELBO / N. Calibration:
+    the expected calibration error over --bins confidence bins (classification), or the fraction of test targets
+    inside the central 50%, 90% and 95% predictive intervals (regression). With --reference, the KL divergences
+    KL(run || reference), KL(reference || run) and their mean, the symmetric KL.
     """
     run = read_run(run_file)
     reference = read_run(reference_file) if reference_file is not None else None
-    out = evaluate_run(run, run_file, data, predictive=predictive, samples=samples, seed=seed, reference=reference,
-                       reference_name=reference_file, notify=note)
+    out = evaluate_run(run, run_file, data, predictive=predictive, samples=samples, seed=seed, bins=bins,
+                       reference=reference, reference_name=reference_file, notify=note)
     how = out["predictive"] + (f", {out['samples']} samples" if out["samples"] else "")
     metrics_table(f"{run_file} ({how})", metric_rows(out))
+    calibration_table(out)
     if as_json:
         emit_json({"run": run_file, "metrics": {k: out[k] for k in ("test", "train", "reference") if k in out},
                    "predictive": out["predictive"], "samples": out["samples"], "data": out["data"]})

@@ -48,8 +48,13 @@ def metric_rows(scores: dict) -> list[tuple[str, str, object]]:
     if test is not None:
         if "rmse" in test:
             rows += [("test", "RMSE", test["rmse"]), ("test", "log-likelihood", test["loglik"])]
+            # runs written before calibration was measured have no coverage
+            rows += [("test", f"coverage of {100 * float(level):g}% interval", value)
+                     for level, value in test.get("coverage", {}).items()]
         else:
             rows += [("test", "NLL (nats)", test["nll"]), ("test", "accuracy", test["accuracy"])]
+            if "ece" in test:
+                rows.append(("test", f"ECE ({test['calibration']['bins']} bins)", test["ece"]))
         rows.append(("test", "examples", test["n"]))
     if "train" in scores:
         rows.append(("train", "-ELBO / N", scores["train"]["neg_elbo_per_example"]))
@@ -70,6 +75,23 @@ def metrics_table(title: str, rows: list[tuple[str, str, object]]) -> None:
     for split, name, value in rows:
         shown = f"{value:.4f}" if isinstance(value, float) else str(value)
         table.add_row(split, name, shown)
+    stderr.print(table)
+
+
+def calibration_table(scores: dict) -> None:
+    """The non-empty reliability bins behind the ECE, if the scores have them."""
+    cal = (scores.get("test") or {}).get("calibration")
+    if cal is None:
+        return
+    table = Table(title=f"calibration: {cal['bins']} equal-width confidence bins (empty ones omitted)",
+                  title_justify="left", show_header=True, header_style="bold")
+    for name in ("confidence bin", "examples", "mean confidence", "accuracy"):
+        table.add_column(name, justify="right")
+    edges = cal["edges"]
+    for b, n in enumerate(cal["count"]):
+        if n:
+            table.add_row(f"({edges[b]:.3f}, {edges[b + 1]:.3f}]", str(n), f"{cal['confidence'][b]:.4f}",
+                          f"{cal['accuracy'][b]:.4f}")
     stderr.print(table)
 
 

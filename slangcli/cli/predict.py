@@ -1,0 +1,57 @@
+"""``slang predict``: per-example predictions with their uncertainty."""
+
+from __future__ import annotations
+
+import click
+
+from slangcli.cli import main
+from slangcli.cli.options import check_output
+from slangcli.cli.output import emit_json, note
+from slangcli.io import read_run
+from slangcli.tables import HDF5_SUFFIXES, csv_header, write_predictions
+from slangcli.workflow import predict as predict_run
+
+
+@main.command()
+@click.argument("run_file", metavar="RUN.h5", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("data", type=click.Path(path_type=str))
+@click.option("-o", "--output", required=True, metavar="OUT", type=click.Path(path_type=str),
+              help="Where to write: OUT.csv (CSV), OUT.h5 or OUT.hdf5 (HDF5 datasets), or - (CSV on stdout).")
+@click.option("--samples", "-S", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Monte-Carlo weight samples (networks and regression; logistic regression is exact).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the Monte-Carlo weight samples.")
+@click.option("--interval", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.95,
+              show_default=True, help="Probability of the central predictive interval (regression).")
+@click.option("--json", "as_json", is_flag=True, help="Print a summary as one JSON object on stdout.")
+def predict(run_file, data, output, samples, seed, interval, as_json):
+    """Predict every example of DATA with the posterior in RUN.h5, with its uncertainty.
+
+    \b
+    Classification: p_<label> per class, predicted (label), entropy_total (predictive entropy),
+      entropy_aleatoric (expected entropy), entropy_epistemic (mutual information), in nats.
+    Regression: mean, std_total, std_aleatoric, std_epistemic, lower_<level>, upper_<level> (the exact quantiles
+      of the Monte-Carlo predictive mixture), in the target's units.
+    Plus target, when DATA carries the target column (a CSV may have the model's feature columns only).
+    """
+    if output == "-" and as_json:
+        raise click.UsageError("-o - writes the predictions on stdout; --json would mix a summary into them")
+    if output != "-":
+        check_output(output, [run_file, data])
+    run = read_run(run_file)
+    predictions = predict_run(run, run_file, data, samples=samples, seed=seed, interval=interval, notify=note)
+    write_predictions(output, predictions)
+    info, arrays = predictions.info, predictions.arrays
+    how = info["predictive"] + (f", {info['samples']} samples, seed {info['seed']}" if info["samples"] else "")
+    where = "stdout" if output == "-" else output
+    note(f"{info['data']['rows']} predictions of {data} ({how}) written to {where}")
+    if "entropy_total" in arrays:
+        note(f"mean entropy {arrays['entropy_total'].mean():.4g} nats: aleatoric "
+             f"{arrays['entropy_aleatoric'].mean():.4g}, epistemic {arrays['entropy_epistemic'].mean():.4g}")
+    else:
+        note(f"mean predictive std {arrays['std_total'].mean():.4g}: aleatoric {arrays['std_aleatoric'][0]:.4g}, "
+             f"epistemic {arrays['std_epistemic'].mean():.4g} (mean over examples)")
+    if as_json:
+        hdf5 = output.lower().endswith(HDF5_SUFFIXES)
+        emit_json({"output": output, "format": "hdf5" if hdf5 else "csv", **info,
+                   "columns": list(arrays) if hdf5 else csv_header(predictions), "classes": predictions.classes})

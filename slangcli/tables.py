@@ -1,0 +1,122 @@
+"""Prediction files of ``slang predict``: a CSV table or an HDF5 file (format in ``docs/FORMAT.md``).
+
+CSV: one row per example, in the order of the data; a header row; class probabilities as one column per class
+(``p_<label>``), the interval as ``lower_<level %>``, ``upper_<level %>``. Numbers carry 12 significant digits
+(the quadrature predictive is accurate to about 1e-12, Monte-Carlo estimates far less); the HDF5 file keeps
+float64.
+
+Both are written under a temporary name in the target directory and renamed into place when complete, so an
+error leaves no partial file; ``-`` writes the CSV to stdout once everything is computed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import datetime
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from slangcli import __version__
+from slangcli.data import LabelMap
+
+PREDICTIONS_TYPE = "slang-predictions"
+PREDICTIONS_VERSION = "1.0"
+HDF5_SUFFIXES = (".h5", ".hdf5")
+# 12 significant digits: see the module docstring
+_FLOAT_FORMAT = "%.12g"
+
+
+@contextlib.contextmanager
+def atomic_path(path):
+    """A temporary path beside ``path``, renamed to ``path`` when the block completes and removed when it fails."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    # mkstemp creates the file 0600; give it the permissions of any new file (0666 less the umask)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def csv_header(predictions) -> list[str]:
+    """The CSV column names of a :class:`slangcli.workflow.Predictions`."""
+    header = []
+    for name in predictions.arrays:
+        if name == "probabilities":
+            header += [f"p_{label}" for label in LabelMap(tuple(predictions.classes)).names]
+        elif name in ("lower", "upper"):
+            header.append(f"{name}_{100 * predictions.info['interval']:g}")
+        else:
+            header.append(name)
+    return header
+
+
+def _csv_cells(predictions) -> list[list[str]]:
+    """The CSV columns as text, in the order of :func:`csv_header`."""
+    labels = LabelMap(tuple(predictions.classes)) if predictions.classes is not None else None
+    cells = []
+    for name, values in predictions.arrays.items():
+        if name == "probabilities":
+            cells += [np.char.mod(_FLOAT_FORMAT, column).tolist() for column in values.T]
+        elif labels is not None and name in ("predicted", "target"):
+            # label values as the label map writes them (4, -1, benign), not as floats (4.0)
+            cells.append(np.array(labels.names)[labels.encode(values, path=name)].tolist())
+        else:
+            cells.append(np.char.mod(_FLOAT_FORMAT, values).tolist())
+    return cells
+
+
+def _write_csv(stream, predictions) -> None:
+    writer = csv.writer(stream, lineterminator="\n")
+    writer.writerow(csv_header(predictions))
+    writer.writerows(zip(*_csv_cells(predictions)))
+
+
+def _h5_data(values):
+    values = np.asarray(values)
+    if values.dtype.kind in "US":
+        return np.array(values.tolist(), dtype=h5py.string_dtype("utf-8"))
+    return values
+
+
+def _write_h5(path, predictions) -> None:
+    with h5py.File(path, "w") as f:
+        f.attrs["encoding-type"] = PREDICTIONS_TYPE
+        f.attrs["encoding-version"] = PREDICTIONS_VERSION
+        f.attrs["slang_version"] = __version__
+        f.attrs["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        f.attrs["info"] = json.dumps(predictions.info, sort_keys=True)
+        f.attrs["columns"] = json.dumps(list(predictions.arrays))
+        if predictions.classes is not None:
+            f.create_dataset("classes", data=_h5_data(predictions.classes))
+        for name, values in predictions.arrays.items():
+            ds = f.create_dataset(name, data=_h5_data(values))
+            if name in ("lower", "upper"):
+                ds.attrs["level"] = predictions.info["interval"]
+
+
+def write_predictions(output: str, predictions) -> None:
+    """Write ``predictions`` to ``output``: HDF5 for ``.h5``/``.hdf5``, CSV on stdout for ``-``, else CSV."""
+    if output == "-":
+        _write_csv(sys.stdout, predictions)
+        sys.stdout.flush()
+        return
+    with atomic_path(output) as tmp:
+        if output.lower().endswith(HDF5_SUFFIXES):
+            _write_h5(tmp, predictions)
+        else:
+            with open(tmp, "w", newline="", encoding="utf-8") as stream:
+                _write_csv(stream, predictions)

@@ -1,0 +1,201 @@
+"""``slang predict`` on the command line: outputs, data with and without the target, errors, reproducibility.
+
+Runs are fitted once per module through the CLI (logistic regression, a small classification network and a small
+regression network, 2 epochs each); the predictions are read back from CSV and HDF5.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+import slangcli.tables
+from conftest import binary_problem, csv_text
+from slangcli.errors import DataError
+from test_cli import FAST, assert_empty, assert_error, assert_ok, invoke, parse_one_json_object
+
+LR_COLUMNS = ["p_no", "p_yes", "predicted", "entropy_total", "entropy_aleatoric", "entropy_epistemic"]
+REGRESSION_COLUMNS = ["mean", "std_total", "std_aleatoric", "std_epistemic"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """``{"dir", "data", "features", "lr", "net", "reg", "reg_data"}``: data files and fitted run files."""
+    d = tmp_path_factory.mktemp("predict")
+    X, labels = binary_problem(seed=0)
+    data = d / "data.csv"
+    data.write_text(csv_text(X, labels))
+    features = d / "features.csv"
+    features.write_text("a,b,c\n" + "".join(",".join(f"{v:.6f}" for v in x) + "\n" for x in X))
+    rng = np.random.default_rng(1)
+    Xr = rng.standard_normal((40, 3))
+    yr = 20.0 + 5.0 * np.sin(Xr[:, 0]) + Xr[:, 1] + 0.3 * rng.standard_normal(40)
+    reg_data = d / "reg.csv"
+    reg_data.write_text("a,b,c,y\n" + "".join(",".join(f"{v:.6f}" for v in (*x, t)) + "\n" for x, t in zip(Xr, yr)))
+    out = {"dir": d, "data": data, "features": features, "reg_data": reg_data}
+    for name, source, extra in (("lr", data, []), ("net", data, ["--hidden", "4", "--eval-samples", "50"]),
+                                ("reg", reg_data, ["--hidden", "4", "--likelihood", "gaussian",
+                                                   "--eval-samples", "50"])):
+        out[name] = d / f"{name}.h5"
+        assert_ok(invoke("fit", source, "-o", out[name], *FAST, "--test-fraction", "0.25", *extra))
+    return out
+
+
+def read_csv(text: str) -> tuple[list[str], dict[str, list[str]]]:
+    rows = list(csv.reader(io.StringIO(text)))
+    header, body = rows[0], rows[1:]
+    return header, {name: [row[j] for row in body] for j, name in enumerate(header)}
+
+
+def predict_csv(*args) -> tuple[list[str], dict[str, list[str]]]:
+    result = invoke("predict", *args, "-o", "-")
+    assert_ok(result)
+    return read_csv(result.stdout)
+
+
+# ------------------------------------------------------------------------------------------------ predict
+
+
+def test_csv_to_a_file_and_to_stdout(runs, tmp_path):
+    out = tmp_path / "pred.csv"
+    result = invoke("predict", runs["lr"], runs["data"], "-o", out)
+    assert_ok(result)
+    assert result.stdout == ""
+    assert "40 predictions" in result.stderr and "quadrature" in result.stderr
+    text = out.read_text()
+    header, cols = read_csv(text)
+    assert header == [*LR_COLUMNS, "target"]
+    assert len(cols["p_no"]) == 40
+    p = np.array([cols["p_no"], cols["p_yes"]], dtype=float).T
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-11)
+    assert cols["predicted"] == np.where(p[:, 1] > p[:, 0], "yes", "no").tolist()
+    assert cols["target"] == np.where(binary_problem(seed=0)[1], "yes", "no").tolist()
+    total, aleatoric, epistemic = (np.array(cols[f"entropy_{k}"], dtype=float)
+                                   for k in ("total", "aleatoric", "epistemic"))
+    np.testing.assert_allclose(total, aleatoric + epistemic, rtol=1e-10, atol=1e-12)
+    assert (epistemic >= 0).all() and (total <= np.log(2) + 1e-12).all()
+
+    stdout = invoke("predict", runs["lr"], runs["data"], "-o", "-")
+    assert_ok(stdout)
+    assert stdout.stdout == text
+
+
+def test_hdf5_output(runs, tmp_path):
+    out = tmp_path / "pred.h5"
+    assert_ok(invoke("predict", runs["lr"], runs["data"], "-o", out))
+    _, cols = predict_csv(runs["lr"], runs["data"])
+    with h5py.File(out, "r") as f:
+        assert f.attrs["encoding-type"] == "slang-predictions" and f.attrs["encoding-version"] == "1.0"
+        assert json.loads(f.attrs["columns"]) == ["probabilities", "predicted", "entropy_total",
+                                                  "entropy_aleatoric", "entropy_epistemic", "target"]
+        info = json.loads(f.attrs["info"])
+        assert info["predictive"] == "quadrature" and info["data"]["has_target"] is True
+        assert [c.decode() for c in f["classes"][()]] == ["no", "yes"]
+        probs = f["probabilities"][()]
+        assert probs.shape == (40, 2) and probs.dtype == np.float64
+        np.testing.assert_allclose(probs[:, 1], np.array(cols["p_yes"], dtype=float), rtol=1e-11)
+        assert [v.decode() for v in f["predicted"][()]] == cols["predicted"]
+        np.testing.assert_allclose(f["entropy_total"][()], np.array(cols["entropy_total"], dtype=float), rtol=1e-11)
+
+
+def test_data_without_the_target_column(runs):
+    header, cols = predict_csv(runs["lr"], runs["features"])
+    assert header == LR_COLUMNS
+    _, with_target = predict_csv(runs["lr"], runs["data"])
+    assert {name: with_target[name] for name in LR_COLUMNS} == cols
+
+
+def test_wrong_width_is_refused_and_nothing_is_written(runs, write_file, out_dir):
+    narrow = write_file("narrow.csv", "a,b\n1,2\n3,4\n")
+    out = out_dir / "pred.csv"
+    assert_error(invoke("predict", runs["lr"], narrow, "-o", out), 1, f"{narrow}:1: 2 columns, expected 3 "
+                 "(features only) or 4 (features and the target)")
+    assert_empty(out_dir)
+
+
+def test_missing_run_file(runs, tmp_path):
+    absent = tmp_path / "absent.h5"
+    assert_error(invoke("predict", absent, runs["data"], "-o", tmp_path / "p.csv"), 1,
+                 f"slang: error: {absent}: no such file")
+
+
+@pytest.mark.parametrize("which", ["data", "lr"])
+def test_output_over_an_input_is_refused(runs, which):
+    before = runs[which].read_bytes()
+    result = invoke("predict", runs["lr"], runs["data"], "-o", runs[which])
+    assert result.exit_code == 2
+    assert "refusing to overwrite" in result.stderr
+    assert runs[which].read_bytes() == before
+
+
+@pytest.mark.parametrize("name", ["pred.csv", "pred.h5"])
+def test_a_failure_while_writing_leaves_no_partial_file(runs, out_dir, monkeypatch, name):
+    def fail():
+        raise DataError("simulated failure half-way through writing")
+
+    if name.endswith(".csv"):
+        original = slangcli.tables._csv_cells
+
+        def half(predictions):
+            original(predictions)
+            fail()
+        monkeypatch.setattr(slangcli.tables, "_csv_cells", half)
+    else:
+        original = h5py.Group.create_dataset
+        written = []
+
+        def second_fails(self, *args, **kwargs):
+            written.append(args[0])
+            if len(written) == 2:
+                fail()
+            return original(self, *args, **kwargs)
+        monkeypatch.setattr(h5py.Group, "create_dataset", second_fails)
+    assert_error(invoke("predict", runs["lr"], runs["data"], "-o", out_dir / name), 1, "simulated failure")
+    assert_empty(out_dir)
+
+
+def test_same_seed_same_output_and_another_seed_differs(runs, tmp_path):
+    paths = {}
+    for key, seed in (("a", 3), ("b", 3), ("c", 4)):
+        paths[key] = tmp_path / f"{key}.csv"
+        assert_ok(invoke("predict", runs["net"], runs["data"], "-o", paths[key], "--seed", seed, "--samples", 100))
+    assert paths["a"].read_bytes() == paths["b"].read_bytes()
+    a, c = (read_csv(paths[k].read_text())[1] for k in "ac")
+    assert a["target"] == c["target"]
+    assert not np.allclose(np.array(a["p_yes"], dtype=float), np.array(c["p_yes"], dtype=float), rtol=1e-9)
+
+
+def test_regression_columns_interval_and_json(runs, tmp_path):
+    out = tmp_path / "reg.csv"
+    result = invoke("predict", runs["reg"], runs["reg_data"], "-o", out, "--interval", "0.9", "--samples", "200",
+                    "--json")
+    assert_ok(result)
+    summary = parse_one_json_object(result.stdout)
+    assert summary["columns"] == [*REGRESSION_COLUMNS, "lower_90", "upper_90", "target"]
+    assert summary["predictive"] == "mc" and summary["samples"] == 200 and summary["interval"] == 0.9
+    assert summary["format"] == "csv" and summary["data"]["rows"] == 40
+    _, cols = read_csv(out.read_text())
+    v = {name: np.array(values, dtype=float) for name, values in cols.items()}
+    np.testing.assert_allclose(v["std_total"] ** 2, v["std_aleatoric"] ** 2 + v["std_epistemic"] ** 2, rtol=1e-10)
+    assert (v["lower_90"] < v["mean"]).all() and (v["mean"] < v["upper_90"]).all()
+    # original units: the targets are around 20, the standardised scale around 0
+    assert 10 < np.median(v["mean"]) < 30
+    np.testing.assert_allclose(v["target"], np.loadtxt(runs["reg_data"], delimiter=",", skiprows=1)[:, 3],
+                               rtol=1e-12)
+
+
+def test_json_with_stdout_output_is_a_usage_error(runs):
+    result = invoke("predict", runs["lr"], runs["data"], "-o", "-", "--json")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "--json" in result.stderr
+
+
+def test_predict_help():
+    result = invoke("predict", "--help")
+    assert_ok(result)
+    assert "--interval" in result.stdout and "entropy_epistemic" in result.stdout
