@@ -95,14 +95,22 @@ def write_runs(items) -> None:
             Path(tmp).unlink(missing_ok=True)
 
 
-def _write_temporary(path: Path, run: Run) -> str:
-    """``run`` written completely to a temporary file beside ``path``; returns its name."""
+def temporary_beside(path) -> str:
+    """A new empty file in ``path``'s directory (so renaming it onto ``path`` is atomic), named ``.NAME.*.tmp``,
+    with the permissions of any new file."""
+    path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
-    # mkstemp creates the file 0600; give the run file the permissions of any new file (0666 less the umask)
+    # mkstemp creates the file 0600; give it the permissions of any new file (0666 less the umask)
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)
+    return tmp
+
+
+def _write_temporary(path: Path, run: Run) -> str:
+    """``run`` written completely to a temporary file beside ``path``; returns its name."""
+    tmp = temporary_beside(path)
     try:
         with h5py.File(tmp, "w") as f:
             _typed(f, RUN_TYPE)

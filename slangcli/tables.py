@@ -17,7 +17,6 @@ import datetime
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import h5py
@@ -25,6 +24,7 @@ import numpy as np
 
 from slangcli import __version__
 from slangcli.data import LabelMap
+from slangcli.io import temporary_beside
 
 PREDICTIONS_TYPE = "slang-predictions"
 PREDICTIONS_VERSION = "1.0"
@@ -36,13 +36,7 @@ _FLOAT_FORMAT = "%.12g"
 @contextlib.contextmanager
 def atomic_path(path):
     """A temporary path beside ``path``, renamed to ``path`` when the block completes and removed when it fails."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    # mkstemp creates the file 0600; give it the permissions of any new file (0666 less the umask)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
+    tmp = temporary_beside(path)
     try:
         yield tmp
         os.replace(tmp, path)

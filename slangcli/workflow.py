@@ -681,6 +681,19 @@ def compare(run: Run, run_name: str, reference: Run, reference_name: str) -> dic
             "kl_reference_to_run": backward}
 
 
+def _scoring_data(run: Run, run_name: str, data_path, notify, without_train: str):
+    """``(X_test, y_test, source, X_train, y_train, target_scale)`` for scoring a stored run; the training data
+    are None (with a note ending in ``without_train``) when they cannot be re-read."""
+    X_test, y_test, source = load_test(run, run_name, data_path)
+    try:
+        X_train, y_train = load_train(run, run_name)
+    except DataError as exc:
+        notify(f"{exc}; {without_train}")
+        X_train = y_train = None
+    target_scale = float(run.arrays["target_scale"][0]) if "target_scale" in run.arrays else 1.0
+    return X_test, y_test, source, X_train, y_train, target_scale
+
+
 def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samples=1000, seed=0, bins=15,
              reference: Run | None = None, reference_name: str = "reference",
              notify: Callable[[str], None] = lambda msg: None) -> dict:
@@ -688,13 +701,8 @@ def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samp
     ``reference`` run, also the KL divergences between the two posteriors (``out["reference"]``)."""
     if reference is not None:
         check_comparable(run, run_name, reference, reference_name)
-    X_test, y_test, source = load_test(run, run_name, data_path)
-    try:
-        X_train, y_train = load_train(run, run_name)
-    except DataError as exc:
-        notify(f"{exc}; the training -ELBO is the value stored at fit time")
-        X_train = y_train = None
-    target_scale = float(run.arrays["target_scale"][0]) if "target_scale" in run.arrays else 1.0
+    X_test, y_test, source, X_train, y_train, target_scale = _scoring_data(
+        run, run_name, data_path, notify, "the training -ELBO is the value stored at fit time")
     out = score(run.model, run.posterior, run.prior_precision, X_train=X_train, y_train=y_train,
                 X_test=X_test, y_test=y_test, target_scale=target_scale, predictive=predictive, samples=samples,
                 seed=seed, bins=bins)
@@ -780,13 +788,8 @@ def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, e
                       compression=summary, compression_arrays=arrays, status="complete", state=None)
         results.append(Compressed(rank=k, path=path, run=new, layers=layers))
     if evaluate:
-        X_test, y_test, _ = load_test(run, run_name, None)
-        try:
-            X_train, y_train = load_train(run, run_name)
-        except DataError as exc:
-            notify(f"{exc}; the -ELBO is not reported")
-            X_train = y_train = None
-        target_scale = float(run.arrays["target_scale"][0]) if "target_scale" in run.arrays else 1.0
+        X_test, y_test, _, X_train, y_train, target_scale = _scoring_data(run, run_name, None, notify,
+                                                                          "the -ELBO is not reported")
 
         def scores(posterior):
             return score(run.model, posterior, run.prior_precision, X_train=X_train, y_train=y_train, X_test=X_test,
