@@ -71,6 +71,12 @@ _TWO_COLONS = re.compile(r":\S*:")
 # Indices above this cannot address a dense column anyway; it keeps int64 parsing from overflowing.
 _MAX_INDEX = 2**62
 _MAX_LISTED = 10
+# A LIBSVM file's width is its highest index, and its dense table can be far larger than the file: real sets
+# are sparse (a1a about 14 times, rcv1 about 350, news20 about 1600). A width that would make the table (8 bytes
+# a cell and about 64 bytes a column name) more than _DENSE_RATIO times the text and above _DENSE_FLOOR bytes is
+# refused before allocating: Linux grants a huge np.zeros lazily, so MemoryError would come only once it is used.
+_DENSE_RATIO = 4096
+_DENSE_FLOOR = 1 << 26
 
 
 @dataclass(frozen=True, eq=False)
@@ -555,6 +561,14 @@ def _parse_libsvm(name, linenos, texts, n_features):
     p = int(n_features) if n_features is not None else (int(index.max()) if index.size else 0)
     if p == 0:
         raise DataError(f"{name}: no features: every line holds only a label")
+    size = sum(len(text) + 1 for text in texts)
+    need = (8 * n + 64) * p
+    if n_features is None and need > max(_DENSE_FLOOR, _DENSE_RATIO * size):
+        k = int(np.argmax(index))
+        raise DataError(
+            f"{name}:{line_of(k)}: feature index {p} would make a {n} x {p} table (about {need / 2**20:,.0f} MiB) "
+            f"from {size} bytes of text: give --n-features if that width is intended"
+        )
     try:
         X = np.zeros((n, p), dtype=np.float64)
     except (MemoryError, ValueError):
