@@ -14,7 +14,7 @@ import datetime
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Callable
 
 import h5py
@@ -188,7 +188,9 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
 
 # ------------------------------------------------------------------------------------------ stored runs
 def _stored_options(run: Run) -> DataOptions:
-    return DataOptions(**run.data["options"])
+    # a newer minor format may record options this slang does not know: they are ignored, as the format promises
+    known = {field.name for field in fields(DataOptions)}
+    return DataOptions(**{key: value for key, value in run.data["options"].items() if key in known})
 
 
 def _transform(run: Run, X, y_raw, path) -> tuple[np.ndarray, np.ndarray]:

@@ -403,6 +403,19 @@ def test_corrupt_run_file(corrupt_run, command):
     assert_error(invoke(command, corrupt_run, "--json"), 1, f"slang: error: {corrupt_run}: ")
 
 
+def test_evaluate_ignores_data_options_it_does_not_know(train_csv, out_dir):
+    # found by test_fuzz.py: DataOptions(**options) raised TypeError on a key this slang does not know; the
+    # format promises that a 1.x reader ignores what a newer minor version adds
+    out = out_dir / "run.h5"
+    assert_ok(invoke("fit", train_csv, "-o", out, *FAST, "--test-fraction", "0.25"))
+    expected = evaluate_json(out)["metrics"]
+    with h5py.File(out, "r+") as f:
+        provenance = json.loads(f["data"].attrs["provenance"])
+        provenance["options"]["resample"] = "bootstrap"
+        f["data"].attrs["provenance"] = json.dumps(provenance)
+    assert evaluate_json(out)["metrics"] == expected
+
+
 @pytest.mark.parametrize("command", ["evaluate", "inspect"])
 def test_missing_run_file(tmp_path, command):
     path = tmp_path / "absent.h5"
