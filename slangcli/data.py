@@ -52,6 +52,7 @@ __all__ = [
     "read_table",
     "read_idx",
     "read_uci_folder",
+    "is_uci_folder",
     "LabelMap",
     "fit_labels",
     "train_test_split",
@@ -875,6 +876,11 @@ def read_uci_folder(folder, split) -> tuple[Table, np.ndarray, np.ndarray]:
     }
     table = Table(X=X, y=y, feature_names=tuple(f"x{c}" for c in features), provenance=provenance)
     return table, train, test
+
+
+def is_uci_folder(path) -> bool:
+    """Whether ``path`` is a folder holding a Gal-layout ``data.txt`` (in it or in its ``data/`` subfolder)."""
+    return _uci_root(os.fspath(path)) is not None
 
 
 def _uci_root(name):

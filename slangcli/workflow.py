@@ -22,8 +22,8 @@ import numpy as np
 import scipy
 
 from slangcli import __version__, metrics, train
-from slangcli.data import (LabelMap, Standardizer, fit_labels, read_table, read_uci_folder, sha256_file,
-                           train_test_split, widen)
+from slangcli.data import (LabelMap, Standardizer, fit_labels, is_uci_folder, read_table, read_uci_folder,
+                           sha256_file, train_test_split, widen)
 from slangcli.errors import ConfigError, DataError
 from slangcli.io import Run
 from slangcli.methods import METHODS
@@ -70,7 +70,7 @@ def _read(path, opts: DataOptions, n_features=None):
 
 
 def _is_uci(opts: DataOptions) -> bool:
-    return opts.format == "uci" or os.path.isdir(opts.path)
+    return opts.format == "uci" or is_uci_folder(opts.path)
 
 
 def choose_likelihood(likelihood: str, y, path) -> str:

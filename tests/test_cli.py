@@ -416,6 +416,14 @@ def test_evaluate_ignores_data_options_it_does_not_know(train_csv, out_dir):
     assert evaluate_json(out)["metrics"] == expected
 
 
+def test_a_folder_that_is_no_uci_folder_is_named_as_such(tmp_path, out_dir):
+    # found writing docs/BAD_INPUTS.md: any directory was called "a Gal-layout UCI folder"
+    folder = tmp_path / "data"
+    folder.mkdir()
+    assert_error(invoke("fit", folder, "-o", out_dir / "run.h5", *FAST), 1, f"{folder}: is a directory, not a file")
+    assert_empty(out_dir)
+
+
 @pytest.mark.parametrize("command", ["evaluate", "inspect"])
 def test_missing_run_file(tmp_path, command):
     path = tmp_path / "absent.h5"
