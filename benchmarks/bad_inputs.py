@@ -298,7 +298,8 @@ CASES = [
     run_case("recorded command that is not a list of strings", set_attr("/", "command", "2.0"), "inspect",
              "run.h5"),
     run_case("test split index beyond the training rows", replace("data/test_index", np.array([3, 99]))),
-    run_case("training data changed since the fit", lambda p: (p.parent / "train.csv").write_text(GOOD_CSV + "1,1,no\n")),
+    run_case("training data changed since the fit",
+             lambda p: (p.parent / "train.csv").write_text(GOOD_CSV + "1,1,no\n")),
     run_case("training data removed since the fit", lambda p: (p.parent / "train.csv").unlink()),
     run_case("no test data recorded and none given", None, test_fraction=None),
     Case("Run files", "evaluation data with another number of features", ["evaluate", "run.h5", "other.csv"], 1,
@@ -393,7 +394,7 @@ def generate(progress=lambda message: None) -> str:
     lines += [
         "The corrupted-global-heap row is a libhdf5 bug (HDF5 2.0.0 through h5py 3.16): reading a",
         "variable-length string attribute whose global-heap object header was overwritten loops forever inside",
-        "the C library, where slang cannot interrupt it; about 1 in 70 random byte-level corruptions of a run",
+        "the C library, where slang cannot interrupt it; 1 in 70 to 1 in 200 random byte-level corruptions of a run",
         "file hit it. Stop the command with Ctrl-C or a timeout.",
         "",
     ]

@@ -20,9 +20,10 @@ A run file the reader accepts must also be usable: ``slang inspect`` and ``slang
 with h5py exit 0, or 1 with one line naming the file, never with a traceback.
 
 libhdf5 (2.0.0, through h5py 3.16) loops forever on some byte-corrupted files, reading a variable-length string
-attribute whose global-heap object header was overwritten: about 1 in 70 byte-level corruptions. slang cannot
-interrupt it, so byte-corrupted run files are read in a forked child with a time limit; a child stopped inside
-h5py is counted as a libhdf5 hang (shown in the summary), one stopped anywhere else fails the test.
+attribute whose global-heap object header was overwritten: 1 in 70 to 1 in 200 random byte-level corruptions,
+depending on how they are drawn. slang cannot interrupt it, so byte-corrupted run files are read in a forked
+child with a time limit; a child stopped inside h5py is counted as a libhdf5 hang (shown in the summary), one
+stopped anywhere else fails the test.
 
 The default run is deterministic (``derandomize=True``); the ``slow`` tests draw 10 000 inputs per reader
 (``SLANG_FUZZ_EXAMPLES`` overrides) and 1 000 command lines. ``conftest.py`` prints how many inputs each reader
@@ -679,7 +680,8 @@ def run_edits(draw):
                                      "edit json", "edit json", "edit json"]))
         if kind == "edit json":
             target = draw(st.sampled_from(JSON_ATTRIBUTES))
-            value = (draw(st.integers(0, 200)), draw(st.sampled_from(["delete", "set"])), draw(st.sampled_from(JSON_VALUES)))
+            value = (draw(st.integers(0, 200)), draw(st.sampled_from(["delete", "set"])),
+                     draw(st.sampled_from(JSON_VALUES)))
         elif kind in ("del attr", "set attr"):
             target = draw(st.sampled_from(RUN_ATTRIBUTES))
             value = draw(ATTRIBUTE_VALUES) if kind == "set attr" else None
@@ -830,7 +832,7 @@ def write_case(path, base, how, edits):
 
 
 # A read of these 20 KiB files takes milliseconds; libhdf5 2.0.0 loops forever on some corrupted global heaps
-# (the variable-length strings of attributes): about 1 in 70 byte-level corruptions.
+# (the variable-length strings of attributes): 1 in 70 to 1 in 200 byte-level corruptions.
 HANG_TIMEOUT = 1.0
 RUN_SETTINGS = dict(deadline=timedelta(seconds=HANG_TIMEOUT + 4))
 
