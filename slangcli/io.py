@@ -19,7 +19,8 @@ import h5py
 import numpy as np
 
 from slangcli import __version__
-from slangcli.errors import FormatError
+from slangcli.data import LabelMap
+from slangcli.errors import DataError, FormatError
 from slangcli.models import MLP
 from slangcli.posteriors import DiagonalGaussian, FullGaussian, KTiedGaussian, LowRankGaussian
 
@@ -211,13 +212,19 @@ class _Reader:
         if major < 1:
             self.fail(f"{where} has an unknown encoding-version {version!r}")
 
-    def json(self, obj, name: str, where: str):
+    def json(self, obj, name: str, where: str, kind=dict):
+        """The JSON attribute ``name``: an object (``kind=dict``) or an array of strings (``kind=list``)."""
         if name not in obj.attrs:
             self.fail(f"{where} lacks the {name!r} attribute")
         try:
-            return json.loads(obj.attrs[name])
+            value = json.loads(obj.attrs[name])
         except (TypeError, ValueError):
             self.fail(f"{where} attribute {name!r} is not valid JSON")
+        if kind is dict and not isinstance(value, dict):
+            self.fail(f"{where} attribute {name!r} is not a JSON object")
+        if kind is list and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            self.fail(f"{where} attribute {name!r} is not a JSON array of strings")
+        return value
 
     def group(self, f, name: str):
         if name not in f or not isinstance(f[name], h5py.Group):
@@ -256,7 +263,7 @@ class _Reader:
     def _read(self, f) -> Run:
         self.check_type(f, RUN_TYPE, "/")
         config = self.json(f, "config", "/")
-        command = self.json(f, "command", "/")
+        command = self.json(f, "command", "/", kind=list)
         versions = self.json(f, "versions", "/")
         meta = {"slang_version": str(f.attrs.get("slang_version", "")), "created": str(f.attrs.get("created", "")),
                 "versions": versions}
@@ -295,12 +302,20 @@ class _Reader:
         self._check_consistency(data, arrays, model)
         g = self.group(f, "history")
         history = {name: self.array(g, name, finite=False) for name in g if isinstance(g[name], h5py.Dataset)}
+        for name, values in history.items():
+            # one value per record; the SNR arrays hold one value per weight matrix in each record
+            if values.ndim != (2 if name in ("snr", "snr_paper") else 1):
+                self.fail(f"/history/{name} has shape {values.shape}, expected one "
+                          + ("row per record" if name.startswith("snr") else "value per epoch"))
         g = self.group(f, "metrics")
         metrics = self.json(g, "metrics", "/metrics")
         status = f.attrs.get("status", "complete")
         status = status.decode("utf-8", "replace") if isinstance(status, bytes) else str(status)
         if status not in ("complete", "checkpoint"):
             self.fail(f"/ has an unknown status {status!r}")
+        # a checkpoint holds no scores yet, and a compressed run only when `slang compress --evaluate` made them
+        if status == "complete" and ("compression" not in f or metrics):
+            self._check_metrics(metrics)
         state = self._state(f) if status == "checkpoint" else None
         compression, compression_arrays = {}, {}
         if "compression" in f:  # written by slang compress (1.2)
@@ -331,10 +346,26 @@ class _Reader:
             self.fail("/state lacks the step counter 't'")
         return {"arrays": arrays, "scalars": scalars}
 
+    def require(self, obj, key: str, test, what: str, where: str):
+        """``obj[key]``, which must exist and pass ``test``; ``what`` describes it in the message."""
+        if not (isinstance(obj, dict) and key in obj and test(obj[key])):
+            self.fail(f"{where} lacks {key!r} ({what})")
+        return obj[key]
+
     def _check_consistency(self, data, arrays, model) -> None:
-        """What the provenance promises must be there, with the model's shapes."""
-        if not isinstance(data, dict) or "options" not in data or "train" not in data:
+        """What the provenance promises must be there, with the model's shapes and the types the commands use."""
+        if not isinstance(data.get("options"), dict) or not isinstance(data.get("train"), dict):
             self.fail("/data provenance lacks 'train' or 'options'")
+        self.require(data["options"], "path", _is_str, "the data path", "/data provenance 'options'")
+        train = data["train"]
+        for key in ("path", "sha256", "format"):
+            self.require(train, key, _is_str, "a string", "/data provenance 'train'")
+        rows = self.require(train, "rows", _is_count, "a row count", "/data provenance 'train'")
+        self.require(train, "features", _is_count, "a feature count", "/data provenance 'train'")
+        if train["format"] == "uci":
+            self.require(train, "folder", _is_str, "the UCI folder", "/data provenance 'train'")
+        if not isinstance(data.get("feature_names", []), list):
+            self.fail("/data provenance 'feature_names' is not a list")
         P = model.sizes[0]
         if data.get("standardize"):
             for name in ("feature_mean", "feature_scale"):
@@ -344,11 +375,55 @@ class _Reader:
             for name in ("target_mean", "target_scale"):
                 if name not in arrays or arrays[name].shape != (1,):
                     self.fail(f"/data/{name} must be present with shape (1,) (regression run)")
-        elif not (isinstance(data.get("labels"), dict) and isinstance(data["labels"].get("classes"), list)):
-            self.fail("/data provenance lacks the label classes of a classification run")
+        # evaluate applies these whenever they are present
+        for name, shape in (("feature_mean", (P,)), ("feature_scale", (P,)), ("target_mean", (1,)),
+                            ("target_scale", (1,))):
+            if name in arrays and arrays[name].shape != shape:
+                self.fail(f"/data/{name} has shape {arrays[name].shape}, expected {shape}")
+            if name.endswith("scale") and name in arrays and not (arrays[name] > 0).all():
+                self.fail(f"/data/{name} must be positive")
+        if model.likelihood != "gaussian":
+            if not (isinstance(data.get("labels"), dict) and isinstance(data["labels"].get("classes"), list)):
+                self.fail("/data provenance lacks the label classes of a classification run")
+            classes = data["labels"]["classes"]
+            try:
+                LabelMap(tuple(classes))
+            except DataError as exc:
+                self.fail(f"/data provenance: {exc}")
+            n_classes = 2 if model.likelihood == "bernoulli" else model.sizes[-1]
+            if len(classes) != n_classes:
+                self.fail(f"/data provenance lists {len(classes)} label classes, the {model.likelihood} model has "
+                          f"{n_classes}")
+        for name in ("train_index", "test_index"):
+            index = arrays.get(name)
+            if index is not None and (index.ndim != 1 or index.dtype.kind not in "iu" or index.size == 0
+                                      or index.min() < 0 or index.max() >= rows):
+                self.fail(f"/data/{name} must list rows of the training data (integers from 0 to {rows - 1})")
         test = data.get("test")
-        if isinstance(test, dict) and test.get("source") == "split" and "test_index" not in arrays:
+        if test is None:
+            return
+        source = self.require(test, "source", lambda s: s in ("file", "split"), "'file' or 'split'",
+                              "/data provenance 'test'")
+        self.require(test, "rows", _is_count, "a row count", "/data provenance 'test'")
+        if source == "file":
+            for key in ("path", "sha256"):
+                self.require(test, key, _is_str, "a string", "/data provenance 'test'")
+            self.require(test, "features", _is_count, "a feature count", "/data provenance 'test'")
+            return
+        if "test_index" not in arrays:
             self.fail("/data/test_index is missing (the run's test set is a split of its training data)")
+        if "uci_split" not in test and not ("test_fraction" in test and "split_seed" in test):
+            self.fail("/data provenance 'test' lacks 'uci_split', or 'test_fraction' and 'split_seed'")
+
+    def _check_metrics(self, metrics) -> None:
+        where = "/metrics attribute 'metrics'"
+        self.require(metrics, "train", lambda t: isinstance(t, dict) and _is_number(t.get("neg_elbo_per_example")),
+                     "the training -ELBO per example", where)
+        if "test" in metrics:
+            test = metrics["test"]
+            keys = ("rmse", "loglik") if isinstance(test, dict) and "rmse" in test else ("nll", "accuracy")
+            if not (isinstance(test, dict) and all(_is_number(test.get(key)) for key in keys)):
+                self.fail(f"{where} 'test' lacks {keys[0]!r} or {keys[1]!r} (numbers)")
 
     def _ktied(self, g, model: MLP) -> KTiedGaussian:
         """A k-tied posterior, checked against the model's layout: per-layer factor shapes, a rank >= 1, finite
@@ -392,7 +467,7 @@ class _Reader:
     def _posterior_arrays(self, g, kind, names, D) -> dict:
         if kind == "lowrank-gaussian":
             mean = self.array(g, "mean", (D,))
-            if "U" not in g or len(g["U"].shape) != 2 or g["U"].shape[0] != D:
+            if "U" not in g or not isinstance(g["U"], h5py.Dataset) or len(g["U"].shape) != 2 or g["U"].shape[0] != D:
                 self.fail(f"/posterior/U must have shape ({D}, L)")
             U = self.array(g, "U")
             d = self.array(g, "d", (D,))
@@ -415,6 +490,18 @@ class _Reader:
                 self.fail("/posterior/chol must have a positive diagonal")
             return {"mean": mean, "chol": chol}
         raise AssertionError(kind)
+
+
+def _is_str(value) -> bool:
+    return isinstance(value, str)
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def read_run(path) -> Run:

@@ -14,7 +14,7 @@ import datetime
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable
 
 import h5py
@@ -24,8 +24,8 @@ import scipy
 from slangcli import __version__, divergence, metrics, train, tuning
 from slangcli import compress as compression
 from slangcli import predict as predictive_uncertainty
-from slangcli.data import (LabelMap, Standardizer, fit_labels, read_table, read_uci_folder, sha256_file,
-                           train_test_split, widen)
+from slangcli.data import (LabelMap, Standardizer, fit_labels, is_uci_folder, read_table, read_uci_folder,
+                           sha256_file, train_test_split, widen)
 from slangcli.errors import ConfigError, DataError, FormatError, Interrupted
 from slangcli.io import POSTERIOR_NAMES, Run
 from slangcli.methods import METHODS
@@ -72,7 +72,7 @@ def _read(path, opts: DataOptions, n_features=None):
 
 
 def _is_uci(opts: DataOptions) -> bool:
-    return opts.format == "uci" or os.path.isdir(opts.path)
+    return opts.format == "uci" or is_uci_folder(opts.path)
 
 
 def choose_likelihood(likelihood: str, y, path) -> str:
@@ -190,7 +190,9 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
 
 # ------------------------------------------------------------------------------------------ stored runs
 def _stored_options(run: Run) -> DataOptions:
-    return DataOptions(**run.data["options"])
+    # a newer minor format may record options this slang does not know: they are ignored, as the format promises
+    known = {field.name for field in fields(DataOptions)}
+    return DataOptions(**{key: value for key, value in run.data["options"].items() if key in known})
 
 
 def _transform(run: Run, X, y_raw, path) -> tuple[np.ndarray, np.ndarray | None]:

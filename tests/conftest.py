@@ -118,3 +118,42 @@ def run_file(tmp_path, fitted_run):
     path = tmp_path / "run.h5"
     write_run(path, fitted_run)
     return path
+
+
+# ------------------------------------------------------------------------------------------------ fuzzing counts
+
+
+class FuzzCounts:
+    """How many inputs each reader got from ``test_fuzz.py`` in this session, and the seconds spent."""
+
+    def __init__(self):
+        self.inputs, self.reader_seconds, self.total_seconds, self.hangs = {}, {}, {}, {}
+
+    def add(self, reader, seconds, hung=False):
+        self.inputs[reader] = self.inputs.get(reader, 0) + 1
+        self.reader_seconds[reader] = self.reader_seconds.get(reader, 0.0) + seconds
+        self.hangs[reader] = self.hangs.get(reader, 0) + hung
+
+    def add_total(self, reader, seconds):
+        self.total_seconds[reader] = self.total_seconds.get(reader, 0.0) + seconds
+
+
+FUZZ_COUNTS = FuzzCounts()
+
+
+@pytest.fixture(scope="session")
+def fuzz_counts():
+    return FUZZ_COUNTS
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not FUZZ_COUNTS.inputs:
+        return
+    terminalreporter.section("fuzzed inputs per reader")
+    for reader, n in FUZZ_COUNTS.inputs.items():
+        hangs = FUZZ_COUNTS.hangs[reader]
+        terminalreporter.write_line(
+            f"{reader:<16} {n:>7} inputs   {FUZZ_COUNTS.reader_seconds[reader]:7.1f} s in the reader   "
+            f"{FUZZ_COUNTS.total_seconds.get(reader, 0.0):7.1f} s in all"
+            + (f"   ({hangs} hung inside libhdf5 and were stopped)" if hangs else "")
+        )

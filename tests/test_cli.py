@@ -403,6 +403,27 @@ def test_corrupt_run_file(corrupt_run, command):
     assert_error(invoke(command, corrupt_run, "--json"), 1, f"slang: error: {corrupt_run}: ")
 
 
+def test_evaluate_ignores_data_options_it_does_not_know(train_csv, out_dir):
+    # found by test_fuzz.py: DataOptions(**options) raised TypeError on a key this slang does not know; the
+    # format promises that a 1.x reader ignores what a newer minor version adds
+    out = out_dir / "run.h5"
+    assert_ok(invoke("fit", train_csv, "-o", out, *FAST, "--test-fraction", "0.25"))
+    expected = evaluate_json(out)["metrics"]
+    with h5py.File(out, "r+") as f:
+        provenance = json.loads(f["data"].attrs["provenance"])
+        provenance["options"]["resample"] = "bootstrap"
+        f["data"].attrs["provenance"] = json.dumps(provenance)
+    assert evaluate_json(out)["metrics"] == expected
+
+
+def test_a_folder_that_is_no_uci_folder_is_named_as_such(tmp_path, out_dir):
+    # found writing docs/BAD_INPUTS.md: any directory was called "a Gal-layout UCI folder"
+    folder = tmp_path / "data"
+    folder.mkdir()
+    assert_error(invoke("fit", folder, "-o", out_dir / "run.h5", *FAST), 1, f"{folder}: is a directory, not a file")
+    assert_empty(out_dir)
+
+
 @pytest.mark.parametrize("command", ["evaluate", "inspect"])
 def test_missing_run_file(tmp_path, command):
     path = tmp_path / "absent.h5"

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import slangcli.data
 from slangcli.data import (
     LabelMap,
     Standardizer,
@@ -446,6 +447,24 @@ def test_libsvm_index_above_n_features(tmp_path):
     path = write(tmp_path, "train.svm", "-1 1:1\n+1 2:1\n-1 7:1\n+1 3:1 130:1\n")
     with pytest.raises(DataError, match=where(path, 4) + r" feature index 130 exceeds --n-features 123$"):
         read_table(path, n_features=123)
+
+
+def test_libsvm_width_far_beyond_the_file_is_refused_before_allocating(tmp_path, monkeypatch):
+    # found by test_fuzz.py: from 25 bytes, a 2 x 20 000 000 table (305 MiB) and 20 million column names
+    # (about 1.4 GB) were built; at index 10^9 the process exhausted the machine's memory
+    path = write(tmp_path, "train.svm", "-1 1:1\n+1 2:1 20000000:1\n")
+    message = r" feature index 20000000 would make a 2 x 20000000 table \(about 1,526 MiB\) from 25 bytes of text"
+    with pytest.raises(DataError, match=where(path, 2) + message + ": give --n-features if that width is intended$"):
+        read_table(path)
+    wide = read_table(write(tmp_path, "wide.svm", "-1 1:1\n+1 2:1 200000:1\n"))  # 16 MB: an ordinary width
+    assert wide.X.shape == (2, 200000)
+    # a width the caller declares is taken as intended (shown at a small scale)
+    monkeypatch.setattr(slangcli.data, "_DENSE_FLOOR", 0)
+    monkeypatch.setattr(slangcli.data, "_DENSE_RATIO", 1)
+    small = write(tmp_path, "small.svm", "-1 1:1\n+1 2:1 300:1\n")
+    with pytest.raises(DataError, match="feature index 300 would make a 2 x 300 table"):
+        read_table(small)
+    assert read_table(small, n_features=300).X.shape == (2, 300)
 
 
 def test_libsvm_reports_the_earliest_line_among_checks(tmp_path):

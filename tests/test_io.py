@@ -6,6 +6,7 @@ one-line ``FormatError`` whose message starts with the file name as given.
 
 from __future__ import annotations
 
+import json
 import os
 
 import h5py
@@ -144,9 +145,97 @@ def _no_encoding_type(f):
     del f.attrs["encoding-type"]
 
 
+def _edit_json(where, name, edit):
+    """A corruption that rewrites the JSON attribute ``where.attrs[name]`` with ``edit(value) -> value``."""
+
+    def corrupt(f):
+        f[where].attrs[name] = json.dumps(edit(json.loads(f[where].attrs[name])))
+
+    corrupt.__name__ = f"_{name}_{edit.__name__}"
+    return corrupt
+
+
+def _replace(name, value):
+    def corrupt(f):
+        if name in f:
+            del f[name]
+        f.create_dataset(name, data=value)
+
+    corrupt.__name__ = f"_{name.replace('/', '_')}_{np.asarray(value).dtype}_{np.shape(value)}"
+    return corrupt
+
+
+def _command_not_a_list(f):
+    f.attrs["command"] = '"2.0"'
+
+
+def _config_a_list(f):
+    f.attrs["config"] = "[]"
+
+
+def _u_a_group(f):
+    del f["posterior/U"]
+    f["posterior"].create_group("U")
+
+
+def no_train_path(provenance):
+    del provenance["train"]["path"]
+    return provenance
+
+
+def split_without_fraction(provenance):
+    del provenance["test"]["test_fraction"]
+    return provenance
+
+
+def null_test(value):
+    value["test"] = None
+    return value
+
+
+def three_classes(provenance):
+    provenance["labels"]["classes"] = ["no", "yes", "maybe"]
+    return provenance
+
+
+def mixed_classes(provenance):
+    provenance["labels"]["classes"] = ["no", 1]
+    return provenance
+
+
+def no_train(metrics):
+    del metrics["train"]
+    return metrics
+
+
+# The fuzzer (test_fuzz.py) found each of these accepted by read_run, then crashing inspect or evaluate with a
+# traceback (TypeError, AttributeError, KeyError, IndexError or ZeroDivisionError).
+FOUND_BY_FUZZING = [
+    (_command_not_a_list, ["/ attribute 'command' is not a JSON array of strings"]),
+    (_config_a_list, ["/ attribute 'config' is not a JSON object"]),
+    (_u_a_group, ["/posterior/U must have shape (4, L)"]),
+    (_replace("data/test_index", np.full(10, 1.0)), ["/data/test_index must list rows of the training data",
+                                                     "(integers from 0 to 39)"]),
+    (_replace("data/test_index", np.full(10, 40)), ["/data/test_index must list rows"]),
+    (_replace("data/train_index", np.zeros(0, dtype=np.int64)), ["/data/train_index must list rows"]),
+    (_replace("data/target_scale", np.float64(0.0)), ["/data/target_scale has shape (), expected (1,)"]),
+    (_replace("data/feature_scale", np.zeros(3)), ["/data/feature_scale must be positive"]),
+    (_replace("history/nll", np.zeros((2, 2))), ["/history/nll has shape (2, 2), expected one value per epoch"]),
+    (_edit_json("data", "provenance", no_train_path), ["/data provenance 'train' lacks 'path' (a string)"]),
+    (_edit_json("data", "provenance", split_without_fraction),
+     ["/data provenance 'test' lacks 'uci_split', or 'test_fraction' and 'split_seed'"]),
+    (_edit_json("data", "provenance", three_classes),
+     ["/data provenance lists 3 label classes, the bernoulli model has 2"]),
+    (_edit_json("data", "provenance", mixed_classes), ["/data provenance: label classes must be all numbers or"]),
+    (_edit_json("metrics", "metrics", no_train),
+     ["/metrics attribute 'metrics' lacks 'train' (the training -ELBO per example)"]),
+    (_edit_json("metrics", "metrics", null_test), ["/metrics attribute 'metrics' 'test' lacks 'nll' or 'accuracy'"]),
+]
+
+
 @pytest.mark.parametrize(
     "corrupt, expected",
-    [
+    FOUND_BY_FUZZING + [
         (_set_root_version, ["written by slang file format 2.0", "reads format 1.x"]),
         (_set_posterior_version, ["written by slang file format 2.0", "reads format 1.x"]),
         (_unknown_posterior_type, ["/posterior", "unknown encoding-type", "kfac-gaussian"]),

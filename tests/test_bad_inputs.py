@@ -1,0 +1,17 @@
+"""``docs/BAD_INPUTS.md`` is what ``benchmarks/bad_inputs.py`` generates from this checkout (slow: it runs slang
+about 100 times, and one case waits for a libhdf5 hang to time out)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_bad_inputs_page_is_current():
+    spec = importlib.util.spec_from_file_location("bad_inputs", REPO / "benchmarks" / "bad_inputs.py")
+    bad_inputs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bad_inputs)
+    assert bad_inputs.generate() == bad_inputs.PAGE.read_text(), "run python benchmarks/bad_inputs.py"
