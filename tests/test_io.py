@@ -332,3 +332,20 @@ def test_written_file_respects_umask(fitted_run, tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "run.h5").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_file_on_which_libhdf5_loops_forever_is_a_format_error(run_file, monkeypatch):
+    """Zeroing the global-heap object header of a string attribute makes libhdf5 loop forever reading it; the
+    reader's forked probe is stopped after ATTRIBUTE_PROBE_SECONDS and the file reported as corrupted."""
+    import time
+
+    from slangcli import io
+    data = bytearray(run_file.read_bytes())
+    at = data.index(b"slang-run", data.index(b"GCOL"))
+    data[at - 16 : at] = bytes(16)
+    run_file.write_bytes(bytes(data))
+    monkeypatch.setattr(io, "ATTRIBUTE_PROBE_SECONDS", 1.0)
+    start = time.monotonic()
+    with pytest.raises(FormatError, match="did not finish reading its attributes within 1 s"):
+        io.read_run(run_file)
+    assert time.monotonic() - start < 5
