@@ -346,6 +346,6 @@ def test_a_file_on_which_libhdf5_loops_forever_is_a_format_error(run_file, monke
     run_file.write_bytes(bytes(data))
     monkeypatch.setattr(io, "ATTRIBUTE_PROBE_SECONDS", 1.0)
     start = time.monotonic()
-    with pytest.raises(FormatError, match="did not finish reading its attributes within 1 s"):
+    with pytest.raises(FormatError, match="did not finish reading it within 1 s"):
         io.read_run(run_file)
     assert time.monotonic() - start < 5
