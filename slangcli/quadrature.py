@@ -103,15 +103,21 @@ def _sigmoid_grad(f):
     return scipy.special.expit(f) * scipy.special.expit(-f)
 
 
-def expect_sigmoid_grad(m, v) -> np.ndarray:
-    """``E[sigmoid'(f)] = E[sigmoid(f) (1 - sigmoid(f))]`` for ``f ~ N(m, v)``, elementwise."""
+def _expect_even(fn, m, v) -> np.ndarray:
+    """``E[fn(f)]`` for ``f ~ N(m, v)`` and an even ``fn`` (its own reflection): Gauss-Hermite where the density
+    is narrow, the split quadrature (``_remainder`` with ``fn`` on both sides) elsewhere."""
     m, s, smooth = _split(m, v)
     out = np.empty(m.shape)
-    out[smooth] = _gh(_sigmoid_grad, m[smooth], s[smooth])
+    out[smooth] = _gh(fn, m[smooth], s[smooth])
     sharp = ~smooth
     if sharp.any():
-        out[sharp] = _remainder(_sigmoid_grad, _sigmoid_grad, m[sharp], s[sharp])
+        out[sharp] = _remainder(fn, fn, m[sharp], s[sharp])
     return out
+
+
+def expect_sigmoid_grad(m, v) -> np.ndarray:
+    """``E[sigmoid'(f)] = E[sigmoid(f) (1 - sigmoid(f))]`` for ``f ~ N(m, v)``, elementwise."""
+    return _expect_even(_sigmoid_grad, m, v)
 
 
 def bernoulli_entropy(f) -> np.ndarray:
@@ -123,10 +129,4 @@ def bernoulli_entropy(f) -> np.ndarray:
 
 def expect_bernoulli_entropy(m, v) -> np.ndarray:
     """``E[H[sigmoid(f)]]`` for ``f ~ N(m, v)``, elementwise, in nats."""
-    m, s, smooth = _split(m, v)
-    out = np.empty(m.shape)
-    out[smooth] = _gh(bernoulli_entropy, m[smooth], s[smooth])
-    sharp = ~smooth
-    if sharp.any():
-        out[sharp] = _remainder(bernoulli_entropy, bernoulli_entropy, m[sharp], s[sharp])
-    return out
+    return _expect_even(bernoulli_entropy, m, v)

@@ -771,8 +771,7 @@ def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, e
                    + ("it keeps its" if len(over) == 1 else "they keep their") + " full rank (exact reconstruction)")
     source = {"path": os.path.abspath(run_name), "sha256": sha, "posterior": POSTERIOR_NAMES[type(run.posterior)],
               "method": run.config.get("method"), "params": before, "layer_full_ranks": limits}
-    meta = {"slang_version": __version__, "versions": versions(),
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    meta = _meta()
     results = []
     for k, path in zip(ranks, outputs):
         posterior, layers = compression.compress(run.posterior, run.model, k)
