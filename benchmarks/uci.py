@@ -144,15 +144,16 @@ def main(argv=None):
                 e["loglik_within_1se_or_better"] = bool(e["loglik"] >= ref[2] - ref[3])
             table.append(e)
 
+    report = sys.stderr if a.json == "-" else sys.stdout  # keep stdout clean JSON when that is asked for
     print(f"{'data set':16s} {'method':6s} {'RMSE ours':>14s} {'paper':>12s} {'loglik ours':>15s} {'paper':>13s} "
-          f"{'ok':>3s} {'time':>7s}")
+          f"{'ok':>3s} {'time':>7s}", file=report)
     for e in table:
         pr = f"{e['paper_rmse']:.2f}±{e['paper_rmse_se']:.2f}" if "paper_rmse" in e else "-"
         pl = f"{e['paper_loglik']:.2f}±{e['paper_loglik_se']:.2f}" if "paper_loglik" in e else "-"
         ok = ("yes" if e["loglik_within_1se_or_better"] else "no") if "paper_loglik" in e else "-"
         print(f"{e['folder']:16s} {e['method']:6s} {e['rmse']:7.3f}±{e['rmse_se']:.3f} {pr:>12s} "
-              f"{e['loglik']:8.3f}±{e['loglik_se']:.3f} {pl:>13s} {ok:>3s} {e['seconds']:6.0f}s")
-    print(f"wall time {wall:.0f} s ({len(jobs)} fits with tuning, {a.jobs} at a time)")
+              f"{e['loglik']:8.3f}±{e['loglik_se']:.3f} {pl:>13s} {ok:>3s} {e['seconds']:6.0f}s", file=report)
+    print(f"wall time {wall:.0f} s ({len(jobs)} fits with tuning, {a.jobs} at a time)", file=report)
     if a.json:
         out = {"epochs": a.epochs, "eval_samples": a.eval_samples, "tune_folds": a.tune_folds,
                "tune_epochs": a.tune_epochs, "jobs": a.jobs, "wall_seconds": wall, "table": table, "runs": results}

@@ -116,7 +116,7 @@ def top_eig_gram(gram: np.ndarray, L: int, warm=None) -> tuple[np.ndarray, np.nd
     """Top-``L`` eigenpairs of a symmetric PSD ``gram : (K, K)``, largest first.
 
     With ``warm`` coordinates given (see :func:`top_eig_krylov`) and ``K >= KRYLOV_MIN_K``, tries the Krylov
-    solver first. Otherwise (or if it does not converge) exact LAPACK: ``syevx`` ``syevx`` computes only the wanted index range, several times faster than a full ``syevd``
+    solver first, started from the Gram's columns at those coordinates (one free power step from them). Otherwise (or if it does not converge) exact LAPACK: ``syevx`` computes only the wanted index range, several times faster than a full ``syevd``
     when L is a small fraction of K; from about L >= K / 8 the full divide-and-conquer solver is faster (measured on
     one core for K from 65 to 832). Returns ``(lam : (L,), V : (K, L))``.
     """
@@ -124,7 +124,7 @@ def top_eig_gram(gram: np.ndarray, L: int, warm=None) -> tuple[np.ndarray, np.nd
     if L == 0:
         return np.zeros(0), np.zeros((K, 0))
     if warm is not None and K >= KRYLOV_MIN_K:
-        found = top_eig_krylov(lambda X: gram @ X, K, L, warm)
+        found = top_eig_krylov(lambda X: gram @ X, K, L, gram[:, warm])
         if found is not None:
             return found
     if L > K:
@@ -148,75 +148,86 @@ KRYLOV_MIN_K = 120
 _START_BLOCKS: dict = {}
 
 
-def _start_block(K: int, p: int, warm) -> np.ndarray:
-    """Deterministic starting block: unit vectors at the ``warm`` coordinates, the rest fixed pseudo-random
+def _start_block(n: int, p: int, start) -> np.ndarray:
+    """Deterministic starting block: the given ``start`` directions (at most ``p``), the rest fixed pseudo-random
     columns (drawn once per shape from a constant seed, so every call and every run starts alike)."""
-    key = (K, p)
+    key = (n, p)
     if key not in _START_BLOCKS:
-        _START_BLOCKS[key] = np.random.default_rng(0x51A4).standard_normal((K, p))
+        _START_BLOCKS[key] = np.random.default_rng(0x51A4).standard_normal((n, p))
     X0 = _START_BLOCKS[key].copy()
-    warm = np.asarray(warm, dtype=np.int64)[:p]
-    X0[:, : warm.size] = 0.0
-    X0[warm, np.arange(warm.size)] = 1.0
+    if start is not None:
+        j = min(start.shape[1], p)
+        X0[:, :j] = start[:, :j]
     return X0
 
 
-def _orthonormalize_against(W: np.ndarray, Q: np.ndarray) -> np.ndarray:
-    """Orthonormal columns spanning ``W`` projected off ``span(Q)`` (``Q`` orthonormal).
+def _cholqr(W: np.ndarray) -> np.ndarray:
+    """``W R^{-1}`` with ``W^T W = R^T R``; raises ``LinAlgError`` where ``W`` has (numerically) lost rank."""
+    R = np.linalg.cholesky(W.T @ W).T
+    return scipy.linalg.solve_triangular(R, W.T, trans="T", check_finite=False).T
 
-    Cholesky QR twice, each after a projection (CholQR2: as accurate as Householder QR here and several times
-    faster for tall thin blocks); where ``W`` has lost rank Cholesky fails, and Householder QR with a further
-    projection supplies arbitrary new directions orthogonal to ``Q``.
+
+def _orthonormalize_against(W: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """Orthonormal columns spanning ``W`` off ``span(Q)`` (``Q`` orthonormal), for a ``W`` already projected once
+    off ``span(Q)`` by the caller.
+
+    Cholesky QR, a second projection, Cholesky QR again (with the caller's projection, block Gram-Schmidt twice
+    with CholQR2: as accurate as Householder QR here and several times faster for tall thin blocks). The second
+    projection matters when ``W`` is small beside what was projected away, as near convergence: normalising then
+    magnifies the rounding left along ``Q``. Where ``W`` has lost rank Cholesky fails, and Householder QR with
+    further projections supplies arbitrary new directions orthogonal to ``Q``.
     """
     try:
-        for _ in range(2):
-            W = W - Q @ (Q.T @ W)
-            R = np.linalg.cholesky(W.T @ W).T  # W^T W = R^T R, R upper triangular
-            W = scipy.linalg.solve_triangular(R, W.T, trans="T", check_finite=False).T  # W R^{-1}
-        return W
+        W = _cholqr(W)
+        return _cholqr(W - Q @ (Q.T @ W))
     except np.linalg.LinAlgError:
         W = np.linalg.qr(W - Q @ (Q.T @ W))[0]
         return np.linalg.qr(W - Q @ (Q.T @ W))[0]
 
 
-def top_eig_krylov(apply, K: int, L: int, warm=(), *, tol: float = KRYLOV_TOL, max_dim: int | None = None):
-    """Top-``L`` eigenpairs of a symmetric PSD operator on ``R^K`` given by ``apply(V : (K, p)) -> (K, p)``.
+def top_eig_krylov(apply, n: int, L: int, start=None, *, tol: float = KRYLOV_TOL, max_dim: int | None = None):
+    """Top-``L`` eigenpairs of a symmetric PSD operator on ``R^n`` given by ``apply(V : (n, p)) -> (n, p)``.
 
     Block Lanczos with full reorthogonalisation and Rayleigh-Ritz on the whole Krylov basis, stopped when every
-    wanted Ritz pair has residual ``||A v - theta v|| <= tol * theta_1``. The block has ``p = L + max(4, L // 4)``
-    columns and starts from the unit vectors at the ``warm`` coordinates (SLANG: the previous step's U, whose
-    directions usually stay dominant) filled up deterministically. Returns ``(lam : (L,), V : (K, L))`` largest
-    first, or ``None`` if the basis would exceed ``max_dim`` (default K / 2) before converging; the caller then
-    falls back to a dense solver.
+    wanted Ritz pair has residual ``||A v - theta v|| <= tol * theta_1``. ``start : (n, j)`` gives starting
+    directions (SLANG: the previous step's eigenvectors, which usually stay dominant), filled up with fixed
+    pseudo-random columns. The block has ``p = L + 2`` columns when the start covers all ``L`` wanted directions
+    (a start that close gains about four orders of residual per block whatever the padding, measured on SLANG's
+    updates) and ``L + max(4, L // 4)`` otherwise. Returns ``(lam : (L,), V : (n, L))`` largest first, or ``None``
+    if the basis would exceed ``max_dim`` (default n / 2) before converging; the caller then falls back to a dense
+    solver.
+
+    Residuals come without forming ``A V``: with the basis ``Q`` orthonormal, ``A Q - Q T`` is zero except in the
+    last block, where it is the remainder ``W`` that the next basis block orthonormalises, so the residual of the
+    Ritz pair ``(theta, Q s)`` is ``||W s_last||``, ``s_last`` the last block's rows of ``s``.
     """
-    p = min(L + max(4, L // 4), K)
-    max_dim = K // 2 if max_dim is None else max_dim
+    warm = 0 if start is None else start.shape[1]
+    p = min(L + 2 if warm >= L else L + max(4, L // 4), n)
+    max_dim = n // 2 if max_dim is None else max_dim
     n_blocks = max_dim // p
     if n_blocks < 2:
         return None
-    Q = np.empty((K, n_blocks * p), order="F")
-    AQ = np.empty((K, n_blocks * p), order="F")
+    Q = np.empty((n, n_blocks * p), order="F")
     T = np.zeros((n_blocks * p, n_blocks * p))
-    Q[:, :p] = _orthonormalize_against(_start_block(K, p, warm), Q[:, :0])
-    n = 0
+    Q[:, :p] = _orthonormalize_against(_start_block(n, p, start), Q[:, :0])
+    b = 0
     while True:
-        m = n + p
-        W = apply(Q[:, n:m])
-        AQ[:, n:m] = W
+        m = b + p
+        W = apply(Q[:, b:m])
         C = Q[:, :m].T @ W  # the new block column of T = Q^T A Q
-        T[:m, n:m] = C
-        T[n:m, :m] = C.T
-        if m > p or L < p // 2:  # one block rarely converges unless it is much wider than L: skip its check
-            theta, S = np.linalg.eigh(T[:m, :m])
-            theta, S = theta[: m - L - 1 : -1], S[:, : m - L - 1 : -1]
-            R = AQ[:, :m] @ S - Q[:, :m] @ (S * theta)
-            res = np.sqrt(np.einsum("kl,kl->l", R, R))
-            if np.all(res <= tol * max(theta[0], np.finfo(float).tiny)):
-                return theta, Q[:, :m] @ S
+        T[:m, b:m] = C
+        T[b:m, :m] = C.T
+        W = W - Q[:, :m] @ C
+        theta, S = np.linalg.eigh(T[:m, :m])
+        theta, S = theta[: m - L - 1 : -1], S[:, : m - L - 1 : -1]
+        R = W @ S[b:m]
+        res = np.sqrt(np.einsum("kl,kl->l", R, R))
+        if np.all(res <= tol * max(theta[0], np.finfo(float).tiny)):
+            return theta, Q[:, :m] @ S
         if m + p > n_blocks * p:
             return None
-        Q[:, m : m + p] = _orthonormalize_against(W - Q[:, :m] @ C, Q[:, :m])
-        n = m
+        Q[:, m : m + p] = _orthonormalize_against(W, Q[:, :m])
+        b = m
 
 
 def kl_to_diagonal_prior(mean: np.ndarray, U: np.ndarray, d: np.ndarray, prior_precision: np.ndarray) -> float:

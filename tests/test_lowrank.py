@@ -171,7 +171,7 @@ def test_top_eig_krylov_matches_eigh(spectrum, L):
         calls.append(X.shape[1])
         return A @ X
 
-    found = lowrank.top_eig_krylov(apply, A.shape[0], L, warm=np.arange(L))
+    found = lowrank.top_eig_krylov(apply, A.shape[0], L, np.eye(A.shape[0])[:, :L])
     assert found is not None, "converged well within K / 2 on these spectra"
     lam, V = found
     np.testing.assert_allclose(lam, lam_true[:L], rtol=1e-12, atol=1e-13 * lam_true[0])
@@ -199,8 +199,8 @@ def test_top_eig_krylov_zero_operator():
 
 def test_top_eig_krylov_is_deterministic():
     A = _spectrum_psd(KRYLOV_SPECTRA["geometric"], seed=9)
-    a = lowrank.top_eig_krylov(lambda X: A @ X, 300, 4, warm=[0, 1])
-    b = lowrank.top_eig_krylov(lambda X: A @ X, 300, 4, warm=[0, 1])
+    a = lowrank.top_eig_krylov(lambda X: A @ X, 300, 4, np.eye(300)[:, :2])
+    b = lowrank.top_eig_krylov(lambda X: A @ X, 300, 4, np.eye(300)[:, :2])
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
 
 

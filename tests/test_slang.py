@@ -250,11 +250,13 @@ def test_low_rank_update_paths_agree():
         np.testing.assert_allclose(U_new.T @ U_new, np.diag(lam[:L]), rtol=0, atol=1e-10 * lam[0], err_msg=name)
 
 
+@pytest.mark.parametrize("side", ["D", "K"])
 @pytest.mark.parametrize("L", [1, 6])
-def test_krylov_routes_equal_lapack_route(monkeypatch, L):
+def test_krylov_routes_equal_lapack_route(monkeypatch, L, side):
     """The Krylov solver applied through the gradient factors, the Krylov solver on the formed Gram and LAPACK on
     the formed Gram give the same ``U_new U_new^T`` and diagonal, on a net where K = L + S M = 200 + L < D.
-    The route is forced by moving ``KRYLOV_MIN_K`` and by the operator-cost rule (checked to pick the factors)."""
+    The route is forced by moving ``KRYLOV_MIN_K`` and by the operator-cost rule (checked to pick the factors);
+    the factored solver runs on either side (``B B^T`` or ``B^T B``) as the side rule is forced."""
     rng = np.random.default_rng(21)
     model = MLP((3, 40, 2), "tanh", "categorical")
     D = model.n_params  # 242
@@ -268,7 +270,15 @@ def test_krylov_routes_equal_lapack_route(monkeypatch, L):
     lam = np.linalg.eigvalsh(B.T @ B)[::-1]
     assert lam[L - 1] - lam[L] > 1e-3 * lam[0], "test precondition: a spectral gap at L"
     expected = _top_L_projection(B, L)
+    monkeypatch.setattr(slang, "_krylov_side", lambda D, K: side)
+    solved = []
+    krylov = lowrank.top_eig_krylov
+    monkeypatch.setattr(lowrank, "top_eig_krylov", lambda apply, n, *a, **k: solved.append((n, krylov(apply, n, *a, **k)))
+                        or solved[-1][1])
     results = {"factored Krylov": slang.low_rank_update(U, fg, beta, c, L)}
+    assert [(n, found is not None) for n, found in solved] == [(D if side == "D" else L + 200, True)], \
+        "the factored Krylov solver ran on the forced side and converged"
+    monkeypatch.setattr(lowrank, "top_eig_krylov", krylov)
     monkeypatch.setattr(slang, "_factored_operator_pays", lambda *args: False)
     results["Gram Krylov"] = slang.low_rank_update(U, fg, beta, c, L)
     monkeypatch.setattr(lowrank, "KRYLOV_MIN_K", 10**9)

@@ -17,10 +17,12 @@ Step 4 writes the matrix as ``B B^T`` with ``B = [sqrt(1-beta) U, sqrt(beta c) G
 G) and takes whichever side is smaller: the D x D matrix ``B B^T`` directly, or the K x K Gram ``B^T B`` whose
 top eigenvectors ``V`` give ``U_new = B V`` (then ``U_new^T U_new = Lambda``). On the Gram side a dense LAPACK
 eigensolver costs O(K^3), which dominates a small network's step when S M is in the hundreds; from K = 120 the
-eigenpairs come from block Lanczos (``lowrank.top_eig_krylov``), warm-started at the previous U's coordinates and
-run to a residual of 1e-10 relative (exact for the update's purposes; LAPACK remains the fallback). Its operator
-``B^T B`` is applied through the gradient factors (``FactoredGrads.matmat`` / ``rmatmat``, no Gram formed) when
-that costs fewer operations than forming the Gram, as for small networks with many columns. For a network without hidden layer
+eigenpairs come from block Lanczos (``lowrank.top_eig_krylov``), started from the previous U's directions and
+run to a residual of 1e-10 relative (exact for the update's purposes; LAPACK remains the fallback). When applying
+``B`` through the gradient factors (``FactoredGrads.matmat`` / ``rmatmat``, no Gram formed) costs fewer operations
+than forming the Gram, as for small networks with many columns, Lanczos runs on ``B B^T`` itself while D is
+within twice K (started at U's columns; its Ritz vectors scaled give U_new directly) and on ``B^T B`` beyond.
+For a network without hidden layer
 the S samples of an example share its input, so G is first reduced to ``min(S, K_out)`` columns per example
 (``FactoredGrads.combine_samples``), which leaves ``G G^T`` unchanged.
 
@@ -127,13 +129,51 @@ def _nonzero_columns(U: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.einsum("dl,dl->l", U, U) > 0)
 
 
+def _krylov_side(D: int, K: int) -> str:
+    """Which space block Lanczos works in when applying ``B`` through the gradient factors: ``"D"`` for the
+    eigenvectors of ``B B^T`` themselves (started at U's columns, and U_new = V Lambda^{1/2} needs no further
+    product), or ``"K"`` for those of ``B^T B`` (shorter basis vectors, but one product with ``B^T`` to start and
+    one with ``B`` to finish). The basis work grows with the length of its vectors, so the D side only while D is
+    within twice K."""
+    return "D" if D <= 2 * K else "K"
+
+
+def _krylov_through_factors(U: np.ndarray, grads, a: float, b: float, L: int, warm: np.ndarray):
+    """``(lam, U_new)`` from block Lanczos on ``B B^T`` or ``B^T B``, ``B = [a U, b G]``, applied through ``U``
+    and the gradient factors; ``None`` if it did not converge."""
+    D, r = U.shape
+    K = r + grads.n_columns
+    Uw = U[:, warm]
+    if _krylov_side(D, K) == "D":
+        def apply(X):  # B B^T X
+            return (a * a) * (U @ (U.T @ X)) + (b * b) * grads.matmat(grads.rmatmat(X))
+
+        found = lowrank.top_eig_krylov(apply, D, L, Uw)
+        if found is None:
+            return None
+        lam, V = found
+        return lam, np.asfortranarray(V * np.sqrt(np.maximum(lam, 0.0)), dtype=U.dtype)
+
+    def apply(X):  # B^T B X
+        w = a * (U @ X[:r]) + b * grads.matmat(X[r:])
+        return np.vstack([a * (U.T @ w), b * grads.rmatmat(w)])
+
+    start = np.vstack([a * (U.T @ Uw), b * grads.rmatmat(Uw)])  # B^T u_j: U's directions seen from the K side
+    found = lowrank.top_eig_krylov(apply, K, L, start)
+    if found is None:
+        return None
+    lam, V = found
+    V = V.astype(U.dtype, copy=False)
+    return lam, np.asfortranarray(a * (U @ V[:r]) + b * grads.matmat(V[r:]))
+
+
 def low_rank_update(U: np.ndarray, grads, beta: float, c: float, L: int) -> tuple[np.ndarray, np.ndarray]:
     """``U_new : (D, L)`` from the top-L eigenpairs of ``(1 - beta) U U^T + beta c G G^T``, and
     ``diag((1 - beta) U U^T + beta c G G^T)``, with ``grads`` a ``FactoredGrads``.
 
     Three exact routes, by shape (see the module docstring): the D x D matrix when D <= K; otherwise the Krylov
-    solver on ``B^T B`` applied through the gradient factors when that is cheaper than forming the K x K Gram;
-    otherwise the formed Gram (Krylov on it when K is large, else LAPACK).
+    solver applied through the gradient factors when that is cheaper than forming the K x K Gram; otherwise the
+    formed Gram (Krylov on it when K is large, else LAPACK).
     """
     D, r = U.shape
     K = r + grads.n_columns
@@ -152,15 +192,9 @@ def low_rank_update(U: np.ndarray, grads, beta: float, c: float, L: int) -> tupl
     else:
         warm = _nonzero_columns(U) if K >= lowrank.KRYLOV_MIN_K else None
         if krylov:
-            def apply(X):  # B^T B X, with B = [a U, b G]
-                w = a * (U @ X[:r]) + b * grads.matmat(X[r:])
-                return np.vstack([a * (U.T @ w), b * grads.rmatmat(w)])
-
-            found = lowrank.top_eig_krylov(apply, K, L, warm)
+            found = _krylov_through_factors(U, grads, a, b, L, warm)
             if found is not None:
-                lam, V = found
-                V = V.astype(U.dtype, copy=False)
-                U_new = np.asfortranarray(a * (U @ V[:r]) + b * grads.matmat(V[r:]))
+                lam, U_new = found
         if lam is None:
             if not isinstance(grads, _DenseGrads) and D * grads.n_columns <= DENSE_G_MAX_ENTRIES:
                 grads = _DenseGrads(grads.dense())
