@@ -162,9 +162,16 @@ def _start_block(n: int, p: int, start) -> np.ndarray:
 
 
 def _cholqr(W: np.ndarray) -> np.ndarray:
-    """``W R^{-1}`` with ``W^T W = R^T R``; raises ``LinAlgError`` where ``W`` has (numerically) lost rank."""
+    """``W R^{-1}`` with ``W^T W = R^T R``; raises ``LinAlgError`` where ``W`` has (numerically) lost rank.
+
+    ``R^{-1}`` is formed explicitly (a p x p triangular inverse) and applied by one GEMM: for the tall thin blocks
+    here that is 2-3x faster than a triangular solve with ``W^T`` as right-hand sides, and the second pass of
+    :func:`_orthonormalize_against` absorbs the slightly larger rounding."""
     R = np.linalg.cholesky(W.T @ W).T
-    return scipy.linalg.solve_triangular(R, W.T, trans="T", check_finite=False).T
+    R_inv, info = scipy.linalg.lapack.dtrtri(R, lower=0)
+    if info != 0:
+        raise np.linalg.LinAlgError("singular Cholesky factor")
+    return W @ R_inv
 
 
 def _orthonormalize_against(W: np.ndarray, Q: np.ndarray) -> np.ndarray:

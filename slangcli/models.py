@@ -418,6 +418,9 @@ class FactoredGrads:
         ``a_sn^T W_j delta_sn + b_j^T delta_sn`` with ``W_j`` the layer's ``(n_in, n_out)`` block of column j."""
         S, N = self.n_samples, self.n_examples
         k = W.shape[1]
+        # row-major, so each layer's block reshapes to (n_in, n_out k) without a strided gather (a column slice of
+        # a Fortran-ordered basis, as block Lanczos passes, costs three times the whole product otherwise)
+        W = np.ascontiguousarray(W)
         out = np.zeros((S, N, k), dtype=np.result_type(W, self.deltas[0]))
         for s, A, Dl, shared in self._each():
             Wl = W[s.W].reshape(s.n_in, s.n_out * k)
