@@ -72,7 +72,8 @@ def fit_one(job: dict) -> dict:
     samples = 2 if large else 4
     if method == "slang":
         rate = 0.005 if large else 0.08
-        hyper = {"rank": 1, "samples": samples, "lr": rate, "beta": rate, "decay": 0.0, "momentum": 0.9}
+        beta = job["slang_beta"] if job["slang_beta"] is not None else rate
+        hyper = {"rank": 1, "samples": samples, "lr": rate, "beta": beta, "decay": 0.0, "momentum": 0.9}
     else:
         hyper = {"samples": samples}
     t0 = time.perf_counter()
@@ -103,6 +104,8 @@ def main(argv=None):
     p.add_argument("--eval-samples", type=int, default=20)
     p.add_argument("--tune-folds", type=int, default=3)
     p.add_argument("--tune-epochs", type=int, default=30)
+    p.add_argument("--slang-beta", type=float, default=None,
+                   help="SLANG's precision rate beta (default: the protocol's, equal to its rate alpha)")
     p.add_argument("--jobs", type=int, default=1, help="fits run at a time (each uses one core)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON ('-' for stdout)")
     a = p.parse_args(argv)
@@ -117,7 +120,7 @@ def main(argv=None):
     paper = read_paper(paper_path)
     methods = [m.strip() for m in a.methods.split(",") if m.strip()]
     jobs = [{"folder": str(f), "split": k, "method": m, "epochs": a.epochs, "eval_samples": a.eval_samples,
-             "tune_folds": a.tune_folds, "tune_epochs": a.tune_epochs}
+             "tune_folds": a.tune_folds, "tune_epochs": a.tune_epochs, "slang_beta": a.slang_beta}
             for f in folders for k in range(min(n_splits(f), a.splits or n_splits(f))) for m in methods]
     started = time.perf_counter()
     results = []
@@ -155,8 +158,9 @@ def main(argv=None):
               f"{e['loglik']:8.3f}±{e['loglik_se']:.3f} {pl:>13s} {ok:>3s} {e['seconds']:6.0f}s", file=report)
     print(f"wall time {wall:.0f} s ({len(jobs)} fits with tuning, {a.jobs} at a time)", file=report)
     if a.json:
-        out = {"epochs": a.epochs, "eval_samples": a.eval_samples, "tune_folds": a.tune_folds,
-               "tune_epochs": a.tune_epochs, "jobs": a.jobs, "wall_seconds": wall, "table": table, "runs": results}
+        out = {"epochs": a.epochs, "eval_samples": a.eval_samples, "slang_beta": a.slang_beta,
+               "tune_folds": a.tune_folds, "tune_epochs": a.tune_epochs, "jobs": a.jobs, "wall_seconds": wall,
+               "table": table, "runs": results}
         if a.json == "-":
             json.dump(out, sys.stdout)
             print()

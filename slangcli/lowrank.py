@@ -115,10 +115,11 @@ def sample_noise(U: np.ndarray, d: np.ndarray, Z: np.ndarray, WtW: np.ndarray | 
 def top_eig_gram(gram: np.ndarray, L: int, warm=None) -> tuple[np.ndarray, np.ndarray]:
     """Top-``L`` eigenpairs of a symmetric PSD ``gram : (K, K)``, largest first.
 
-    With ``warm`` coordinates given (see :func:`top_eig_krylov`) and ``K >= KRYLOV_MIN_K``, tries the Krylov
-    solver first, started from the Gram's columns at those coordinates (one free power step from them). Otherwise (or if it does not converge) exact LAPACK: ``syevx`` computes only the wanted index range, several times faster than a full ``syevd``
-    when L is a small fraction of K; from about L >= K / 8 the full divide-and-conquer solver is faster (measured on
-    one core for K from 65 to 832). Returns ``(lam : (L,), V : (K, L))``.
+    With ``warm`` coordinates given (the previous U's columns among the Gram's) and ``K >= KRYLOV_MIN_K``, tries
+    :func:`top_eig_krylov` first, started from the Gram's columns at those coordinates (one free power step from
+    the unit vectors). Otherwise (or if it does not converge) exact LAPACK: ``syevx`` computes only the wanted index
+    range, several times faster than a full ``syevd`` when L is a small fraction of K; from about L >= K / 8 the
+    full divide-and-conquer solver is faster (measured on one core for K from 65 to 832). Returns ``(lam : (L,), V : (K, L))``.
     """
     K = gram.shape[0]
     if L == 0:

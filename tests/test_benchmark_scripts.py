@@ -18,8 +18,8 @@ def _load(name: str):
 
 
 def _gal_folder(root: Path, name: str, n: int, n_features: int, splits: int, seed: int) -> Path:
-    """A Gal-layout folder: ``data.txt`` (features then target, whitespace separated), the column index files, ``n_splits.txt`` and
-    ``splits`` random 80/20 train/test index pairs."""
+    """A Gal-layout folder: ``data.txt`` (features then target, whitespace separated), the column index files,
+    ``n_splits.txt`` and ``splits`` random 80/20 train/test index pairs."""
     rng = np.random.default_rng(seed)
     folder = root / name
     folder.mkdir(parents=True)
