@@ -119,7 +119,8 @@ def top_eig_gram(gram: np.ndarray, L: int, warm=None) -> tuple[np.ndarray, np.nd
     :func:`top_eig_krylov` first, started from the Gram's columns at those coordinates (one free power step from
     the unit vectors). Otherwise (or if it does not converge) exact LAPACK: ``syevx`` computes only the wanted index
     range, several times faster than a full ``syevd`` when L is a small fraction of K; from about L >= K / 8 the
-    full divide-and-conquer solver is faster (measured on one core for K from 65 to 832). Returns ``(lam : (L,), V : (K, L))``.
+    full divide-and-conquer solver is faster (measured on one core for K from 65 to 832). Returns
+    ``(lam : (L,), V : (K, L))``.
     """
     K = gram.shape[0]
     if L == 0:
