@@ -30,6 +30,7 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
+from slangcli.threads import keep_freed_memory
 from step_time import TIMED, synthetic_problem, time_steps
 
 SHAPES = {"two-dense": ((784, 128, 10), 32), "mnist": ((784, 400, 400, 10), 200)}
@@ -62,6 +63,7 @@ def reference(path: Path) -> dict | None:
 
 def main(argv=None):
     a = parse_args(argv)
+    keep_freed_memory()  # as the slang command does
     methods = {"sgd": {}, "adam": {}, "bbb": {"samples": 1}, "ktied": {"samples": 1, "rank": a.rank}}
     out = {"shapes": {}, "reference": reference(a.reference), "rank": a.rank, "threads": a.threads, "clock": a.clock}
     clock = time.process_time if a.clock == "cpu" else time.perf_counter

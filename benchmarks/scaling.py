@@ -48,6 +48,7 @@ import step_time  # noqa: E402  (benchmarks/step_time.py: its defaults define th
 
 from slangcli.methods import slang  # noqa: E402
 from slangcli.models import MLP, Layout  # noqa: E402
+from slangcli.threads import keep_freed_memory  # noqa: E402
 
 _STEP_TIME_DEFAULTS = step_time.parse_args(["--features", "1", "--batch-size", "1"])
 
@@ -217,6 +218,7 @@ def print_sweep(name: str, sw: dict) -> None:
 
 def main(argv=None):
     a = parse_args(argv)
+    keep_freed_memory()  # as the slang command does
     names = ["D", "M", "L"] if a.sweep == "all" else [a.sweep]
     verbose = sys.stderr.isatty()
 

@@ -30,7 +30,7 @@ from slangcli.methods import METHODS
 from slangcli.methods.base import Problem, hyper_names, is_solver
 from slangcli.methods.reparam import adam
 from slangcli.models import MLP
-from slangcli.threads import blas_threads
+from slangcli.threads import blas_threads, keep_freed_memory
 from slangcli.train import derive_rng
 
 
@@ -152,6 +152,7 @@ def time_steps(method, hyper, problem, X, y, *, batch_size: int, seed: int, min_
 
 def main(argv=None):
     a = parse_args(argv)
+    keep_freed_memory()  # as the slang command does
     hidden = tuple(int(h) for h in a.hidden.split(",") if h.strip())
     sizes = (a.features, *hidden, a.outputs)
     problem, X, y = synthetic_problem(sizes, a.batch_size, a.n_data, a.seed, a.activation)

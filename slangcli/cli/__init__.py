@@ -12,6 +12,7 @@ import click
 from slangcli import __version__
 from slangcli.cli.output import error
 from slangcli.errors import ConfigError, SlangError
+from slangcli.threads import keep_freed_memory
 
 
 class SlangGroup(click.Group):
@@ -52,6 +53,7 @@ def main():
                                   per-example predictions with their uncertainty
     slang inspect RUN.h5          show what a run file holds
     """
+    keep_freed_memory()
 
 
 from slangcli.cli import compress, evaluate, fit, inspect, predict  # noqa: E402  (commands register themselves)
