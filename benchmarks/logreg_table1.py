@@ -190,8 +190,9 @@ def main(argv=None):
     def fmt(x, se, digits=4):
         return f"{x:.{digits}f}±{se:.{digits}f}"
 
+    report = sys.stderr if a.json == "-" else sys.stdout  # keep stdout clean JSON when that is asked for
     print(f"{'set':20s} {'method':13s} {'-ELBO/N ours':>16s} {'authors':>16s} {'dSE':>5s} "
-          f"{'NLL ours':>16s} {'authors':>16s} {'dSE':>5s} {'symKL ours':>11s} {'authors':>11s}")
+          f"{'NLL ours':>16s} {'authors':>16s} {'dSE':>5s} {'symKL ours':>11s} {'authors':>11s}", file=report)
     for e in table:
         def diff(metric):
             if e.get(f"{metric}_diff_se") is not None:
@@ -203,8 +204,9 @@ def main(argv=None):
         a_nll = fmt(e["authors_nll"], e["authors_nll_se"]) if "authors_nll" in e else "-"
         a_kl = f"{e['authors_kl']:.3g}" if "authors_kl" in e else "-"
         print(f"{e['set']:20s} {e['method']:13s} {fmt(e['elbo'], e['elbo_se']):>16s} {a_elbo:>16s} {diff('elbo')} "
-              f"{fmt(e['nll'], e['nll_se']):>16s} {a_nll:>16s} {diff('nll')} {e['kl']:11.3g} {a_kl:>11s}")
-    print(f"wall time {wall:.0f} s ({len(jobs)} fits, {a.jobs} at a time, {a.epochs} epochs)")
+              f"{fmt(e['nll'], e['nll_se']):>16s} {a_nll:>16s} {diff('nll')} {e['kl']:11.3g} {a_kl:>11s}",
+              file=report)
+    print(f"wall time {wall:.0f} s ({len(jobs)} fits, {a.jobs} at a time, {a.epochs} epochs)", file=report)
     if a.json:
         out = {"epochs": a.epochs, "splits": a.splits, "jobs": a.jobs, "wall_seconds": wall, "table": table,
                "runs": [{k: v for k, v in r.items() if k != "posterior"} for r in results]}

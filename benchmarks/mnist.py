@@ -75,7 +75,8 @@ def main(argv=None):
                     "--dtype", a.dtype]
     print("running:", " ".join(cmd), file=sys.stderr)
     t0 = time.perf_counter()
-    done = subprocess.run(cmd)
+    report = sys.stderr if a.json == "-" else sys.stdout  # keep stdout clean JSON when that is asked for
+    done = subprocess.run(cmd, stdout=report)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"slang fit exited with {done.returncode}; rerun this script to resume from {out}")
@@ -97,7 +98,8 @@ def main(argv=None):
     label = f"{result['method']}" + (f" L={rank}" if rank is not None else "")
     print(f"{label}, {result['epochs']} epochs ({result['steps']} steps, {result['seconds_per_step']:.3f} s/step): "
           f"test error {result['test_error_percent']:.2f} % (paper, 400 epochs: "
-          f"{result['paper_test_error_percent']} %), NLL {result['test_nll']:.4f}; fit {m['fit_seconds'] / 60:.1f} min")
+          f"{result['paper_test_error_percent']} %), NLL {result['test_nll']:.4f}; fit {m['fit_seconds'] / 60:.1f} min",
+          file=report)
     if a.json:
         if a.json == "-":
             json.dump(result, sys.stdout)
