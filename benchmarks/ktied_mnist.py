@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import sys
 import time
@@ -46,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import scipy.special
 
+from results import write_json
 from slangcli import compress, train
 from slangcli.data import read_idx
 from slangcli.metrics import ACTIVATION_BUDGET
@@ -209,11 +209,7 @@ def main(argv=None):
         out["ktied"][k] = {**info, "test": score(post, problem, *test, a.eval_samples, a.seed)}
     report(out, reference_rows(a.reference))
     if a.json is not None:
-        text = json.dumps(out)
-        if str(a.json) == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            a.json.write_text(text + "\n")
+        write_json(out, a.json)
 
 
 def report(out, ref):

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import os
 import sys
@@ -39,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from results import table_stream, write_json
 from slangcli import workflow
 from slangcli.divergence import symmetric_kl
 from slangcli.workflow import DataOptions
@@ -190,7 +190,7 @@ def main(argv=None):
     def fmt(x, se, digits=4):
         return f"{x:.{digits}f}±{se:.{digits}f}"
 
-    report = sys.stderr if a.json == "-" else sys.stdout  # keep stdout clean JSON when that is asked for
+    report = table_stream(a.json)
     print(f"{'set':20s} {'method':13s} {'-ELBO/N ours':>16s} {'authors':>16s} {'dSE':>5s} "
           f"{'NLL ours':>16s} {'authors':>16s} {'dSE':>5s} {'symKL ours':>11s} {'authors':>11s}", file=report)
     for e in table:
@@ -210,12 +210,7 @@ def main(argv=None):
     if a.json:
         out = {"epochs": a.epochs, "splits": a.splits, "jobs": a.jobs, "wall_seconds": wall, "table": table,
                "runs": [{k: v for k, v in r.items() if k != "posterior"} for r in results]}
-        if a.json == "-":
-            json.dump(out, sys.stdout)
-            print()
-        else:
-            with open(a.json, "w") as fh:
-                json.dump(out, fh, indent=1)
+        write_json(out, a.json)
 
 
 if __name__ == "__main__":

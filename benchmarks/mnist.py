@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import os
 import subprocess
@@ -27,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from results import table_stream, write_json
 from slangcli.io import read_run
 
 DECAY = {4: 0.58, 16: 0.56}
@@ -75,7 +75,7 @@ def main(argv=None):
                     "--dtype", a.dtype]
     print("running:", " ".join(cmd), file=sys.stderr)
     t0 = time.perf_counter()
-    report = sys.stderr if a.json == "-" else sys.stdout  # keep stdout clean JSON when that is asked for
+    report = table_stream(a.json)
     done = subprocess.run(cmd, stdout=report)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
@@ -101,12 +101,7 @@ def main(argv=None):
           f"{result['paper_test_error_percent']} %), NLL {result['test_nll']:.4f}; fit {m['fit_seconds'] / 60:.1f} min",
           file=report)
     if a.json:
-        if a.json == "-":
-            json.dump(result, sys.stdout)
-            print()
-        else:
-            with open(a.json, "w") as fh:
-                json.dump(result, fh, indent=1)
+        write_json(result, a.json)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import os
 import sys
@@ -36,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from results import table_stream, write_json
 from slangcli import workflow
 from slangcli.workflow import DataOptions
 
@@ -147,7 +147,7 @@ def main(argv=None):
                 e["loglik_within_1se_or_better"] = bool(e["loglik"] >= ref[2] - ref[3])
             table.append(e)
 
-    report = sys.stderr if a.json == "-" else sys.stdout  # keep stdout clean JSON when that is asked for
+    report = table_stream(a.json)
     print(f"{'data set':16s} {'method':6s} {'RMSE ours':>14s} {'paper':>12s} {'loglik ours':>15s} {'paper':>13s} "
           f"{'ok':>3s} {'time':>7s}", file=report)
     for e in table:
@@ -161,12 +161,7 @@ def main(argv=None):
         out = {"epochs": a.epochs, "eval_samples": a.eval_samples, "slang_beta": a.slang_beta,
                "tune_folds": a.tune_folds, "tune_epochs": a.tune_epochs, "jobs": a.jobs, "wall_seconds": wall,
                "table": table, "runs": results}
-        if a.json == "-":
-            json.dump(out, sys.stdout)
-            print()
-        else:
-            with open(a.json, "w") as fh:
-                json.dump(out, fh, indent=1)
+        write_json(out, a.json)
 
 
 if __name__ == "__main__":

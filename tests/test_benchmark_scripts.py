@@ -10,7 +10,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _load(name: str):
+def _load(name: str, monkeypatch):
+    # the scripts import their shared helpers from beside them, as running them as scripts allows
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -36,14 +38,14 @@ def _gal_folder(root: Path, name: str, n: int, n_features: int, splits: int, see
     return folder
 
 
-def test_uci_script_runs_any_gal_folders(tmp_path, capsys):
+def test_uci_script_runs_any_gal_folders(tmp_path, capsys, monkeypatch):
     """Every Gal-layout folder under --data-dir, all of its splits, both methods; data sets the paper does not list
     get no paper columns; ``--json -`` leaves stdout pure JSON."""
     root = tmp_path / "collection"
     _gal_folder(root, "toy-a", 60, 3, 2, seed=1)
     _gal_folder(root, "toy-b", 50, 2, 3, seed=2)
     (root / "not-a-data-set").mkdir()
-    uci = _load("uci")
+    uci = _load("uci", monkeypatch)
     uci.main(["--data-dir", str(root), "--epochs", "2", "--tune-folds", "2", "--tune-epochs", "1",
               "--eval-samples", "5", "--json", "-"])
     out = json.loads(capsys.readouterr().out)
