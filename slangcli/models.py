@@ -302,24 +302,30 @@ class FactoredGrads:
         for s, A, Dl in zip(self.layout.layers, self.inputs, self.deltas):
             yield s, A, Dl, A.ndim == 2
 
-    def sum(self) -> np.ndarray:
-        """``G 1 : (D,)``, the gradient summed over examples and samples."""
+    def sum(self, scale: float = 1.0) -> np.ndarray:
+        """``scale G 1 : (D,)``, the gradient summed over examples and samples (and scaled)."""
         out = np.empty(self.layout.n_params, dtype=self.deltas[0].dtype)
         for s, A, Dl, shared in self._each():
+            # the scale goes on the small output gradients, and the products land in ``out`` directly: at
+            # D of 1e5 and more, each extra pass over a D-vector costs about as much as the products
+            Dl = Dl * scale if scale != 1.0 else Dl
+            W = out[s.W].reshape(s.n_in, s.n_out)
             if shared:
-                out[s.W] = (A.T @ Dl.sum(0)).ravel()
+                np.matmul(A.T, Dl.sum(0), out=W)
             else:
-                out[s.W] = (_rows(A).T @ _rows(Dl)).ravel()
+                np.matmul(_rows(A).T, _rows(Dl), out=W)
             out[s.b] = Dl.sum((0, 1))
         return out
 
-    def sample_sums(self) -> np.ndarray:
-        """``(S, D)``: row s is ``sum_i g_si``, the minibatch gradient at weight sample s."""
+    def sample_sums(self, scale: float = 1.0) -> np.ndarray:
+        """``(S, D)``: row s is ``scale sum_i g_si``, the (scaled) minibatch gradient at weight sample s."""
         S = self.n_samples
         out = np.empty((S, self.layout.n_params), dtype=self.deltas[0].dtype)
         for s, A, Dl, shared in self._each():
+            Dl = Dl * scale if scale != 1.0 else Dl
             At = A.T if shared else A.transpose(0, 2, 1)
-            out[:, s.W] = np.matmul(At, Dl).reshape(S, -1)  # (S, n_in, n_out), row-major like the layout
+            W = out[:, s.W].reshape(S, s.n_in, s.n_out)  # a view: each sample's block is contiguous, row-major
+            np.matmul(At, Dl, out=W)
             out[:, s.b] = Dl.sum(1)
         return out
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slangcli import train
+from slangcli import noise, train
 from slangcli.errors import ConfigError
 from slangcli.methods import METHODS, bbb
 from slangcli.methods.base import Problem
@@ -123,7 +123,7 @@ def test_first_adam_step_by_hand():
     hyper = bbb.Hyper(samples=3, lr=0.02, eps=1e-3)
     state = bbb.init(np.random.default_rng(7), problem, hyper)
     new, info = bbb.step(np.random.default_rng(8), state, problem, X[:20], y[:20], hyper)
-    eps = np.random.default_rng(8).standard_normal((3, state.mu.size))
+    eps = noise.standard_normal(np.random.default_rng(8), (3, state.mu.size))
     g, nll = bbb.gradient(state, eps, problem, X[:20], y[:20])
     np.testing.assert_allclose(new.mu, state.mu - 0.02 * g[0] / (np.abs(g[0]) + 1e-3), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(new.log_sigma, state.log_sigma - 0.02 * g[1] / (np.abs(g[1]) + 1e-3), rtol=1e-12,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slangcli import train
+from slangcli import noise, train
 from slangcli.divergence import kl
 from slangcli.errors import ConfigError
 from slangcli.methods import METHODS, bbb, ktied
@@ -219,7 +219,7 @@ def test_step_is_adam_on_the_concatenated_gradient():
     hyper = ktied.Hyper(samples=3, lr=0.02, eps=1e-3)
     state = ktied.init(np.random.default_rng(7), problem, hyper)
     new, info = ktied.step(np.random.default_rng(8), state, problem, X[:20], y[:20], hyper)
-    eps = np.random.default_rng(8).standard_normal((3, state.mu.size))
+    eps = noise.standard_normal(np.random.default_rng(8), (3, state.mu.size))
     g_mu, g_s, nll = ktied.gradient(state, eps, problem, X[:20], y[:20])
     np.testing.assert_allclose(new.mu, state.mu - 0.02 * g_mu / (np.abs(g_mu) + 1e-3), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(new.log_scale, state.log_scale - 0.02 * g_s / (np.abs(g_s) + 1e-3), rtol=1e-12,

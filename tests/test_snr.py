@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from slangcli import train
+from slangcli import noise, train
 from slangcli.cli import main
 from slangcli.io import read_run
 from slangcli.methods import bbb, ktied
@@ -89,7 +89,7 @@ def test_std_parameters_are_the_weight_scales_only():
     assert [g.size for g in ktied.std_gradients(rng, k_state, problem, X[:10], y[:10], ktied.Hyper(rank=2))] == [
         2 * (4 + 6), 2 * (6 + 3)]
     # the bbb draw is the log_sigma part of its full gradient at the same noise
-    eps = np.random.default_rng(5).standard_normal((12, problem.model.n_params))
+    eps = noise.standard_normal(np.random.default_rng(5), (12, problem.model.n_params))
     full, _ = bbb.gradient(b_state, eps, problem, X[:10], y[:10])
     parts = bbb.std_gradients(np.random.default_rng(5), b_state, problem, X[:10], y[:10], bbb.Hyper())
     layers = problem.model.layout.layers

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from slangcli import noise
 from slangcli.methods.base import Problem
 from slangcli.methods.reparam import AdamHyper, adam, kl_weight, likelihood_gradients
 from slangcli.posteriors import DiagonalGaussian
@@ -56,15 +57,15 @@ def gradient(state: State, eps: np.ndarray, problem: Problem, X: np.ndarray, y: 
     sigma = np.exp(state.log_sigma)
     g_mu, g_sigma, nll = likelihood_gradients(state.mu, sigma, eps, problem, X, y)
     lam = problem.prior_precision
+    if kl_weight != 1.0:
+        lam = kl_weight * lam
     grad = np.empty((2, state.mu.size))
     # grad[0] = g_mu + beta lambda mu; grad[1] = sigma (g_sigma + beta lambda sigma) - beta, i.e. d/dlog_sigma =
     # sigma d/dsigma with the KL part sigma (lambda sigma - 1 / sigma) written without the division; in place,
     # because this is a memory-bound part of the step
     np.multiply(lam, state.mu, out=grad[0])
-    grad[0] *= kl_weight
     grad[0] += g_mu
     np.multiply(lam, sigma, out=grad[1])
-    grad[1] *= kl_weight
     grad[1] += g_sigma
     grad[1] *= sigma
     grad[1] -= kl_weight
@@ -73,7 +74,7 @@ def gradient(state: State, eps: np.ndarray, problem: Problem, X: np.ndarray, y: 
 
 def step(rng: np.random.Generator, state: State, problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper):
     t = state.t + 1
-    eps = rng.standard_normal((hyper.samples, state.mu.size))
+    eps = noise.standard_normal(rng, (hyper.samples, state.mu.size))
     grad, nll = gradient(state, eps, problem, X, y, kl_weight(t, hyper.kl_anneal_steps))
     delta, m, v = adam(grad, state.m, state.v, t, hyper)
     return State(state.mu - delta[0], state.log_sigma - delta[1], m, v, t), {"nll": float(nll.mean())}
@@ -83,7 +84,7 @@ def std_gradients(rng: np.random.Generator, state: State, problem: Problem, X: n
                   hyper: Hyper) -> list[np.ndarray]:
     """One draw of the gradient in the standard-deviation parameters of each weight matrix (``log_sigma`` of
     its ``m n`` entries; biases are not included), at the current state, for the gradient SNR."""
-    eps = rng.standard_normal((hyper.samples, state.mu.size))
+    eps = noise.standard_normal(rng, (hyper.samples, state.mu.size))
     grad, _ = gradient(state, eps, problem, X, y, kl_weight(state.t + 1, hyper.kl_anneal_steps))
     return [grad[1][s.W] for s in problem.model.layout.layers]
 

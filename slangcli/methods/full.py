@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.linalg
 
+from slangcli import noise
 from slangcli.methods import natural
 from slangcli.methods.base import Method, Problem, require
 from slangcli.posteriors import MAX_FULL_PARAMS, FullGaussian
@@ -57,7 +58,7 @@ def init(rng: np.random.Generator, problem: Problem, hyper: Hyper) -> State:
 def step(rng: np.random.Generator, state: State, problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper,
          curvature: str = "ef"):
     """One step: ``theta_s = mu + chol^{-T} z_s`` (covariance ``P^{-1}``), then :func:`update`."""
-    Z = rng.standard_normal((state.mu.size, hyper.samples))
+    Z = noise.standard_normal(rng, (state.mu.size, hyper.samples))
     eps = scipy.linalg.solve_triangular(state.chol, Z, lower=True, trans=1, check_finite=False)
     return update(state, (state.mu[:, None] + eps).T, problem, X, y, hyper, curvature)
 

@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from slangcli import noise
 from slangcli.methods.base import Problem, require
 from slangcli.methods.reparam import AdamHyper, adam, kl_weight, likelihood_gradients
 from slangcli.models import MLP
@@ -161,7 +162,7 @@ def gradient(state: State, eps: np.ndarray, problem: Problem, X: np.ndarray, y: 
 def step(rng: np.random.Generator, state: State, problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper):
     t = state.t + 1
     D = state.mu.size
-    eps = rng.standard_normal((hyper.samples, D))
+    eps = noise.standard_normal(rng, (hyper.samples, D))
     g_mu, g_scale, nll = gradient(state, eps, problem, X, y, kl_weight(t, hyper.kl_anneal_steps))
     delta, m, v = adam(np.concatenate([g_mu, g_scale]), state.m, state.v, t, hyper)
     new = state._replace(mu=state.mu - delta[:D], log_scale=state.log_scale - delta[D:], m=m, v=v, t=t)
@@ -172,7 +173,7 @@ def std_gradients(rng: np.random.Generator, state: State, problem: Problem, X: n
                   hyper: Hyper) -> list[np.ndarray]:
     """One draw of the gradient in the tied standard-deviation parameters of each weight matrix (``log U_l`` and
     ``log V_l``, ``k (m + n)`` entries; biases not included), at the current state, for the gradient SNR."""
-    eps = rng.standard_normal((hyper.samples, state.mu.size))
+    eps = noise.standard_normal(rng, (hyper.samples, state.mu.size))
     _, g_scale, _ = gradient(state, eps, problem, X, y, kl_weight(state.t + 1, hyper.kl_anneal_steps))
     sl = slices(state.sizes, state.ranks)
     return [np.concatenate([g_scale[a], g_scale[b]]) for a, b in zip(sl.a, sl.b)]

@@ -65,12 +65,13 @@ def likelihood_gradients(mu: np.ndarray, sigma: np.ndarray, eps: np.ndarray, pro
     theta = sigma * eps
     theta += mu
     nll, fg = problem.model.per_example_grads(theta, X, y)
-    Gs = fg.sample_sums()  # (S, D)
-    c = problem.n_data / (M * S)
-    g_mu = Gs.sum(0)
-    g_mu *= c
-    g_sigma = np.einsum("sd,sd->d", Gs, eps)
-    g_sigma *= c
+    Gs = fg.sample_sums(scale=problem.n_data / (M * S))  # (S, D), c already applied
+    if S == 1:  # the common case (one sample per step): no pass to sum over samples
+        g_mu = Gs[0]
+        g_sigma = g_mu * eps[0]
+    else:
+        g_mu = Gs.sum(0)
+        g_sigma = np.einsum("sd,sd->d", Gs, eps)
     return g_mu, g_sigma, nll
 
 
@@ -79,22 +80,26 @@ def adam(grad: np.ndarray, m: np.ndarray, v: np.ndarray, t: int, hyper: AdamHype
     the parameters move by ``-delta``.
 
     ``delta = lr m_hat / (sqrt(v_hat) + eps)`` with ``m_hat = m / c1``, ``v_hat = v / c2``: the bias corrections
-    are folded into scalars, ``delta = (lr / c1) m / (sqrt(v) / sqrt(c2) + eps)``, and the passes are made in
-    place: at these sizes (D of 1e5 to 1e6) the step is a sequence of memory-bound passes, where an array
+    are folded into scalars, ``delta = (lr sqrt(c2) / c1) m / (sqrt(v) + eps sqrt(c2))``, and the passes are made
+    in place: at these sizes (D of 1e5 to 1e6) the step is a sequence of memory-bound passes, where an array
     division costs several multiplications and every fresh temporary array costs its page faults.
     """
     b1, b2 = hyper.beta1, hyper.beta2
-    m = np.multiply(m, b1)
-    m += (1.0 - b1) * grad
+    # m' = b1 m + (1 - b1) g = m + (1 - b1) (g - m), and likewise v': three and four passes, one new array each
+    m_new = np.subtract(grad, m)
+    m_new *= 1.0 - b1
+    m_new += m
     v_new = np.multiply(grad, grad)
+    v_new -= v
     v_new *= 1.0 - b2
-    v_new += b2 * v
+    v_new += v
+    # lr m_hat / (sqrt(v_hat) + eps) = (lr sqrt(c2) / c1) m' / (sqrt(v') + eps sqrt(c2)), c_i = 1 - b_i^t
+    root_c2 = np.sqrt(1.0 - b2**t)
     delta = np.sqrt(v_new)
-    delta *= 1.0 / np.sqrt(1.0 - b2**t)
-    delta += hyper.eps
-    np.divide(m, delta, out=delta)
-    delta *= hyper.lr / (1.0 - b1**t)
-    return delta, m, v_new
+    delta += hyper.eps * root_c2
+    np.divide(m_new, delta, out=delta)
+    delta *= hyper.lr * root_c2 / (1.0 - b1**t)
+    return delta, m_new, v_new
 
 
 # A parameter whose gradient draws spread by less than this fraction of their mean is deterministic up to

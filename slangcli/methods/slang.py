@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from slangcli import lowrank
+from slangcli import lowrank, noise
 from slangcli.methods import natural
 from slangcli.methods.base import Problem, require
 from slangcli.posteriors import LowRankGaussian
@@ -87,7 +87,7 @@ def init(rng: np.random.Generator, problem: Problem, hyper: Hyper) -> State:
 
 def step(rng: np.random.Generator, state: State, problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper):
     """One SLANG iteration on the minibatch ``(X, y)``: sample, then :func:`update`."""
-    Z = rng.standard_normal((state.mu.size, hyper.samples))
+    Z = noise.standard_normal(rng, (state.mu.size, hyper.samples))
     theta = (state.mu[:, None] + lowrank.sample_noise(state.U, state.d, Z, state.WtW)).T
     return update(state, theta.astype(hyper.dtype), problem, X.astype(hyper.dtype, copy=False), y, hyper)
 
