@@ -28,7 +28,7 @@ import numpy as np
 
 from slangcli.methods import METHODS
 from slangcli.methods.base import Problem, hyper_names, is_solver
-from slangcli.methods.reparam import adam
+from slangcli.methods.reparam import adam, adam_moments
 from slangcli.models import MLP
 from slangcli.threads import blas_threads, keep_freed_memory
 from slangcli.train import derive_rng
@@ -56,7 +56,7 @@ class _PointState(NamedTuple):
 
 def _point_init(rng, problem, hyper):
     D = problem.model.n_params
-    return _PointState(problem.model.init_mean(rng), np.zeros(D), np.zeros(D), 0)
+    return _PointState(problem.model.init_mean(rng), *adam_moments(D), 0)
 
 
 def _point_gradient(state, problem, X, y):

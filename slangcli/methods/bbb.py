@@ -28,7 +28,7 @@ import numpy as np
 
 from slangcli import noise
 from slangcli.methods.base import Problem
-from slangcli.methods.reparam import AdamHyper, adam, kl_weight, likelihood_gradients
+from slangcli.methods.reparam import AdamHyper, adam, adam_moments, kl_weight, likelihood_gradients
 from slangcli.posteriors import DiagonalGaussian
 
 
@@ -40,15 +40,15 @@ class Hyper(AdamHyper):
 class State(NamedTuple):
     mu: np.ndarray  # (D,)
     log_sigma: np.ndarray  # (D,)
-    m: np.ndarray  # (2, D) Adam's first moment of the gradients in (mu, log_sigma)
-    v: np.ndarray  # (2, D) Adam's second moment
+    m: np.ndarray  # (2, D) Adam's first moment of the gradients in (mu, log_sigma), float32
+    v: np.ndarray  # (2, D) Adam's second moment, float32
     t: int  # steps taken
 
 
 def init(rng: np.random.Generator, problem: Problem, hyper: Hyper) -> State:
     D = problem.model.n_params
-    return State(mu=problem.model.init_mean(rng), log_sigma=np.full(D, np.log(hyper.init_std)),
-                 m=np.zeros((2, D)), v=np.zeros((2, D)), t=0)
+    m, v = adam_moments((2, D))
+    return State(mu=problem.model.init_mean(rng), log_sigma=np.full(D, np.log(hyper.init_std)), m=m, v=v, t=0)
 
 
 def gradient(state: State, eps: np.ndarray, problem: Problem, X: np.ndarray, y: np.ndarray, kl_weight: float = 1.0):

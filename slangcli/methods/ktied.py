@@ -34,7 +34,7 @@ import numpy as np
 
 from slangcli import noise
 from slangcli.methods.base import Problem, require
-from slangcli.methods.reparam import AdamHyper, adam, kl_weight, likelihood_gradients
+from slangcli.methods.reparam import AdamHyper, adam, adam_moments, kl_weight, likelihood_gradients
 from slangcli.models import MLP
 from slangcli.posteriors import KTiedGaussian
 
@@ -89,8 +89,8 @@ def slices(sizes, ranks) -> Slices:
 class State(NamedTuple):
     mu: np.ndarray  # (D,)
     log_scale: np.ndarray  # (P,): log U_l, log V_l per layer, then the biases' log sigma (see ``slices``)
-    m: np.ndarray  # (D + P,) Adam's first moment of the gradients in (mu, log_scale)
-    v: np.ndarray  # (D + P,) Adam's second moment
+    m: np.ndarray  # (D + P,) Adam's first moment of the gradients in (mu, log_scale), float32
+    v: np.ndarray  # (D + P,) Adam's second moment, float32
     t: int  # steps taken
     sizes: tuple  # the network's layer sizes
     ranks: tuple  # k of each layer
@@ -127,7 +127,8 @@ def init(rng: np.random.Generator, problem: Problem, hyper: Hyper) -> State:
                 s.stop - s.start)
     log_scale[sl.bias] = np.log(hyper.init_std)
     n = mu.size + log_scale.size
-    return State(mu=mu, log_scale=log_scale, m=np.zeros(n), v=np.zeros(n), t=0, sizes=tuple(model.sizes),
+    m, v = adam_moments(n)
+    return State(mu=mu, log_scale=log_scale, m=m, v=v, t=0, sizes=tuple(model.sizes),
                  ranks=ranks)
 
 

@@ -75,9 +75,22 @@ def likelihood_gradients(mu: np.ndarray, sigma: np.ndarray, eps: np.ndarray, pro
     return g_mu, g_sigma, nll
 
 
+# Adam's moments are kept in float32. The step is a sequence of memory-bound passes over arrays of 2 D numbers,
+# and Adam makes eleven of them: in float32 they move half the bytes (the update takes 0.6 ms instead of 1.4 ms at
+# D = 1e5 on this project's machines). The moments are running averages of noisy gradients, used only to scale
+# the step; float32's 7 digits are more than their own noise warrants. The gradient and the parameters stay in
+# float64.
+MOMENT_DTYPE = np.float32
+
+
+def adam_moments(n) -> tuple[np.ndarray, np.ndarray]:
+    """Adam's zero-initialised first and second moments for parameters of shape ``n``."""
+    return np.zeros(n, dtype=MOMENT_DTYPE), np.zeros(n, dtype=MOMENT_DTYPE)
+
+
 def adam(grad: np.ndarray, m: np.ndarray, v: np.ndarray, t: int, hyper: AdamHyper):
-    """One Adam update (Kingma and Ba 2014, with bias correction) at step ``t >= 1``: returns ``(delta, m, v)``;
-    the parameters move by ``-delta``.
+    """One Adam update (Kingma and Ba 2014, with bias correction) at step ``t >= 1``: returns ``(delta, m, v)``
+    in the moments' dtype (:data:`MOMENT_DTYPE`); the parameters move by ``-delta``.
 
     ``delta = lr m_hat / (sqrt(v_hat) + eps)`` with ``m_hat = m / c1``, ``v_hat = v / c2``: the bias corrections
     are folded into scalars, ``delta = (lr sqrt(c2) / c1) m / (sqrt(v) + eps sqrt(c2))``, and the passes are made
@@ -85,20 +98,21 @@ def adam(grad: np.ndarray, m: np.ndarray, v: np.ndarray, t: int, hyper: AdamHype
     division costs several multiplications and every fresh temporary array costs its page faults.
     """
     b1, b2 = hyper.beta1, hyper.beta2
-    # m' = b1 m + (1 - b1) g = m + (1 - b1) (g - m), and likewise v': three and four passes, one new array each
-    m_new = np.subtract(grad, m)
-    m_new *= 1.0 - b1
+    dtype = m.dtype.type
+    g = grad.astype(dtype)
+    # m' = b1 m + (1 - b1) g = m + (1 - b1) (g - m), and likewise v' (in g's array): three and four passes
+    m_new = np.subtract(g, m)
+    m_new *= dtype(1.0 - b1)
     m_new += m
-    v_new = np.multiply(grad, grad)
+    v_new = np.multiply(g, g, out=g)
     v_new -= v
-    v_new *= 1.0 - b2
+    v_new *= dtype(1.0 - b2)
     v_new += v
-    # lr m_hat / (sqrt(v_hat) + eps) = (lr sqrt(c2) / c1) m' / (sqrt(v') + eps sqrt(c2)), c_i = 1 - b_i^t
     root_c2 = np.sqrt(1.0 - b2**t)
     delta = np.sqrt(v_new)
-    delta += hyper.eps * root_c2
+    delta += dtype(hyper.eps * root_c2)
     np.divide(m_new, delta, out=delta)
-    delta *= hyper.lr * root_c2 / (1.0 - b1**t)
+    delta *= dtype(hyper.lr * root_c2 / (1.0 - b1**t))
     return delta, m_new, v_new
 
 
