@@ -52,7 +52,7 @@ from slangcli.metrics import ACTIVATION_BUDGET
 from slangcli.methods import METHODS
 from slangcli.methods.base import Problem
 from slangcli.models import MLP
-from slangcli.threads import blas_threads
+from slangcli.threads import blas_threads, keep_freed_memory
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = Path(os.environ.get("SLANG_DATA_DIR", HERE.parents[1] / "shared" / "datasets"))
@@ -181,6 +181,7 @@ def fmt(m) -> str:
 
 def main(argv=None):
     a = parse_args(argv)
+    keep_freed_memory()  # as the slang command does
     ranks = [int(k) for k in a.ranks.split(",")]
     data, val, test = load(a)
     model = MLP(SIZES, activation="relu", likelihood="categorical")

@@ -40,6 +40,7 @@ import numpy as np
 
 from results import table_stream, write_json
 from slangcli import workflow
+from slangcli.threads import keep_freed_memory
 from slangcli.divergence import symmetric_kl
 from slangcli.workflow import DataOptions
 
@@ -124,6 +125,7 @@ def mean_se(values) -> tuple[float, float]:
 
 
 def main(argv=None):
+    keep_freed_memory()  # as the slang command does (forked workers inherit it)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", default=os.environ.get("SLANG_DATA_DIR", "../shared/datasets"))
     p.add_argument("--authors", default=None, help="the authors' Table 1 CSV (default: beside the data dir)")

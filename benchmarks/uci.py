@@ -37,6 +37,7 @@ import numpy as np
 
 from results import table_stream, write_json
 from slangcli import workflow
+from slangcli.threads import keep_freed_memory
 from slangcli.workflow import DataOptions
 
 LARGE = 5000  # rows above which the authors used S = 2 and rates 0.005
@@ -94,6 +95,7 @@ def mean_se(values) -> tuple[float, float]:
 
 
 def main(argv=None):
+    keep_freed_memory()  # as the slang command does (forked workers inherit it)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_dir = Path(os.environ.get("SLANG_DATA_DIR", "../shared/datasets")) / "uci"
     p.add_argument("--data-dir", default=str(default_dir), help="a Gal-layout folder or a folder of them")
