@@ -293,6 +293,7 @@ class FactoredGrads:
         self.inputs = inputs
         self.deltas = deltas
         self.n_samples, self.n_examples = deltas[0].shape[:2]
+        self._augmented = None
 
     @property
     def n_columns(self) -> int:
@@ -301,6 +302,25 @@ class FactoredGrads:
     def _each(self):
         for s, A, Dl in zip(self.layout.layers, self.inputs, self.deltas):
             yield s, A, Dl, A.ndim == 2
+
+    def _each_augmented(self):
+        """Per layer: its slices, the input with a column of ones appended as rows ``[a^T, 1]`` (``(N, n_in + 1)``
+        when shared, else ``(S N, n_in + 1)``), its output gradients and whether the input is shared.
+
+        A layer's weights and bias are consecutive in the parameter vector, the bias after the ``n_in`` weight
+        rows, so ``[W; b]`` is the ``(n_in + 1, n_out)`` block from ``s.W.start`` to ``s.b.stop``: with the ones
+        column, products with the weights and the bias are one GEMM, without a broadcast pass for the bias. Built
+        once per minibatch (block Lanczos multiplies by ``G`` and ``G^T`` several times)."""
+        if self._augmented is None:
+            self._augmented = []
+            for A in self.inputs:
+                rows = A if A.ndim == 2 else _rows(A)
+                aug = np.empty((rows.shape[0], rows.shape[1] + 1), dtype=rows.dtype)
+                aug[:, :-1] = rows
+                aug[:, -1] = 1.0
+                self._augmented.append(aug)
+        for s, aug, Dl, A in zip(self.layout.layers, self._augmented, self.deltas, self.inputs):
+            yield s, aug, Dl, A.ndim == 2
 
     def sum(self, scale: float = 1.0) -> np.ndarray:
         """``scale G 1 : (D,)``, the gradient summed over examples and samples (and scaled)."""
@@ -408,15 +428,14 @@ class FactoredGrads:
         k = V.shape[1]
         w = V.reshape(S, N, k)
         out = np.empty((self.layout.n_params, k), dtype=np.result_type(V, self.deltas[0]))
-        for s, A, Dl, shared in self._each():
+        for s, aug, Dl, shared in self._each_augmented():
             if shared:
                 Z = np.matmul(Dl.transpose(1, 2, 0), w.transpose(1, 0, 2))  # (N, n_out, k), summed over samples
-                out[s.W] = (A.T @ Z.reshape(N, -1)).reshape(-1, k)
-                out[s.b] = Z.sum(0)
             else:
                 Z = _rows(Dl)[:, :, None] * w.reshape(S * N, 1, k)  # (S N, n_out, k)
-                out[s.W] = (_rows(A).T @ Z.reshape(S * N, -1)).reshape(-1, k)
-                out[s.b] = Z.sum(0)
+            # weight rows and bias rows together: [A, 1]^T Z (the bias rows are the sums of Z over examples)
+            block = out[s.W.start : s.b.stop].reshape(s.n_in + 1, s.n_out * k)
+            np.matmul(aug.T, Z.reshape(Z.shape[0], -1), out=block)
         return out
 
     def rmatmat(self, W: np.ndarray) -> np.ndarray:
@@ -428,13 +447,13 @@ class FactoredGrads:
         # a Fortran-ordered basis, as block Lanczos passes, costs three times the whole product otherwise)
         W = np.ascontiguousarray(W)
         out = np.zeros((S, N, k), dtype=np.result_type(W, self.deltas[0]))
-        for s, A, Dl, shared in self._each():
-            Wl = W[s.W].reshape(s.n_in, s.n_out * k)
+        for s, aug, Dl, shared in self._each_augmented():
+            Wb = W[s.W.start : s.b.stop].reshape(s.n_in + 1, s.n_out * k)  # [W_j; b_j] of every column j
             if shared:
-                Y = (A @ Wl).reshape(N, s.n_out, k) + W[s.b]  # (N, n_out, k)
+                Y = (aug @ Wb).reshape(N, s.n_out, k)  # (N, n_out, k)
                 out += np.matmul(Dl.transpose(1, 0, 2), Y).transpose(1, 0, 2)
             else:
-                Y = (_rows(A) @ Wl).reshape(S * N, s.n_out, k) + W[s.b]
+                Y = (aug @ Wb).reshape(S * N, s.n_out, k)
                 if s.n_out == 1:  # a batched matmul of 1 x 1 matrices costs far more than the product
                     out += (Y[:, 0, :] * _rows(Dl)).reshape(S, N, k)
                 else:

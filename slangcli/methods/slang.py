@@ -145,8 +145,10 @@ def _krylov_through_factors(U: np.ndarray, grads, a: float, b: float, L: int, wa
     K = r + grads.n_columns
     Uw = U[:, warm]
     if _krylov_side(D, K) == "D":
-        def apply(X):  # B B^T X
-            return (a * a) * (U @ (U.T @ X)) + (b * b) * grads.matmat(grads.rmatmat(X))
+        def apply(X):  # B B^T X, the scalars on the small factors
+            out = grads.matmat((b * b) * grads.rmatmat(X))
+            out += U @ ((a * a) * (U.T @ X))
+            return out
 
         found = lowrank.top_eig_krylov(apply, D, L, Uw)
         if found is None:
