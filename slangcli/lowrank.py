@@ -232,7 +232,9 @@ def top_eig_krylov(apply, n: int, L: int, start=None, *, tol: float = KRYLOV_TOL
     Residuals come without forming ``A V``: with the basis ``Q`` orthonormal, ``A Q - Q T`` is zero except in the
     last block, where it is the remainder ``W`` that the next basis block orthonormalises, so the residual of the
     Ritz pair ``(theta, Q s)`` is ``||W s_last||``, ``s_last`` the last block's rows of ``s``. After a check
-    that misses the tolerance by more than ``SKIP_CHECK`` the next block goes unchecked.
+    that misses the tolerance by more than ``SKIP_CHECK`` the next block goes unchecked; and a block whose
+    ``||W||_F`` alone (the root of the summed squared residuals of all its Ritz pairs) shows such a miss skips the
+    check, an eigendecomposition of the projected matrix, for itself and the next block.
     """
     warm = 0 if start is None else start.shape[1]
     p = min(L + 2 if warm >= L else L + max(4, L // 4), n)
