@@ -55,3 +55,43 @@ def test_uci_script_runs_any_gal_folders(tmp_path, capsys, monkeypatch):
     table = {(e["folder"], e["method"]): e for e in out["table"]}
     assert set(table) == {(f, m) for f in ("toy-a", "toy-b") for m in ("slang", "bbb")}
     assert table["toy-b", "slang"]["splits"] == 3 and "paper_loglik" not in table["toy-b", "slang"]
+
+
+def test_ktied_snr_window_replays_the_training_steps(monkeypatch):
+    """``ktied_snr.measure`` records each window by replaying training steps by hand: the state it ends in is the
+    one ``train.run`` reaches in as many steps, bit for bit, so the window's gradients are the training's own; and
+    its window statistic is the SNR of exactly those gradients."""
+    import argparse
+
+    from slangcli import train
+    from slangcli.methods import METHODS
+    from slangcli.methods.base import Problem
+    from slangcli.methods.reparam import snr
+    from slangcli.models import MLP
+
+    script = _load("ktied_snr", monkeypatch)
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 6))
+    y = rng.integers(0, 3, 60)
+    model = MLP((6, 5, 4, 3), activation="relu", likelihood="categorical")
+    problem = Problem(model, model.prior_precision(4.0, 4.0), len(X))
+    a = argparse.Namespace(layer=2, batch_size=8, window=4, draws=3)
+    for name in ("bbb", "ktied"):
+        module = METHODS[name]
+        hyper = module.Hyper(samples=2, lr=1e-2, **({"rank": 2} if name == "ktied" else {}))
+        records, state = script.measure(name, module, hyper, problem, X, y, [5, 12], a, seed=3)
+        expected, _ = train.run(module, hyper, problem, X, y, seed=3, batch_size=8, n_steps=12)
+        for field, value in zip(state._fields, state):
+            if isinstance(value, np.ndarray):
+                np.testing.assert_array_equal(value, getattr(expected, field), err_msg=f"{name} {field}")
+        # the last window by hand: the gradients of steps 8..11 at their own states
+        before, _ = train.run(module, hyper, problem, X, y, seed=3, batch_size=8, n_steps=8)
+        grads = []
+        for t in range(8, 12):
+            idx = train.batch_indices(3, t, len(X), 8)
+            grads.append(module.std_gradients(train.derive_rng(3, train.STEP, t), before, problem, X[idx], y[idx],
+                                              hyper)[1])
+            before, _ = module.step(train.derive_rng(3, train.STEP, t), before, problem, X[idx], y[idx], hyper)
+        assert [r["step"] for r in records] == [5, 12] and records[1]["window"] == 4
+        assert records[1]["window_snr"] == snr(np.stack(grads))[0]
+        assert records[1]["window_paper"] == snr(np.stack(grads))[1]
