@@ -232,9 +232,7 @@ def top_eig_krylov(apply, n: int, L: int, start=None, *, tol: float = KRYLOV_TOL
     Residuals come without forming ``A V``: with the basis ``Q`` orthonormal, ``A Q - Q T`` is zero except in the
     last block, where it is the remainder ``W`` that the next basis block orthonormalises, so the residual of the
     Ritz pair ``(theta, Q s)`` is ``||W s_last||``, ``s_last`` the last block's rows of ``s``. After a check
-    that misses the tolerance by more than ``SKIP_CHECK`` the next block goes unchecked; and a block whose
-    ``||W||_F`` alone (the root of the summed squared residuals of all its Ritz pairs) shows such a miss skips the
-    check, an eigendecomposition of the projected matrix, for itself and the next block.
+    that misses the tolerance by more than ``SKIP_CHECK`` the next block goes unchecked.
     """
     warm = 0 if start is None else start.shape[1]
     p = min(L + 2 if warm >= L else L + max(4, L // 4), n)
@@ -256,13 +254,6 @@ def top_eig_krylov(apply, n: int, L: int, start=None, *, tol: float = KRYLOV_TOL
         T[b:m, :m] = C.T
         W = W - Q[:, :m] @ C
         last = m + p > n_blocks * p
-        if skip == 0 and not last:
-            # The squared residuals of all m Ritz pairs sum to ||W||_F^2 (W s_last over an orthogonal S), and
-            # Gershgorin's bound on T's rows is at least theta_1. When even that says the root-mean-square residual
-            # misses the tolerance by SKIP_CHECK, the Rayleigh-Ritz of this block and of the next is skipped.
-            top = np.abs(T[:m, :m]).sum(1).max()
-            if np.sqrt(np.einsum("kl,kl->", W, W) / m) > SKIP_CHECK * tol * top:
-                skip = 2
         if skip == 0 or last:
             theta, S = np.linalg.eigh(T[:m, :m])
             theta, S = theta[: m - L - 1 : -1], S[:, : m - L - 1 : -1]
