@@ -223,7 +223,7 @@ def top_eig_krylov(apply, n: int, L: int, start=None, *, tol: float = KRYLOV_TOL
     Block Lanczos with full reorthogonalisation and Rayleigh-Ritz on the whole Krylov basis, stopped when every
     wanted Ritz pair has residual ``||A v - theta v|| <= tol * theta_1``. ``start : (n, j)`` gives starting
     directions (SLANG: the previous step's eigenvectors, which usually stay dominant), filled up with fixed
-    pseudo-random columns. The block has ``p = L + 2`` columns when the start covers all ``L`` wanted directions
+    pseudo-random columns. The block has ``p = L + 1`` columns when the start covers all ``L`` wanted directions
     (a start that close gains about four orders of residual per block whatever the padding, measured on SLANG's
     updates) and ``L + max(4, L // 4)`` otherwise. Returns ``(lam : (L,), V : (n, L))`` largest first, or ``None``
     if the basis would exceed ``max_dim`` (default n / 2) before converging; the caller then falls back to a dense
@@ -235,7 +235,7 @@ def top_eig_krylov(apply, n: int, L: int, start=None, *, tol: float = KRYLOV_TOL
     that misses the tolerance by more than ``SKIP_CHECK`` the next block goes unchecked.
     """
     warm = 0 if start is None else start.shape[1]
-    p = min(L + 2 if warm >= L else L + max(4, L // 4), n)
+    p = min(L + 1 if warm >= L else L + max(4, L // 4), n)
     max_dim = n // 2 if max_dim is None else max_dim
     n_blocks = max_dim // p
     if n_blocks < 2:
