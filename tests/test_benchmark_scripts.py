@@ -75,7 +75,7 @@ def test_ktied_snr_window_replays_the_training_steps(monkeypatch):
     y = rng.integers(0, 3, 60)
     model = MLP((6, 5, 4, 3), activation="relu", likelihood="categorical")
     problem = Problem(model, model.prior_precision(4.0, 4.0), len(X))
-    a = argparse.Namespace(layer=2, batch_size=8, window=4, draws=3)
+    a = argparse.Namespace(layer=2, batch_size=8, window=4, draws=3, part="elbo")
     for name in ("bbb", "ktied"):
         module = METHODS[name]
         hyper = module.Hyper(samples=2, lr=1e-2, **({"rank": 2} if name == "ktied" else {}))
@@ -95,3 +95,6 @@ def test_ktied_snr_window_replays_the_training_steps(monkeypatch):
         assert [r["step"] for r in records] == [5, 12] and records[1]["window"] == 4
         assert records[1]["window_snr"] == snr(np.stack(grads))[0]
         assert records[1]["window_paper"] == snr(np.stack(grads))[1]
+        # the independent draws are train.gradient_snr's (the statistic slang fit --snr records)
+        assert records[1]["draws_snr"] == train.gradient_snr(module, hyper, problem, X, y, state, seed=3,
+                                                             batch_size=8, draws=3)[0][1]

@@ -81,11 +81,13 @@ def step(rng: np.random.Generator, state: State, problem: Problem, X: np.ndarray
 
 
 def std_gradients(rng: np.random.Generator, state: State, problem: Problem, X: np.ndarray, y: np.ndarray,
-                  hyper: Hyper) -> list[np.ndarray]:
+                  hyper: Hyper, kl: float | None = None) -> list[np.ndarray]:
     """One draw of the gradient in the standard-deviation parameters of each weight matrix (``log_sigma`` of
-    its ``m n`` entries; biases are not included), at the current state, for the gradient SNR."""
+    its ``m n`` entries; biases are not included), at the current state, for the gradient SNR. ``kl`` overrides the KL weight of the
+    step (0: the expected log-likelihood's part alone)."""
     eps = noise.standard_normal(rng, (hyper.samples, state.mu.size))
-    grad, _ = gradient(state, eps, problem, X, y, kl_weight(state.t + 1, hyper.kl_anneal_steps))
+    grad, _ = gradient(state, eps, problem, X, y,
+                       kl_weight(state.t + 1, hyper.kl_anneal_steps) if kl is None else kl)
     return [grad[1][s.W] for s in problem.model.layout.layers]
 
 

@@ -171,11 +171,13 @@ def step(rng: np.random.Generator, state: State, problem: Problem, X: np.ndarray
 
 
 def std_gradients(rng: np.random.Generator, state: State, problem: Problem, X: np.ndarray, y: np.ndarray,
-                  hyper: Hyper) -> list[np.ndarray]:
+                  hyper: Hyper, kl: float | None = None) -> list[np.ndarray]:
     """One draw of the gradient in the tied standard-deviation parameters of each weight matrix (``log U_l`` and
-    ``log V_l``, ``k (m + n)`` entries; biases not included), at the current state, for the gradient SNR."""
+    ``log V_l``, ``k (m + n)`` entries; biases not included), at the current state, for the gradient SNR. ``kl`` overrides the KL weight of the
+    step (0: the expected log-likelihood's part alone)."""
     eps = noise.standard_normal(rng, (hyper.samples, state.mu.size))
-    _, g_scale, _ = gradient(state, eps, problem, X, y, kl_weight(state.t + 1, hyper.kl_anneal_steps))
+    _, g_scale, _ = gradient(state, eps, problem, X, y,
+                             kl_weight(state.t + 1, hyper.kl_anneal_steps) if kl is None else kl)
     sl = slices(state.sizes, state.ranks)
     return [np.concatenate([g_scale[a], g_scale[b]]) for a, b in zip(sl.a, sl.b)]
 
