@@ -65,17 +65,6 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def draws(module, hyper, problem: Problem, X, y, state, seed: int, batch: int, n_draws: int, layer: int, kl):
-    """``(n_draws, P)`` independent gradients of the layer's standard-deviation parameters at ``state``, drawn as
-    ``train.gradient_snr`` draws them (its generator, a fresh minibatch and weight noise each)."""
-    rng = train.derive_rng(seed, train.SNR, state.t)
-    out = []
-    for _ in range(n_draws):
-        idx = rng.choice(problem.n_data, size=batch, replace=False)
-        out.append(module.std_gradients(rng, state, problem, X[idx], y[idx], hyper, kl)[layer])
-    return np.stack(out)
-
-
 def measure(name: str, module, hyper, problem: Problem, X, y, steps: list[int], a, seed: int):
     """Train to each of ``steps`` in turn, replaying the last ``window`` steps by hand to record their gradients.
     Returns the records and the final state (the state ``train.run`` reaches in as many steps)."""
@@ -99,7 +88,9 @@ def measure(name: str, module, hyper, problem: Problem, X, y, steps: list[int], 
                                                    y[idx], hyper, kl)[layer])
                 state, _ = module.step(train.derive_rng(seed, train.STEP, t), state, problem, X[idx], y[idx], hyper)
             ratio_w, paper_w = snr(np.stack(window)) if len(window) >= 2 else (float("nan"), float("nan"))
-            ratio_d, paper_d = snr(draws(module, hyper, problem, X, y, state, seed, batch, a.draws, layer, kl))
+            ratios, papers = train.gradient_snr(module, hyper, problem, X, y, state, seed=seed, batch_size=batch,
+                                                draws=a.draws, kl=kl)
+            ratio_d, paper_d = ratios[layer], papers[layer]
             out.append({"method": name, "seed": seed, "step": target, "window": len(window),
                         "window_paper": paper_w, "window_snr": ratio_w,
                         "draws_paper": paper_d, "draws_snr": ratio_d})

@@ -251,7 +251,7 @@ def top_eig_krylov(apply, n: int, L: int, start=None, *, tol: float = KRYLOV_TOL
     T = np.empty((n_blocks * p, n_blocks * p))
     Q[:, :p] = _orthonormal_start(_start_block(n, p, start))
     b = 0
-    skip = 0  # how many blocks, from this one, go without the convergence check
+    check = True
     while True:
         m = b + p
         W = apply(Q[:, b:m])
@@ -260,7 +260,7 @@ def top_eig_krylov(apply, n: int, L: int, start=None, *, tol: float = KRYLOV_TOL
         T[b:m, :m] = C.T
         W = W - Q[:, :m] @ C
         last = m + p > n_blocks * p
-        if skip == 0 or last:
+        if check or last:
             theta, S = np.linalg.eigh(T[:m, :m])
             theta, S = theta[: m - L - 1 : -1], S[:, : m - L - 1 : -1]
             R = W @ S[b:m]
@@ -272,9 +272,9 @@ def top_eig_krylov(apply, n: int, L: int, start=None, *, tol: float = KRYLOV_TOL
                 return None
             # the residual falls by at most about four orders of magnitude per block (measured on SLANG's
             # updates): this far above the tolerance the next block cannot converge, so its Rayleigh-Ritz is skipped
-            skip = 1 if res.max() > SKIP_CHECK * bound else 0
+            check = res.max() <= SKIP_CHECK * bound
         else:
-            skip -= 1
+            check = True
         Q[:, m : m + p] = _orthonormalize_against(W, Q[:, :m])
         b = m
 

@@ -86,17 +86,18 @@ def batch_indices(seed: int, t: int, n_data: int, batch_size: int) -> np.ndarray
 
 
 def gradient_snr(method, hyper, problem: Problem, X: np.ndarray, y: np.ndarray, state, *, seed: int, batch_size: int,
-                 draws: int) -> tuple[list[float], list[float]]:
+                 draws: int, kl: float | None = None) -> tuple[list[float], list[float]]:
     """``(snr, snr_paper)`` per weight matrix at ``state``, from ``draws`` independent gradients of its
     standard-deviation parameters (``method.std_gradients``), each on a fresh minibatch drawn without replacement
-    and fresh weight noise, all from the SNR stream of step ``state.t``."""
+    and fresh weight noise, all from the SNR stream of step ``state.t``. ``kl`` overrides the step's KL weight
+    (0: the expected log-likelihood's gradient alone)."""
     rng = derive_rng(seed, SNR, state.t)
     n = problem.n_data
     batch = min(batch_size, n)
     samples = []
     for _ in range(draws):
         idx = rng.choice(n, size=batch, replace=False)
-        samples.append(method.std_gradients(rng, state, problem, X[idx], y[idx], hyper))
+        samples.append(method.std_gradients(rng, state, problem, X[idx], y[idx], hyper, kl))
     ratios = [snr(np.stack([g[l] for g in samples])) for l in range(len(samples[0]))]
     return [r[0] for r in ratios], [r[1] for r in ratios]
 
