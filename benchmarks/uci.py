@@ -77,15 +77,17 @@ def fit_one(job: dict) -> dict:
         hyper = {"rank": 1, "samples": samples, "lr": rate, "beta": beta, "decay": 0.0, "momentum": 0.9}
     else:
         hyper = {"samples": samples}
+    tune = job["tune"][method]
     t0 = time.perf_counter()
     run = workflow.fit(DataOptions(path=str(folder), uci_split=split, standardize=True), method=method, hyper=hyper,
                        hidden="50", activation="relu", likelihood="gaussian", batch_size=10, epochs=job["epochs"],
                        seed=split, bias_prior_precision=1e-6, eval_samples=job["eval_samples"],
-                       tune="prior-precision,noise-precision", tune_folds=job["tune_folds"],
-                       tune_epochs=job["tune_epochs"])
+                       tune=tune["params"], tune_folds=tune["folds"], tune_rounds=tune["rounds"],
+                       tune_epochs=tune["epochs"])
     test = run.metrics["test"]
     return {"folder": folder.name, "split": split, "method": method, "rmse": test["rmse"], "loglik": test["loglik"],
             "prior_precision": run.config["prior_precision"], "noise_precision": run.model.noise_precision,
+            "lr": run.config["hyper"].get("lr"), "beta": run.config["hyper"].get("beta"),
             "seconds": time.perf_counter() - t0}
 
 
@@ -104,10 +106,18 @@ def main(argv=None):
     p.add_argument("--methods", default="slang,bbb")
     p.add_argument("--epochs", type=int, default=120)
     p.add_argument("--eval-samples", type=int, default=20)
-    p.add_argument("--tune-folds", type=int, default=3)
-    p.add_argument("--tune-epochs", type=int, default=30)
+    p.add_argument("--slang-tune", default="prior-precision,noise-precision,lr,beta",
+                   help="what SLANG's cross-validation chooses")
+    p.add_argument("--slang-tune-folds", type=int, default=5)
+    p.add_argument("--slang-tune-rounds", type=int, default=1, help="folds scored")
+    p.add_argument("--slang-tune-epochs", type=int, default=None, help="(default: the fit's own length)")
+    p.add_argument("--bbb-tune", default="prior-precision,noise-precision")
+    p.add_argument("--bbb-tune-folds", type=int, default=3)
+    p.add_argument("--bbb-tune-rounds", type=int, default=None)
+    p.add_argument("--bbb-tune-epochs", type=int, default=30)
     p.add_argument("--slang-beta", type=float, default=None,
-                   help="SLANG's precision rate beta (default: the protocol's, equal to its rate alpha)")
+                   help="SLANG's precision rate beta, or the start of its search (default: the protocol's, equal "
+                        "to its rate alpha)")
     p.add_argument("--jobs", type=int, default=1, help="fits run at a time (each uses one core)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON ('-' for stdout)")
     a = p.parse_args(argv)
@@ -121,8 +131,11 @@ def main(argv=None):
     paper_path = Path(a.paper) if a.paper else next((c for c in candidates if c.exists()), candidates[0])
     paper = read_paper(paper_path)
     methods = [m.strip() for m in a.methods.split(",") if m.strip()]
+    tune = {m: {"params": getattr(a, f"{m}_tune"), "folds": getattr(a, f"{m}_tune_folds"),
+                "rounds": getattr(a, f"{m}_tune_rounds"), "epochs": getattr(a, f"{m}_tune_epochs")}
+            for m in ("slang", "bbb")}
     jobs = [{"folder": str(f), "split": k, "method": m, "epochs": a.epochs, "eval_samples": a.eval_samples,
-             "tune_folds": a.tune_folds, "tune_epochs": a.tune_epochs, "slang_beta": a.slang_beta}
+             "tune": tune, "slang_beta": a.slang_beta}
             for f in folders for k in range(min(n_splits(f), a.splits or n_splits(f))) for m in methods]
     started = time.perf_counter()
     results = []
@@ -130,7 +143,8 @@ def main(argv=None):
         for i, r in enumerate(pool.map(fit_one, jobs) if a.jobs > 1 else map(fit_one, jobs)):
             results.append(r)
             print(f"[{i + 1}/{len(jobs)}] {r['folder']} split {r['split']} {r['method']}: RMSE {r['rmse']:.3f} "
-                  f"loglik {r['loglik']:.3f} (prior {r['prior_precision']:g}, tau {r['noise_precision']:g}; "
+                  f"loglik {r['loglik']:.3f} (prior {r['prior_precision']:g}, tau {r['noise_precision']:g}, "
+                  f"lr {r['lr']:g}" + (f", beta {r['beta']:g}" if r["beta"] is not None else "") + "; "
                   f"{r['seconds']:.1f} s)", file=sys.stderr)
     wall = time.perf_counter() - started
 
@@ -161,7 +175,7 @@ def main(argv=None):
     print(f"wall time {wall:.0f} s ({len(jobs)} fits with tuning, {a.jobs} at a time)", file=report)
     if a.json:
         out = {"epochs": a.epochs, "eval_samples": a.eval_samples, "slang_beta": a.slang_beta,
-               "tune_folds": a.tune_folds, "tune_epochs": a.tune_epochs, "jobs": a.jobs, "wall_seconds": wall,
+               "tune": tune, "jobs": a.jobs, "wall_seconds": wall,
                "table": table, "runs": results}
         write_json(out, a.json)
 

@@ -1,33 +1,53 @@
 """Hyperparameters from the training data alone: k-fold cross-validated predictive log-likelihood.
 
-The prior precision (every model) and the Gaussian noise precision (regression) are chosen by coordinate search
-over logarithmic grids: each parameter in turn (the noise precision first) takes every value of its grid with the
-others held at their best so far, then each is refined once at the geometric midpoints beside its best value (so
-the cost is about the sum of the grid sizes, not their product). A candidate's score is the mean
-over ``k`` folds of the held-out per-example predictive log-likelihood of a posterior trained on the other folds:
-``log p(y | x)`` under the posterior predictive, by quadrature for logistic regression and Monte Carlo
-otherwise, on the standardised target scale for regression (a constant shift from the original units, the same
-for every candidate). The folds are a seeded permutation of the *training* rows; test rows never enter.
+Tunable: the prior precision (every model), the Gaussian noise precision (regression), and the step methods'
+learning rate ``lr`` and, for the natural-gradient methods, the precision rate ``beta``. The search is coordinate
+search over grids: each parameter in turn takes every value of its grid with the others held at their best so
+far, then each is refined once at the geometric midpoints beside its best value (so the cost is about the sum of
+the grid sizes, not their product). The precisions' grids are fixed logarithmic ones; ``lr`` and ``beta`` are
+searched by factors of 2 around the run's own values. The noise precision and ``beta`` are searched jointly, on
+their product grid, when both are tuned: a high noise precision needs a slow precision average (small ``beta``)
+and fails outright with a fast one, so neither can be chosen with the other held fixed.
+
+A candidate's score is the mean over folds of the held-out per-example predictive log-likelihood of a posterior
+trained on the other folds: ``log p(y | x)`` under the posterior predictive, by quadrature for logistic
+regression and Monte Carlo otherwise, on the standardised target scale for regression (a constant shift from the
+original units, the same for every candidate). ``Search.rounds`` may score on only the first few of the ``k``
+folds (each fit still trains on ``(k - 1) / k`` of the rows). The folds are a seeded permutation of the
+*training* rows; test rows never enter. A candidate whose fit diverges scores minus infinity.
+
+Every candidate of a sweep trains on a fold from the same seed. For SLANG on a small network the sweep's fits run
+stacked (``slangcli.methods.slang_stacked``): one pass of the network for all of them per step, several times
+faster than one after the other and equal to it to rounding.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
 
 from slangcli import metrics, train
-from slangcli.errors import ConfigError
-from slangcli.methods.base import Problem
+from slangcli.errors import ConfigError, DivergenceError
+from slangcli.methods import slang, slang_stacked
+from slangcli.methods.base import Problem, hyper_names
 from slangcli.models import MLP
 from slangcli.threads import blas_threads
 
-TUNABLE = ("prior-precision", "noise-precision")
+TUNABLE = ("prior-precision", "noise-precision", "lr", "beta")
 GRIDS = {
     "prior-precision": tuple(10.0 ** np.arange(-2.0, 2.01, 1.0)),  # 0.01 ... 100
     "noise-precision": tuple(10.0 ** np.arange(0.0, 3.01, 0.5)),  # 1 ... 1000 (on the standardised target)
 }
+# factors on the run's own value (the rates' useful range depends on the method and its optimiser)
+FACTORS = {
+    "lr": tuple(2.0 ** np.arange(-1.0, 1.01)),  # lr / 2, lr, 2 lr
+    "beta": tuple(2.0 ** np.arange(-3.0, 0.01)),  # beta / 8 ... beta
+}
+RATES = ("lr", "beta")
+# fits of one sweep trained stacked at a time (memory grows with it; the gain levels off beyond)
+STACK_MAX = 40
 TUNE = train.TUNE  # random stream of the fold assignment and the tuning fits
 SCORE_SAMPLES = 100
 
@@ -37,10 +57,12 @@ class Search:
     params: tuple[str, ...]
     folds: int = 5
     epochs: int | None = None  # None: the fit's own length
+    rounds: int | None = None  # score on the first this many folds only (None: all)
 
 
-def parse_tune(text: str | None, likelihood: str) -> tuple[str, ...]:
-    """``"prior-precision,noise-precision"`` -> the parameters, validated against the model's likelihood."""
+def parse_tune(text: str | None, likelihood: str, method=None) -> tuple[str, ...]:
+    """``"prior-precision,noise-precision"`` -> the parameters, validated against the model's likelihood and the
+    method's hyperparameters."""
     if not text:
         return ()
     params = tuple(p.strip() for p in text.split(",") if p.strip())
@@ -49,6 +71,8 @@ def parse_tune(text: str | None, likelihood: str) -> tuple[str, ...]:
             raise ConfigError(f"--tune: unknown hyperparameter {p!r} (choose from {', '.join(TUNABLE)})")
         if p == "noise-precision" and likelihood != "gaussian":
             raise ConfigError("--tune noise-precision applies to regression (a gaussian likelihood) only")
+        if p in RATES and method is not None and p not in hyper_names(method):
+            raise ConfigError(f"--tune {p}: the method has no --{p}")
     if len(set(params)) != len(params):
         raise ConfigError("--tune names a hyperparameter twice")
     return params
@@ -70,54 +94,130 @@ def heldout_loglik(model: MLP, posterior, X, y, rng) -> float:
     return -metrics.classification_scores(probs, y)["nll"]
 
 
+def grid(param: str, start: dict) -> tuple[float, ...]:
+    """The values a sweep of ``param`` tries, given the starting values."""
+    if param in FACTORS:
+        values = [float(start[param] * f) for f in FACTORS[param]]
+        return tuple(v for v in values if param != "beta" or v < 1.0)
+    return tuple(float(v) for v in GRIDS[param])
+
+
 def search(search: Search, *, values: dict, build: Callable[[dict], tuple[MLP, np.ndarray]], method, hyper,
            X: np.ndarray, y: np.ndarray, seed: int, batch_size: int, epochs: int,
            notify: Callable[[str], None] = lambda msg: None) -> tuple[dict, dict]:
-    """Coordinate search of ``search.params`` starting from ``values`` (option name -> value).
+    """Coordinate search of ``search.params`` starting from ``values`` (option name -> value; ``lr`` and
+    ``beta`` are taken from ``hyper`` when tuned).
 
     ``build(values) -> (model, prior_precision)`` makes the model of a candidate. Returns the best values and a
     JSON-able record of every candidate's fold scores.
     """
-    folds = fold_indices(len(X), search.folds, seed)
+    folds = fold_indices(len(X), search.folds, seed)[: search.rounds or search.folds]
     epochs = search.epochs or epochs
+    start = dict(values)
+    for p in RATES:
+        if p in search.params:
+            start[p] = float(getattr(hyper, p))
     cache: dict = {}
-    best = dict(values)
+    best = dict(start)
 
-    def score(candidate: dict) -> float:
-        key = tuple(sorted(candidate.items()))
-        if key not in cache:
-            model, lam = build(candidate)
-            scores = []
+    def key(candidate: dict) -> tuple:
+        return tuple(sorted(candidate.items()))
+
+    def score(candidates: list[dict]) -> list[float]:
+        todo = list({key(c): c for c in candidates if key(c) not in cache}.values())
+        for lo in range(0, len(todo), STACK_MAX):
+            chunk = todo[lo : lo + STACK_MAX]
+            scores = [[] for _ in chunk]
             for k, val in enumerate(folds):
                 fit_rows = np.setdiff1d(np.arange(len(X)), val, assume_unique=True)
-                batch = min(batch_size, len(fit_rows))
-                problem = Problem(model, lam, len(fit_rows))
-                n_steps = epochs * train.steps_per_epoch(len(fit_rows), batch)
-                with blas_threads(model.n_params, hyper.samples, batch):
-                    fold_seed = int(train.derive_rng(seed, TUNE, 2, k).integers(2**31))
-                    state, _ = train.run(method, hyper, problem, X[fit_rows], y[fit_rows], seed=fold_seed,
-                                         batch_size=batch, n_steps=n_steps)
-                    scores.append(heldout_loglik(model, method.posterior(state), X[val], y[val],
-                                                 train.derive_rng(seed, TUNE, 1, k)))
-            cache[key] = scores
-            notify(f"tuning {', '.join(f'{p} {v:g}' for p, v in candidate.items())}: "
-                   f"held-out log-likelihood {np.mean(scores):.4f}")
-        return float(np.mean(cache[key]))
+                for j, s in enumerate(_fold_scores(chunk, build, method, hyper, X, y, fit_rows, val, seed, k,
+                                                   batch_size, epochs)):
+                    scores[j].append(s)
+            for c, sc in zip(chunk, scores):
+                cache[key(c)] = sc
+                notify(f"tuning {', '.join(f'{p} {c[p]:g}' for p in search.params)}: "
+                       f"held-out log-likelihood {np.mean(sc):.4f}")
+        return [float(np.mean(cache[key(c)])) for c in candidates]
+
+    def sweep(params: tuple[str, ...]) -> None:
+        cands = [dict(best)]
+        for p in params:
+            cands = [{**c, p: v} for c in cands for v in grid(p, start)]
+        scored = score(cands)
+        winner = cands[int(np.argmax(scored))]
+        best.update({p: winner[p] for p in params})
 
     # the noise precision first: in regression it moves the held-out likelihood far more than the prior does
-    order = sorted(search.params, key=lambda p: p != "noise-precision")
-    for param in order:
-        scored = [(score({**best, param: v}), v) for v in GRIDS[param]]
-        best[param] = max(scored, key=lambda sv: sv[0])[1]
-    for param in order:  # one refinement: the geometric midpoints beside the best grid value
-        ratio = np.sqrt(GRIDS[param][1] / GRIDS[param][0])
-        scored = [(score({**best, param: v}), v) for v in (best[param] / ratio, best[param], best[param] * ratio)]
-        best[param] = max(scored, key=lambda sv: sv[0])[1]
+    order = sorted(search.params, key=lambda p: TUNABLE.index(p) if p != "noise-precision" else -1)
+    joint = ("noise-precision", "beta") if {"noise-precision", "beta"} <= set(order) else None
+    for p in order:
+        if joint and p == "beta":
+            continue
+        sweep(joint if joint and p == "noise-precision" else (p,))
+    # one refinement: the geometric midpoints beside each parameter's best value, all scored in one sweep from the
+    # same point; each parameter then keeps its own best
+    ratios = {p: np.sqrt(g[1] / g[0]) for p in order if len(g := grid(p, start)) > 1}
+    refine = {p: [best[p] / r, best[p] * r] for p, r in ratios.items()}
+    refine = {p: [v for v in vs if p != "beta" or v < 1.0] for p, vs in refine.items()}
+    cands = [{**best, p: v} for p, vs in refine.items() for v in vs]
+    if cands:
+        scored = dict(zip(map(key, cands), score(cands)))
+        here = score([best])[0]
+        chosen = dict(best)
+        for p, vs in refine.items():
+            options = [(here, best[p])] + [(scored[key({**best, p: v})], v) for v in vs]
+            chosen[p] = max(options, key=lambda sv: sv[0])[1]
+        if chosen != best:  # the combined move, scored too so the record holds the chosen candidate
+            if score([chosen])[0] >= here:
+                best = chosen
+            else:  # the moves did not combine well: keep the single best one
+                single = max(cands, key=lambda c: scored[key(c)])
+                if scored[key(single)] > here:
+                    best = single
     record = {
-        "params": list(search.params), "folds": search.folds, "epochs": epochs, "grids": {p: list(GRIDS[p])
-                                                                                          for p in search.params},
-        "candidates": [{"values": dict(key), "fold_loglik": scores, "mean_loglik": float(np.mean(scores))}
-                       for key, scores in cache.items()],
+        "params": list(search.params), "folds": search.folds, "rounds": len(folds), "epochs": epochs,
+        "grids": {p: list(grid(p, start)) for p in search.params},
+        "candidates": [{"values": dict(k), "fold_loglik": sc, "mean_loglik": float(np.mean(sc))}
+                       for k, sc in cache.items()],
         "best": {p: best[p] for p in search.params},
     }
     return best, record
+
+
+def _fold_scores(candidates: list[dict], build, method, hyper, X, y, fit_rows, val, seed: int, k: int,
+                 batch_size: int, epochs: int) -> list[float]:
+    """Held-out log-likelihood on fold ``k`` of each candidate, trained on ``fit_rows`` (minus infinity for one
+    that diverges); stacked when the method and shapes allow."""
+    batch = min(batch_size, len(fit_rows))
+    n_steps = epochs * train.steps_per_epoch(len(fit_rows), batch)
+    fold_seed = int(train.derive_rng(seed, TUNE, 2, k).integers(2**31))
+    built = [build(c) for c in candidates]
+    hypers = [replace(hyper, **{p: c[p] for p in RATES if p in c}) for c in candidates]
+    Xf, yf = X[fit_rows], y[fit_rows]
+    model0 = built[0][0]
+    if method is slang and len(candidates) > 1 and slang_stacked.stackable(model0, hyper, batch):
+        runs = slang_stacked.Runs(prior_precision=np.stack([lam for _, lam in built]),
+                                  noise_precision=np.array([m.noise_precision for m, _ in built]),
+                                  lr=np.array([h.lr for h in hypers]), beta=np.array([h.beta for h in hypers]))
+        with blas_threads(model0.n_params, hyper.samples, batch):
+            states = slang_stacked.run(runs, model0, hyper, Xf, yf, seed=fold_seed, batch_size=batch,
+                                       n_steps=n_steps)
+    else:
+        states = []
+        for (model, lam), h in zip(built, hypers):
+            with blas_threads(model.n_params, h.samples, batch):
+                try:
+                    state, _ = train.run(method, h, Problem(model, lam, len(fit_rows)), Xf, yf, seed=fold_seed,
+                                         batch_size=batch, n_steps=n_steps)
+                except DivergenceError:
+                    state = None
+            states.append(state)
+    out = []
+    for (model, _), state in zip(built, states):
+        if state is None:
+            out.append(-np.inf)
+            continue
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            s = heldout_loglik(model, method.posterior(state), X[val], y[val], train.derive_rng(seed, TUNE, 1, k))
+        out.append(s if np.isfinite(s) else -np.inf)
+    return out

@@ -395,6 +395,7 @@ def fit(
     tune: str | None = None,
     tune_folds: int = 5,
     tune_epochs: int | None = None,
+    tune_rounds: int | None = None,
     snr_every: int | None = None,
     snr_draws: int = 10,
 ) -> Run:
@@ -448,6 +449,8 @@ def fit(
         raise ConfigError(f"--tune applies to the step methods, not to --method {method}")
     if tune_epochs is not None and tune_epochs < 1:
         raise ConfigError(f"--tune-epochs must be >= 1, got {tune_epochs}")
+    if tune_rounds is not None and not 1 <= tune_rounds <= tune_folds:
+        raise ConfigError(f"--tune-rounds must be between 1 and --tune-folds ({tune_folds}), got {tune_rounds}")
 
     prepared = load_training(opts, likelihood=likelihood, notify=notify)
     n = len(prepared.X_train)
@@ -469,7 +472,7 @@ def fit(
             epochs = 200 if epochs is None else epochs
         n_steps = iterations if iterations is not None else epochs * train.steps_per_epoch(n, batch)
     tuned = None
-    params = tuning.parse_tune(tune, prepared.likelihood)
+    params = tuning.parse_tune(tune, prepared.likelihood, module)
     if params:
         def build(values):
             m = MLP(sizes, activation=activation, likelihood=prepared.likelihood,
@@ -477,11 +480,12 @@ def fit(
             return m, m.prior_precision(values["prior-precision"], bias_prior_precision)
 
         best, tuned = tuning.search(
-            tuning.Search(params, tune_folds, tune_epochs),
+            tuning.Search(params, tune_folds, tune_epochs, tune_rounds),
             values={"prior-precision": prior_precision, "noise-precision": noise_precision}, build=build,
             method=module, hyper=hyper_obj, X=prepared.X_train, y=prepared.y_train, seed=seed, batch_size=batch,
             epochs=-(-n_steps // train.steps_per_epoch(n, batch)), notify=notify)
         prior_precision, noise_precision = best["prior-precision"], best["noise-precision"]
+        hyper_obj = replace(hyper_obj, **{p: best[p] for p in tuning.RATES if p in params})
         model, _ = build(best)
         notify("tuned " + ", ".join(f"--{p} {best[p]:g}" for p in params))
     lam = model.prior_precision(prior_precision, bias_prior_precision)

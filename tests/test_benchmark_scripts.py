@@ -46,7 +46,8 @@ def test_uci_script_runs_any_gal_folders(tmp_path, capsys, monkeypatch):
     _gal_folder(root, "toy-b", 50, 2, 3, seed=2)
     (root / "not-a-data-set").mkdir()
     uci = _load("uci", monkeypatch)
-    uci.main(["--data-dir", str(root), "--epochs", "2", "--tune-folds", "2", "--tune-epochs", "1",
+    uci.main(["--data-dir", str(root), "--epochs", "2", "--slang-tune-folds", "2", "--slang-tune-epochs", "1",
+              "--bbb-tune-folds", "2", "--bbb-tune-epochs", "1",
               "--eval-samples", "5", "--json", "-"])
     out = json.loads(capsys.readouterr().out)
     runs = {(r["folder"], r["split"], r["method"]) for r in out["runs"]}

@@ -1,0 +1,243 @@
+"""SLANG runs stacked: B runs of one network on the same data, minibatches and weight noise, which differ only in
+their noise precision, prior precision and rates, advanced together one step at a time.
+
+Cross-validation (``slangcli.tuning``) trains every candidate of a grid on a fold from the same seed, so the
+candidates' runs share everything random: the initial mean, the minibatch order and the standard normals of every
+step. Stacked, their ``B S`` weight samples go through the network in one forward and backward pass, and the rest
+of the step (the Gram matrices and their eigendecompositions, the diagonal, the Woodbury solves) runs on arrays
+with a leading axis of B. Each run's arithmetic is ``slang.step`` on its dense-Gram route, with LAPACK's full
+symmetric eigensolver in place of its top-L one, so each stacked run equals its separate run to rounding
+(``tests/test_slang_stacked.py``). For the small networks of cross-validation, where a step's time is mostly the
+fixed cost of some forty NumPy and LAPACK calls, B runs stacked cost a fraction of B separate runs.
+
+A Gaussian likelihood's noise precision tau enters a run only as a scale: the network is evaluated at tau = 1,
+and since the NLL's gradient is ``tau (f - y) df/dtheta``, run b's gradient columns are ``tau_b`` times the
+shared ones (its NLL is ``tau_b (nll_1 - log(2 pi) / 2) - log(tau_b) / 2 + log(2 pi) / 2``).
+
+A run whose state or loss stops being finite is frozen at its last finite state and reported as diverged; the
+others go on unaffected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+import numpy as np
+
+from slangcli import lowrank, noise, train
+from slangcli.methods import slang
+from slangcli.methods.base import Problem
+from slangcli.models import MLP
+
+HALF_LOG_2PI = 0.5 * np.log(2.0 * np.pi)
+
+
+@dataclass(frozen=True)
+class Runs:
+    """What tells the B stacked runs apart: per run a prior precision vector, a noise precision (Gaussian
+    likelihood; ignored otherwise) and the initial rates ``lr`` and ``beta``."""
+
+    prior_precision: np.ndarray  # (B, D)
+    noise_precision: np.ndarray  # (B,)
+    lr: np.ndarray  # (B,)
+    beta: np.ndarray  # (B,)
+
+    @property
+    def size(self) -> int:
+        return len(self.lr)
+
+
+class Stack(NamedTuple):
+    mu: np.ndarray  # (B, D)
+    U: np.ndarray  # (B, D, L)
+    d: np.ndarray  # (B, D)
+    m: np.ndarray  # (B, D)
+    t: int
+    WtW: np.ndarray  # (B, L, L)
+
+
+def stackable(model: MLP, hyper: slang.Hyper, batch_size: int) -> bool:
+    """Whether runs of ``model`` with ``hyper`` can be stacked: a network with a hidden layer (a linear model's
+    samples are first combined per example), float64, rank >= 1, and the shapes for which ``slang.step`` itself
+    takes the dense-Gram route with LAPACK (``K = L + S M`` below the Krylov threshold and below D)."""
+    K = hyper.rank + hyper.samples * batch_size
+    return (not model.is_linear and hyper.dtype == "float64" and hyper.rank >= 1 and K < model.n_params
+            and K < lowrank.KRYLOV_MIN_K
+            and model.n_params * hyper.samples * batch_size <= slang.DENSE_G_MAX_ENTRIES)
+
+
+def init(rng: np.random.Generator, problem: Problem, hyper: slang.Hyper, B: int) -> Stack:
+    """``B`` copies of ``slang.init``'s state (the same initial mean from the same generator)."""
+    s = slang.init(rng, problem, hyper)
+    L = hyper.rank
+    return Stack(mu=np.tile(s.mu, (B, 1)), U=np.zeros((B, s.mu.size, L)), d=np.tile(s.d, (B, 1)),
+                 m=np.zeros((B, s.mu.size)), t=0, WtW=np.zeros((B, L, L)))
+
+
+def sample_noise(U: np.ndarray, d: np.ndarray, Z: np.ndarray, WtW: np.ndarray) -> np.ndarray:
+    """``lowrank.sample_noise`` for each run: the shared standard normals ``Z : (D, S)`` mapped to draws
+    ``(B, D, S)`` with covariance ``(U_b U_b^T + diag d_b)^{-1}``."""
+    rs = 1.0 / np.sqrt(d)
+    if WtW.shape[1] == 1:
+        s, R = WtW[:, 0], np.ones_like(WtW)
+    else:
+        s, R = np.linalg.eigh(WtW)
+    root = np.sqrt(1.0 + np.maximum(s, 0.0))
+    c = -1.0 / (root * (1.0 + root))
+    Zs = Z[None] * rs[:, :, None]
+    Ut = U.transpose(0, 2, 1)
+    t = R @ (c[:, :, None] * (R.transpose(0, 2, 1) @ (Ut @ Zs)))  # (B, L, S)
+    return Zs + (U @ t) * (rs * rs)[:, :, None]
+
+
+class _Factors:
+    """The stack's per-example gradients at tau = 1, per run and layer, never materialised as ``G``.
+
+    Run b's columns ``(s, i)`` are rows ``k = s M + i`` of ``A_l : (S M, n_in + 1)`` (layer l's input with a ones
+    column for the bias; the first layer's is shared by every run) and ``Delta_l : (B, S M, n_out)``; its gradient
+    column k holds ``a_k delta_k^T`` in the ``[W; b]`` rows of layer l. Every product the step needs is a product
+    with these factors (as ``slangcli.models.FactoredGrads`` does for one run): ``G^T G = sum_l (A_l A_l^T) *
+    (Delta_l Delta_l^T)``, and ``G^T U``, ``G V``, ``diag(G G^T)`` and ``G 1`` layer by layer."""
+
+    def __init__(self, fg, B: int):
+        self.layers = []
+        for s, A, Dl in zip(fg.layout.layers, fg.inputs, fg.deltas):
+            S_all, M = Dl.shape[:2]
+            rows = np.tile(A, (S_all // B, 1)) if A.ndim == 2 else A.reshape(B, -1, A.shape[-1])
+            aug = np.empty((*rows.shape[:-1], rows.shape[-1] + 1))
+            aug[..., :-1] = rows
+            aug[..., -1] = 1.0
+            self.layers.append((slice(s.W.start, s.b.stop), s.n_in + 1, s.n_out, aug, Dl.reshape(B, -1, s.n_out)))
+
+    def gram(self) -> np.ndarray:
+        return sum((A @ A.swapaxes(-1, -2)) * (Dl @ Dl.swapaxes(-1, -2)) for _, _, _, A, Dl in self.layers)
+
+    def left(self, U: np.ndarray) -> np.ndarray:
+        """``G^T U : (B, S M, L)`` for ``U : (B, D, L)``."""
+        out = 0.0
+        for rows, n_in, n_out, A, Dl in self.layers:
+            B, L = U.shape[0], U.shape[2]
+            AU = A @ U[:, rows].reshape(B, n_in, n_out * L)  # (B, S M, n_out L)
+            out = out + np.einsum("bkol,bko->bkl", AU.reshape(*AU.shape[:2], n_out, L), Dl)
+        return out
+
+    def right(self, V: np.ndarray, D: int) -> np.ndarray:
+        """``G V : (B, D, L)`` for ``V : (B, S M, L)``."""
+        B, SM, L = V.shape
+        out = np.empty((B, D, L))
+        for rows, n_in, n_out, A, Dl in self.layers:
+            DV = (Dl[:, :, :, None] * V[:, :, None, :]).reshape(B, SM, n_out * L)
+            out[:, rows] = (A.swapaxes(-1, -2) @ DV).reshape(B, n_in * n_out, L)
+        return out
+
+    def sq_sum(self, D: int) -> np.ndarray:
+        """``diag(G G^T) : (B, D)``."""
+        return self._products(D, square=True)
+
+    def sum(self, D: int) -> np.ndarray:
+        """``G 1 : (B, D)``."""
+        return self._products(D, square=False)
+
+    def _products(self, D: int, square: bool) -> np.ndarray:
+        B = self.layers[0][4].shape[0]
+        out = np.empty((B, D))
+        for rows, n_in, n_out, A, Dl in self.layers:
+            if square:
+                A, Dl = A * A, Dl * Dl
+            out[:, rows] = (A.swapaxes(-1, -2) @ Dl).reshape(B, n_in * n_out)
+        return out
+
+
+def _top_eig(gram: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-L eigenpairs of each ``gram[b]``, largest first, by the solver ``slang.step`` uses at this shape."""
+    K = gram.shape[1]
+    if 8 * L >= K:
+        lam, V = np.linalg.eigh(gram)
+        return lam[:, ::-1][:, :L], V[:, :, ::-1][:, :, :L]
+    pairs = [lowrank.top_eig_gram(g, L) for g in gram]
+    return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
+
+
+def step(rng: np.random.Generator, st: Stack, model: MLP, runs: Runs, X: np.ndarray, y: np.ndarray,
+         hyper: slang.Hyper, n_data: int) -> tuple[Stack, np.ndarray]:
+    """One SLANG step of every run on the minibatch ``(X, y)``; ``model`` is the network at noise precision 1.
+    Returns the new stack and each run's mean minibatch NLL ``(B,)``."""
+    B, D = st.mu.shape
+    S, L, M = hyper.samples, hyper.rank, len(X)
+    SM, K = S * M, hyper.rank + S * M
+    t = st.t + 1
+    Z = noise.standard_normal(rng, (D, S))
+    theta = (st.mu[:, :, None] + sample_noise(st.U, st.d, Z, st.WtW)).transpose(0, 2, 1).reshape(B * S, D)
+    nll, fg = model.per_example_grads(theta, X, y)
+    gaussian = model.likelihood == "gaussian"
+    tau = runs.noise_precision if gaussian else np.ones(B)
+    nll = nll.reshape(B, SM).mean(1)
+    if gaussian:
+        nll = tau * (nll - HALF_LOG_2PI) - 0.5 * np.log(tau) + HALF_LOG_2PI
+    G = _Factors(fg, B)
+    c = n_data / SM
+    decay = 1.0 + t**hyper.decay
+    alpha, beta = runs.lr / decay, runs.beta / decay
+    a, b = np.sqrt(1.0 - beta), np.sqrt(beta * c) * tau  # B = [a U, b G_1], G_1 the gradients at tau = 1
+    g = (c * tau)[:, None] * G.sum(D)
+
+    U = st.U
+    gram = np.empty((B, K, K))
+    gram[:, :L, :L] = (1.0 - beta)[:, None, None] * (U.transpose(0, 2, 1) @ U)
+    gram[:, L:, :L] = (a * b)[:, None, None] * G.left(U)
+    gram[:, :L, L:] = gram[:, L:, :L].transpose(0, 2, 1)
+    gram[:, L:, L:] = (b * b)[:, None, None] * G.gram()
+    bad = ~np.isfinite(gram).all(axis=(1, 2))
+    if bad.any():
+        gram[bad] = np.eye(K)  # a diverged run: any finite matrix keeps LAPACK going; the run is frozen below
+    lam, V = _top_eig(gram, L)
+    U_new = a[:, None, None] * (U @ V[:, :L]) + b[:, None, None] * G.right(V[:, L:], D)
+    U_new *= (lam > slang.EIG_FLOOR)[:, None, :]
+    diag = (1.0 - beta)[:, None] * np.einsum("bdl,bdl->bd", U, U) + (b * b)[:, None] * G.sq_sum(D)
+    correction = np.maximum(diag - np.einsum("bdl,bdl->bd", U_new, U_new), 0.0)
+    lam_prior = runs.prior_precision
+    d = (1.0 - beta)[:, None] * st.d + beta[:, None] * lam_prior + correction
+
+    U_new_t = U_new.transpose(0, 2, 1)
+    WtW = U_new_t @ (U_new / d[:, :, None])
+    rho = hyper.momentum
+    m = rho * st.m + (1.0 - rho) * g
+    vd = (m / (1.0 - rho**t) + lam_prior * st.mu) / d
+    w = np.linalg.solve(WtW + np.eye(L), U_new_t @ vd[:, :, None])  # (B, L, 1): Woodbury's small system
+    mu = st.mu - alpha[:, None] * (vd - (U_new @ w)[:, :, 0] / d)
+    return Stack(mu, U_new, d, m, t, WtW), nll
+
+
+def _finite(st: Stack, nll: np.ndarray) -> np.ndarray:
+    return (np.isfinite(nll) & np.isfinite(st.mu).all(1) & np.isfinite(st.d).all(1)
+            & np.isfinite(st.U).all(axis=(1, 2)))
+
+
+def run(runs: Runs, model: MLP, hyper: slang.Hyper, X: np.ndarray, y: np.ndarray, *, seed: int, batch_size: int,
+        n_steps: int) -> list[slang.State | None]:
+    """Train the stacked runs for ``n_steps`` steps from ``slang.init``, with the minibatches and generators of
+    ``train.run`` for ``seed``. Returns each run's final state, or None for a run that diverged."""
+    n, B = len(X), runs.size
+    model1 = replace(model, noise_precision=1.0) if model.likelihood == "gaussian" else model
+    st = init(train.derive_rng(seed, train.INIT), Problem(model1, runs.prior_precision[0], n), hyper, B)
+    alive = np.ones(B, dtype=bool)
+    spe = train.steps_per_epoch(n, batch_size)
+    order, order_epoch = None, -1
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        while st.t < n_steps:
+            epoch, j = divmod(st.t, spe)
+            if epoch != order_epoch:
+                order, order_epoch = train.epoch_order(seed, epoch, n), epoch
+            idx = order[j * batch_size : (j + 1) * batch_size]
+            new, nll = step(train.derive_rng(seed, train.STEP, st.t), st, model1, runs, X[idx], y[idx], hyper, n)
+            ok = _finite(new, nll)
+            if not ok.all():
+                alive &= ok
+                keep = ~ok  # frozen at the last finite state, so no NaN reaches the next step's LAPACK calls
+                new = Stack(*(np.where(keep.reshape(-1, *[1] * (x.ndim - 1)), old, x)
+                              for x, old in zip(new[:4], st[:4])), new.t,
+                            np.where(keep[:, None, None], st.WtW, new.WtW))
+            st = new
+    return [slang.State(st.mu[i].copy(), np.asfortranarray(st.U[i]), st.d[i].copy(), st.m[i].copy(), st.t,
+                        st.WtW[i].copy()) if alive[i] else None for i in range(B)]
