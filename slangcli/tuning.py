@@ -3,8 +3,8 @@
 Tunable: the prior precision (every model), the Gaussian noise precision (regression), and the step methods'
 learning rate ``lr`` and, for the natural-gradient methods, the precision rate ``beta``. The search is coordinate
 search over grids: each parameter in turn takes every value of its grid with the others held at their best so
-far, then each is refined once at the geometric midpoints beside its best value (so the cost is about the sum of
-the grid sizes, not their product). The precisions' grids are fixed logarithmic ones; ``lr`` and ``beta`` are
+far, then each precision is refined once at the geometric midpoints beside its best value (so the cost is about
+the sum of the grid sizes, not their product). The precisions' grids are fixed logarithmic ones; ``lr`` and ``beta`` are
 searched by factors of 2 around the run's own values. The noise precision and ``beta`` are searched jointly, on
 their product grid, when both are tuned: a high noise precision needs a slow precision average (small ``beta``)
 and fails outright with a fast one, so neither can be chosen with the other held fixed.
@@ -154,26 +154,13 @@ def search(search: Search, *, values: dict, build: Callable[[dict], tuple[MLP, n
         if joint and p == "beta":
             continue
         sweep(joint if joint and p == "noise-precision" else (p,))
-    # one refinement: the geometric midpoints beside each parameter's best value, all scored in one sweep from the
-    # same point; each parameter then keeps its own best
-    ratios = {p: np.sqrt(g[1] / g[0]) for p in order if len(g := grid(p, start)) > 1}
-    refine = {p: [best[p] / r, best[p] * r] for p, r in ratios.items()}
-    refine = {p: [v for v in vs if p != "beta" or v < 1.0] for p, vs in refine.items()}
-    cands = [{**best, p: v} for p, vs in refine.items() for v in vs]
-    if cands:
-        scored = dict(zip(map(key, cands), score(cands)))
-        here = score([best])[0]
-        chosen = dict(best)
-        for p, vs in refine.items():
-            options = [(here, best[p])] + [(scored[key({**best, p: v})], v) for v in vs]
-            chosen[p] = max(options, key=lambda sv: sv[0])[1]
-        if chosen != best:  # the combined move, scored too so the record holds the chosen candidate
-            if score([chosen])[0] >= here:
-                best = chosen
-            else:  # the moves did not combine well: keep the single best one
-                single = max(cands, key=lambda c: scored[key(c)])
-                if scored[key(single)] > here:
-                    best = single
+    # one refinement of the precisions (the rates' factor-2 grids are fine enough): the geometric midpoints beside
+    # each best value, one parameter after the other
+    for p in order:
+        if p in GRIDS:
+            ratio = np.sqrt(GRIDS[p][1] / GRIDS[p][0])
+            cands = [{**best, p: v} for v in (best[p] / ratio, best[p], best[p] * ratio)]
+            best[p] = cands[int(np.argmax(score(cands)))][p]
     record = {
         "params": list(search.params), "folds": search.folds, "rounds": len(folds), "epochs": epochs,
         "grids": {p: list(grid(p, start)) for p in search.params},

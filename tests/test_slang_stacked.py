@@ -126,3 +126,23 @@ def test_rates_are_tunable_only_where_the_method_has_them():
     assert tuning.parse_tune("lr", "gaussian", bbb) == ("lr",)
     with pytest.raises(ConfigError, match="--tune beta"):
         tuning.parse_tune("beta", "gaussian", bbb)
+
+
+def test_top_eigenpair_by_powers_matches_lapack_or_defers_to_it():
+    """Clear gaps: the powered top eigenpair is LAPACK's (sign aside). Near-equal top eigenvalues, or a zero matrix:
+    not accepted, and ``_top_eig`` then returns LAPACK's pair."""
+    rng = np.random.default_rng(2)
+    K = 41
+    Q = np.linalg.qr(rng.standard_normal((4, K, K)))[0]
+    spectra = np.stack([np.geomspace(1, 1e-8, K), np.r_[1.0, np.linspace(0.6, 0, K - 1)],
+                        np.r_[1.0, 1 - 1e-3, np.zeros(K - 2)], np.zeros(K)])
+    gram = np.einsum("bij,bj,bkj->bik", Q, spectra, Q)
+    lam, V, ok = slang_stacked._top_eig1(gram)
+    assert ok.tolist() == [True, True, False, False]
+    lam2, V2 = slang_stacked._top_eig(gram, 1)
+    for b in range(4):
+        ref_lam, ref_V = np.linalg.eigh(gram[b])
+        assert lam2[b, 0] == pytest.approx(ref_lam[-1], abs=1e-12)
+        if b < 2:
+            assert abs(V2[b, :, 0] @ ref_V[:, -1]) == pytest.approx(1.0, abs=1e-12)
+            assert lam[b, 0] == pytest.approx(ref_lam[-1], rel=1e-12)

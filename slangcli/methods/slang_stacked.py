@@ -76,8 +76,9 @@ def init(rng: np.random.Generator, problem: Problem, hyper: slang.Hyper, B: int)
 
 
 def sample_noise(U: np.ndarray, d: np.ndarray, Z: np.ndarray, WtW: np.ndarray) -> np.ndarray:
-    """``lowrank.sample_noise`` for each run: the shared standard normals ``Z : (D, S)`` mapped to draws
-    ``(B, D, S)`` with covariance ``(U_b U_b^T + diag d_b)^{-1}``."""
+    """``lowrank.sample_noise`` for each run: the shared standard normals ``Z : (D, S)`` mapped to draws, laid out
+    ``(B, S, D)`` (D innermost, as the network wants its weight samples), with covariance
+    ``(U_b U_b^T + diag d_b)^{-1}``."""
     rs = 1.0 / np.sqrt(d)
     if WtW.shape[1] == 1:
         s, R = WtW[:, 0], np.ones_like(WtW)
@@ -85,10 +86,13 @@ def sample_noise(U: np.ndarray, d: np.ndarray, Z: np.ndarray, WtW: np.ndarray) -
         s, R = np.linalg.eigh(WtW)
     root = np.sqrt(1.0 + np.maximum(s, 0.0))
     c = -1.0 / (root * (1.0 + root))
-    Zs = Z[None] * rs[:, :, None]
-    Ut = U.transpose(0, 2, 1)
-    t = R @ (c[:, :, None] * (R.transpose(0, 2, 1) @ (Ut @ Zs)))  # (B, L, S)
-    return Zs + (U @ t) * (rs * rs)[:, :, None]
+    eps = np.ascontiguousarray(Z.T)[None] * rs[:, None, :]  # (B, S, D): z / sqrt(d)
+    t = (eps @ U) @ R  # (B, S, L): (R^T W^T z)^T
+    if U.shape[2] == 1:  # an outer product per run: broadcasting beats a batched matmul with inner dimension 1
+        eps += (t * c[:, None, :]) * (U[:, :, 0] * (rs * rs))[:, None, :]
+    else:
+        eps += ((t * c[:, None, :]) @ R.transpose(0, 2, 1)) @ (U * (rs * rs)[:, :, None]).transpose(0, 2, 1)
+    return eps
 
 
 class _Factors:
@@ -149,14 +153,50 @@ class _Factors:
         return out
 
 
+# repeated squarings of the scaled Gram matrix in the top-1 eigensolver: the power 2^6 = 64 damps the second
+# eigenvector's share by (lam_2 / lam_1)^64, below 1e-10 for lam_2 / lam_1 < 0.7
+SQUARINGS = 6
+
+
+def _top_eig1(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The top eigenpair of each PSD ``gram[b]``, by powers of the whole stack: ``(gram / trace)^64`` by six
+    batched squarings, its largest column normalised, then two power steps with ``gram`` itself. Accepted where the
+    residual ``||gram v - theta v||`` is within ``lowrank.KRYLOV_TOL`` of ``theta`` (the Krylov route's criterion
+    in ``slang.step``: an eigenvector's angle is then within 1e-10 ``theta / gap``). Returns ``(lam : (B, 1),
+    V : (B, K, 1), ok : (B,))``; where not ok (close top eigenvalues, a zero matrix), the caller asks LAPACK."""
+    trace = np.einsum("bkk->b", gram)
+    P = gram / np.maximum(trace, np.finfo(float).tiny)[:, None, None]
+    for _ in range(SQUARINGS):
+        P = P @ P
+    norms = np.einsum("bkj,bkj->bj", P, P)
+    v = P[np.arange(len(P)), :, np.argmax(norms, axis=1)]
+    for _ in range(2):
+        v = v / np.maximum(np.linalg.norm(v, axis=1), np.finfo(float).tiny)[:, None]
+        w = np.einsum("bkj,bj->bk", gram, v)
+        theta = np.einsum("bk,bk->b", v, w)
+        residual = np.linalg.norm(w - theta[:, None] * v, axis=1)
+        v = w
+    v = v / np.maximum(np.linalg.norm(v, axis=1), np.finfo(float).tiny)[:, None]
+    ok = np.isfinite(residual) & (theta > 0) & (residual <= lowrank.KRYLOV_TOL * theta)
+    return theta[:, None], v[:, :, None], ok
+
+
 def _top_eig(gram: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-L eigenpairs of each ``gram[b]``, largest first, by the solver ``slang.step`` uses at this shape."""
+    """Top-L eigenpairs of each ``gram[b]``, largest first: for L = 1 by :func:`_top_eig1`, else (and where that
+    does not converge) by the LAPACK solver ``slang.step`` uses at this shape."""
     K = gram.shape[1]
     if 8 * L >= K:
         lam, V = np.linalg.eigh(gram)
         return lam[:, ::-1][:, :L], V[:, :, ::-1][:, :, :L]
-    pairs = [lowrank.top_eig_gram(g, L) for g in gram]
-    return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
+    if L == 1:
+        lam, V, ok = _top_eig1(gram)
+        todo = np.flatnonzero(~ok)
+    else:
+        lam, V = np.empty((len(gram), L)), np.empty((len(gram), K, L))
+        todo = range(len(gram))
+    for i in todo:
+        lam[i], V[i] = lowrank.top_eig_gram(gram[i], L)
+    return lam, V
 
 
 def step(rng: np.random.Generator, st: Stack, model: MLP, runs: Runs, X: np.ndarray, y: np.ndarray,
@@ -168,7 +208,7 @@ def step(rng: np.random.Generator, st: Stack, model: MLP, runs: Runs, X: np.ndar
     SM, K = S * M, hyper.rank + S * M
     t = st.t + 1
     Z = noise.standard_normal(rng, (D, S))
-    theta = (st.mu[:, :, None] + sample_noise(st.U, st.d, Z, st.WtW)).transpose(0, 2, 1).reshape(B * S, D)
+    theta = (st.mu[:, None, :] + sample_noise(st.U, st.d, Z, st.WtW)).reshape(B * S, D)
     nll, fg = model.per_example_grads(theta, X, y)
     gaussian = model.likelihood == "gaussian"
     tau = runs.noise_precision if gaussian else np.ones(B)
