@@ -27,8 +27,9 @@ from slangcli.methods.base import Problem
 from slangcli.methods.reparam import snr
 
 # Stream identifiers of the derived generators.
-# stream 4: gradient-SNR draws; 5: weight samples of `slang predict`; 6: folds and fits of `--tune`
-INIT, ORDER, STEP, EVAL, SNR, PREDICT, TUNE = 0, 1, 2, 3, 4, 5, 6
+# stream 4: gradient-SNR draws; 5: weight samples of `slang predict`; 6: folds and fits of `--tune`; 7: the seeds
+# of `--restarts`
+INIT, ORDER, STEP, EVAL, SNR, PREDICT, TUNE, RESTART = 0, 1, 2, 3, 4, 5, 6, 7
 
 
 def derive_rng(seed: int, stream: int, *index: int) -> np.random.Generator:

@@ -26,7 +26,7 @@ from slangcli import compress as compression
 from slangcli import predict as predictive_uncertainty
 from slangcli.data import (LabelMap, Standardizer, fit_labels, is_uci_folder, read_table, read_uci_folder,
                            sha256_file, train_test_split, widen)
-from slangcli.errors import ConfigError, DataError, FormatError, Interrupted
+from slangcli.errors import ConfigError, DataError, DivergenceError, FormatError, Interrupted
 from slangcli.io import POSTERIOR_NAMES, Run
 from slangcli.methods import METHODS
 from slangcli.methods.base import Problem, hyper_names, is_solver
@@ -396,6 +396,7 @@ def fit(
     tune_folds: int = 5,
     tune_epochs: int | None = None,
     tune_rounds: int | None = None,
+    restarts: int = 1,
     snr_every: int | None = None,
     snr_draws: int = 10,
 ) -> Run:
@@ -449,6 +450,10 @@ def fit(
         raise ConfigError(f"--tune applies to the step methods, not to --method {method}")
     if tune_epochs is not None and tune_epochs < 1:
         raise ConfigError(f"--tune-epochs must be >= 1, got {tune_epochs}")
+    if restarts < 1:
+        raise ConfigError(f"--restarts must be >= 1, got {restarts}")
+    if restarts > 1 and (solver or checkpointing is not None):
+        raise ConfigError("--restarts applies to step methods fitted without checkpoints")
     if tune_rounds is not None and not 1 <= tune_rounds <= tune_folds:
         raise ConfigError(f"--tune-rounds must be between 1 and --tune-folds ({tune_folds}), got {tune_rounds}")
 
@@ -502,6 +507,7 @@ def fit(
         "bias_prior_precision": bias_prior_precision,
         "eval_samples": eval_samples,
         "tuning": tuned,
+        "restarts": None,  # with restarts > 1: their seeds, training -ELBO and the one kept
         "snr": {"every": snr_every, "draws": snr_draws} if snr_every else None,
         "model": {"sizes": list(model.sizes), "activation": model.activation, "likelihood": model.likelihood,
                   "noise_precision": model.noise_precision},
@@ -509,6 +515,8 @@ def fit(
     setup = _Setup(method, module, hyper_obj, model, problem, prepared, config, list(command or []))
 
     if not solver:
+        if restarts > 1:
+            return _train_restarts(setup, restarts, progress, notify)
         return _train(setup, None, None, 0.0, progress, checkpointing)
     started = time.perf_counter()
     # one iteration is O(N D^2) for the full solver: the thread policy of a step of that size
@@ -624,6 +632,47 @@ def _train(setup: _Setup, state, history, elapsed: float, progress, checkpointin
         raise Interrupted(step, cfg["n_steps"], checkpointed=step > first_step)
     fit_seconds = elapsed + time.perf_counter() - started
     return _finish(setup, setup.module.posterior(state), history.as_arrays(), int(state.t), fit_seconds)
+
+
+def restart_seed(seed: int, r: int) -> int:
+    """The training seed of restart ``r`` (restart 0 trains with ``seed`` itself)."""
+    return seed if r == 0 else int(train.derive_rng(seed, train.RESTART, r).integers(2**31))
+
+
+def _train_restarts(setup: _Setup, restarts: int, progress, notify) -> Run:
+    """``restarts`` fits from different seeds (initial mean, minibatches, weight noise); the one with the lowest
+    -ELBO on the training data is kept and scored. The test data play no part in the choice. A restart that
+    diverges is left out; if all do, the first one's error is raised."""
+    cfg, p = setup.config, setup.prepared
+    seeds = [restart_seed(cfg["seed"], r) for r in range(restarts)]
+    started = time.perf_counter()
+    best, elbos, error = None, [], None
+    for r, seed in enumerate(seeds):
+        try:
+            with blas_threads(setup.model.n_params, setup.hyper.samples, cfg["batch_size"]):
+                state, history = train.run(setup.module, setup.hyper, setup.problem, p.X_train, p.y_train,
+                                           seed=seed, batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
+                                           progress=progress)
+        except DivergenceError as exc:
+            error = error or exc
+            elbos.append(None)
+            notify(f"restart {r + 1} of {restarts} (seed {seed}): {exc}")
+            continue
+        posterior = setup.module.posterior(state)
+        with np.errstate(over="ignore", invalid="ignore"):
+            nelbo = float(metrics.neg_elbo_per_example(posterior, setup.model, setup.problem.prior_precision,
+                                                       p.X_train, p.y_train, samples=min(cfg["eval_samples"], 100),
+                                                       rng=train.derive_rng(cfg["seed"], train.EVAL, 1)))
+        nelbo = nelbo if np.isfinite(nelbo) else float("inf")
+        elbos.append(nelbo)
+        notify(f"restart {r + 1} of {restarts} (seed {seed}): training -ELBO per example {nelbo:.4f}")
+        if best is None or nelbo < best[0]:
+            best = (nelbo, r, posterior, history, int(state.t))
+    if best is None:
+        raise error
+    _, chosen, posterior, history, steps = best
+    cfg["restarts"] = {"seeds": seeds, "neg_elbo_per_example": elbos, "chosen": chosen}
+    return _finish(setup, posterior, history.as_arrays(), steps, time.perf_counter() - started)
 
 
 def _meta() -> dict:

@@ -47,7 +47,7 @@ def test_uci_script_runs_any_gal_folders(tmp_path, capsys, monkeypatch):
     (root / "not-a-data-set").mkdir()
     uci = _load("uci", monkeypatch)
     uci.main(["--data-dir", str(root), "--epochs", "2", "--slang-tune-folds", "2", "--slang-tune-epochs", "1",
-              "--bbb-tune-folds", "2", "--bbb-tune-epochs", "1",
+              "--bbb-tune-folds", "2", "--bbb-tune-epochs", "1", "--slang-restarts", "2",
               "--eval-samples", "5", "--json", "-"])
     out = json.loads(capsys.readouterr().out)
     runs = {(r["folder"], r["split"], r["method"]) for r in out["runs"]}

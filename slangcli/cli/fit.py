@@ -137,6 +137,9 @@ def _target(value):
 @click.option("--tune-folds", type=click.IntRange(min=2), default=5, show_default=True, help="Folds of --tune.")
 @click.option("--tune-epochs", type=click.IntRange(min=1), default=None,
               help="Epochs of each --tune fit (default: the fit's own length).")
+@click.option("--restarts", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Fit this many times from different seeds and keep the fit with the lowest training -ELBO "
+                   "(step methods, without checkpoints).")
 @click.option("--tune-rounds", type=click.IntRange(min=1), default=None,
               help="Score --tune candidates on the first N folds only (default: all).")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
@@ -151,7 +154,7 @@ def _target(value):
 def fit(data, output, fmt, target, delimiter, header, n_features, test_path, test_fraction, split_seed, standardize,
         uci_split, hidden, activation, likelihood, noise_precision, prior_precision, bias_prior_precision, method,
         batch_size, epochs, iterations, seed, eval_samples, snr_every, snr_draws, tune, tune_folds, tune_epochs,
-        tune_rounds, checkpoint_every, checkpoint_seconds, resume_path, progress, as_json, **hyper_values):
+        tune_rounds, restarts, checkpoint_every, checkpoint_seconds, resume_path, progress, as_json, **hyper_values):
     """Fit a Gaussian posterior to DATA and write it, with metrics, to OUTPUT.
 
     DATA is a CSV-like or LIBSVM file, an MNIST-style IDX images file (its labels file beside it), or a
@@ -191,7 +194,8 @@ def fit(data, output, fmt, target, delimiter, header, n_features, test_path, tes
                       epochs=epochs, iterations=iterations, seed=seed, prior_precision=prior_precision,
                       bias_prior_precision=bias_prior_precision, snr_every=snr_every, snr_draws=snr_draws,
                       command=invocation(), progress=bar, notify=note, checkpointing=checkpointing, tune=tune,
-                      tune_folds=tune_folds, tune_epochs=tune_epochs, tune_rounds=tune_rounds)
+                      tune_folds=tune_folds, tune_epochs=tune_epochs, tune_rounds=tune_rounds,
+                      restarts=restarts)
     write_run(output, run)
     _report(output, run, as_json)
 
