@@ -99,3 +99,28 @@ def test_ktied_snr_window_replays_the_training_steps(monkeypatch):
         # the independent draws are train.gradient_snr's (the statistic slang fit --snr records)
         assert records[1]["draws_snr"] == train.gradient_snr(module, hyper, problem, X, y, state, seed=3,
                                                              batch_size=8, draws=3)[0][1]
+
+
+def test_mnist_validation_mode_never_reads_the_test_images(tmp_path, capfd, monkeypatch):
+    """``--validation`` scores on a held-out sixth of the training images; the test images file need not exist."""
+    import gzip
+    import struct
+
+    rng = np.random.default_rng(0)
+    data = tmp_path / "mnist"
+    data.mkdir()
+    images = rng.integers(0, 256, size=(60, 4, 4), dtype=np.uint8)
+    labels = rng.integers(0, 10, size=60, dtype=np.uint8)
+    with gzip.open(data / "train-images-idx3-ubyte.gz", "wb") as fh:
+        fh.write(struct.pack(">IIII", 0x803, 60, 4, 4) + images.tobytes())
+    with gzip.open(data / "train-labels-idx1-ubyte.gz", "wb") as fh:
+        fh.write(struct.pack(">II", 0x801, 60) + labels.tobytes())
+    mnist = _load("mnist", monkeypatch)
+    mnist.main(["--data-dir", str(data), "--validation", "--epochs", "1", "--rank", "1", "--eval-samples", "2",
+                "--prior-precision", "10", "--lr", "0.05", "--output", str(tmp_path / "run.h5"),
+                "--json", str(tmp_path / "result.json")])
+    assert "validation error" in capfd.readouterr().out
+    out = json.loads((tmp_path / "result.json").read_text())
+    assert out["scored_on"] == "validation" and "test_error_percent" not in out
+    assert 0 <= out["validation_error_percent"] <= 100
+    assert out["prior_precision"] == 10 and out["hyper"]["lr"] == 0.05
