@@ -75,7 +75,8 @@ def main(argv=None):
     if out.exists() and read_run(out).status == "checkpoint":
         cmd = [*base, "--resume", str(out), *common]
     else:
-        held_out = ["--test-fraction", str(1 / 6), "--split-seed", str(a.seed)] if a.validation else ["--test", str(test)]
+        held_out = (["--test-fraction", str(1 / 6), "--split-seed", str(a.seed)] if a.validation
+                    else ["--test", str(test)])
         cmd = [*base, str(train), *held_out, "-o", str(out), "--hidden", "400,400",
                "--activation", "relu", "--likelihood", "categorical", "--method", a.method, "--batch-size", "200",
                "--samples", "4", "--epochs", str(a.epochs), "--prior-precision", str(a.prior_precision),
@@ -112,7 +113,8 @@ def main(argv=None):
     label = f"{result['method']}" + (f" L={rank}" if rank is not None else "")
     print(f"{label}, {result['epochs']} epochs ({result['steps']} steps, {result['seconds_per_step']:.3f} s/step): "
           f"{held_out} error {result[f'{held_out}_error_percent']:.2f} % (paper's test error, 400 epochs: "
-          f"{result['paper_test_error_percent']} %), NLL {result[f'{held_out}_nll']:.4f}; fit {m['fit_seconds'] / 60:.1f} min",
+          f"{result['paper_test_error_percent']} %), NLL {result[f'{held_out}_nll']:.4f}; "
+          f"fit {m['fit_seconds'] / 60:.1f} min",
           file=report)
     if a.json:
         write_json(result, a.json)
