@@ -652,17 +652,18 @@ def _train_restarts(setup: _Setup, restarts: int, progress, notify) -> Run:
             with blas_threads(setup.model.n_params, setup.hyper.samples, cfg["batch_size"]):
                 state, history = train.run(setup.module, setup.hyper, setup.problem, p.X_train, p.y_train,
                                            seed=seed, batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
-                                           progress=progress)
+                                           progress=progress, snr_every=(cfg.get("snr") or {}).get("every") or 0,
+                                           snr_draws=(cfg.get("snr") or {}).get("draws", 10))
         except DivergenceError as exc:
             error = error or exc
             elbos.append(None)
             notify(f"restart {r + 1} of {restarts} (seed {seed}): {exc}")
             continue
         posterior = setup.module.posterior(state)
-        with np.errstate(over="ignore", invalid="ignore"):
-            nelbo = float(metrics.neg_elbo_per_example(posterior, setup.model, setup.problem.prior_precision,
-                                                       p.X_train, p.y_train, samples=min(cfg["eval_samples"], 100),
-                                                       rng=train.derive_rng(cfg["seed"], train.EVAL, 1)))
+        with np.errstate(over="ignore", invalid="ignore"):  # the training part of the run's own scores
+            nelbo = score(setup.model, posterior, setup.problem.prior_precision, X_train=p.X_train,
+                          y_train=p.y_train, samples=cfg["eval_samples"], seed=cfg["seed"])["train"]
+        nelbo = nelbo["neg_elbo_per_example"]
         nelbo = nelbo if np.isfinite(nelbo) else float("inf")
         elbos.append(nelbo)
         notify(f"restart {r + 1} of {restarts} (seed {seed}): training -ELBO per example {nelbo:.4f}")

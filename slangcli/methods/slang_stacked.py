@@ -5,9 +5,9 @@ Cross-validation (``slangcli.tuning``) trains every candidate of a grid on a fol
 candidates' runs share everything random: the initial mean, the minibatch order and the standard normals of every
 step. Stacked, their ``B S`` weight samples go through the network in one forward and backward pass, and the rest
 of the step (the Gram matrices and their eigendecompositions, the diagonal, the Woodbury solves) runs on arrays
-with a leading axis of B. Each run's arithmetic is ``slang.step`` on its dense-Gram route, with LAPACK's full
-symmetric eigensolver in place of its top-L one, so each stacked run equals its separate run to rounding
-(``tests/test_slang_stacked.py``). For the small networks of cross-validation, where a step's time is mostly the
+with a leading axis of B. Each run's arithmetic is ``slang.step`` on its Gram route (for L = 1 the top eigenpair
+comes from powers of the Gram stack, checked to the Krylov route's residual tolerance, LAPACK otherwise), so each
+stacked run equals its separate run to rounding (``tests/test_slang_stacked.py``). For the small networks of cross-validation, where a step's time is mostly the
 fixed cost of some forty NumPy and LAPACK calls, B runs stacked cost a fraction of B separate runs.
 
 A Gaussian likelihood's noise precision tau enters a run only as a scale: the network is evaluated at tau = 1,
@@ -119,9 +119,9 @@ class _Factors:
 
     def left(self, U: np.ndarray) -> np.ndarray:
         """``G^T U : (B, S M, L)`` for ``U : (B, D, L)``."""
+        B, L = U.shape[0], U.shape[2]
         out = 0.0
         for rows, n_in, n_out, A, Dl in self.layers:
-            B, L = U.shape[0], U.shape[2]
             AU = A @ U[:, rows].reshape(B, n_in, n_out * L)  # (B, S M, n_out L)
             out = out + np.einsum("bkol,bko->bkl", AU.reshape(*AU.shape[:2], n_out, L), Dl)
         return out
