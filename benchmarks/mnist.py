@@ -8,7 +8,7 @@ Protocol (``../shared/reference/README.md``): ReLU MLP, softmax likelihood, pixe
 alpha_0 = beta_0 = 0.1, prior precision e^4, bias prior precision 1e-6, decay 0.6 (0.58 for L = 4, 0.56 for
 L = 16, as the authors ran them); test error from the averaged softmax of ``--eval-samples`` weight samples (the
 paper's 1000). The paper trained 100 epochs on the first 50 000 images and 300 more on all 60 000; this script
-trains ``--epochs`` epochs on all 60 000 (no validation phase: nothing is tuned), so a budget that fits a few hours
+trains ``--epochs`` epochs on all 60 000 (no validation phase inside a run), so a budget that fits a few hours
 on two cores can be compared with the paper's figure, honestly labelled with its epoch count.
 
 ``--validation`` holds out a seeded random sixth of the 60 000 training images (10 000, the size of the paper's

@@ -598,6 +598,12 @@ def _snapshot(setup: _Setup, state, history: train.History, fit_seconds: float) 
                meta=_meta(), status="checkpoint", state={"arrays": arrays, "scalars": scalars})
 
 
+def _snr_options(cfg: dict) -> dict:
+    """``train.run``'s gradient-SNR arguments from the run's config (``--snr``; none recorded when absent)."""
+    snr = cfg.get("snr") or {}
+    return {"snr_every": snr.get("every") or 0, "snr_draws": snr.get("draws", 10)}
+
+
 def _train(setup: _Setup, state, history, elapsed: float, progress, checkpointing: Checkpointing | None) -> Run:
     """Train a step method from ``state`` (None: fresh) to the configured last step, writing checkpoints as
     ``checkpointing`` asks, then score it."""
@@ -625,8 +631,7 @@ def _train(setup: _Setup, state, history, elapsed: float, progress, checkpointin
             state, history = train.run(setup.module, setup.hyper, setup.problem, p.X_train, p.y_train,
                                        seed=cfg["seed"], batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
                                        state=state, history=history, progress=progress, after_step=after_step,
-                                       snr_every=(cfg.get("snr") or {}).get("every") or 0,
-                                       snr_draws=(cfg.get("snr") or {}).get("draws", 10))
+                                       **_snr_options(cfg))
     if stopped or state.t < cfg["n_steps"]:
         step = first_step if state is None else state.t
         raise Interrupted(step, cfg["n_steps"], checkpointed=step > first_step)
@@ -652,8 +657,7 @@ def _train_restarts(setup: _Setup, restarts: int, progress, notify) -> Run:
             with blas_threads(setup.model.n_params, setup.hyper.samples, cfg["batch_size"]):
                 state, history = train.run(setup.module, setup.hyper, setup.problem, p.X_train, p.y_train,
                                            seed=seed, batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
-                                           progress=progress, snr_every=(cfg.get("snr") or {}).get("every") or 0,
-                                           snr_draws=(cfg.get("snr") or {}).get("draws", 10))
+                                           progress=progress, **_snr_options(cfg))
         except DivergenceError as exc:
             error = error or exc
             elbos.append(None)
@@ -661,9 +665,9 @@ def _train_restarts(setup: _Setup, restarts: int, progress, notify) -> Run:
             continue
         posterior = setup.module.posterior(state)
         with np.errstate(over="ignore", invalid="ignore"):  # the training part of the run's own scores
-            nelbo = score(setup.model, posterior, setup.problem.prior_precision, X_train=p.X_train,
-                          y_train=p.y_train, samples=cfg["eval_samples"], seed=cfg["seed"])["train"]
-        nelbo = nelbo["neg_elbo_per_example"]
+            scores = score(setup.model, posterior, setup.problem.prior_precision, X_train=p.X_train,
+                           y_train=p.y_train, samples=cfg["eval_samples"], seed=cfg["seed"])
+        nelbo = scores["train"]["neg_elbo_per_example"]
         nelbo = nelbo if np.isfinite(nelbo) else float("inf")
         elbos.append(nelbo)
         notify(f"restart {r + 1} of {restarts} (seed {seed}): training -ELBO per example {nelbo:.4f}")

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from test_data_formats import make_idx
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -103,18 +104,9 @@ def test_ktied_snr_window_replays_the_training_steps(monkeypatch):
 
 def test_mnist_validation_mode_never_reads_the_test_images(tmp_path, capfd, monkeypatch):
     """``--validation`` scores on a held-out sixth of the training images; the test images file need not exist."""
-    import gzip
-    import struct
-
-    rng = np.random.default_rng(0)
     data = tmp_path / "mnist"
     data.mkdir()
-    images = rng.integers(0, 256, size=(60, 4, 4), dtype=np.uint8)
-    labels = rng.integers(0, 10, size=60, dtype=np.uint8)
-    with gzip.open(data / "train-images-idx3-ubyte.gz", "wb") as fh:
-        fh.write(struct.pack(">IIII", 0x803, 60, 4, 4) + images.tobytes())
-    with gzip.open(data / "train-labels-idx1-ubyte.gz", "wb") as fh:
-        fh.write(struct.pack(">II", 0x801, 60) + labels.tobytes())
+    make_idx(data, shape=(60, 4, 4), gz=True, stem="train")
     mnist = _load("mnist", monkeypatch)
     mnist.main(["--data-dir", str(data), "--validation", "--epochs", "1", "--rank", "1", "--eval-samples", "2",
                 "--prior-precision", "10", "--lr", "0.05", "--output", str(tmp_path / "run.h5"),

@@ -7,8 +7,8 @@ step. Stacked, their ``B S`` weight samples go through the network in one forwar
 of the step (the Gram matrices and their eigendecompositions, the diagonal, the Woodbury solves) runs on arrays
 with a leading axis of B. Each run's arithmetic is ``slang.step`` on its Gram route (for L = 1 the top eigenpair
 comes from powers of the Gram stack, checked to the Krylov route's residual tolerance, LAPACK otherwise), so each
-stacked run equals its separate run to rounding (``tests/test_slang_stacked.py``). For the small networks of cross-validation, where a step's time is mostly the
-fixed cost of some forty NumPy and LAPACK calls, B runs stacked cost a fraction of B separate runs.
+stacked run equals its separate run to rounding (``tests/test_slang_stacked.py``). For the small networks of
+cross-validation, where a step's time is mostly the fixed cost of some forty NumPy and LAPACK calls, B runs stacked cost a fraction of B separate runs.
 
 A Gaussian likelihood's noise precision tau enters a run only as a scale: the network is evaluated at tau = 1,
 and since the NLL's gradient is ``tau (f - y) df/dtheta``, run b's gradient columns are ``tau_b`` times the
