@@ -98,18 +98,27 @@ def sample_noise(U: np.ndarray, d: np.ndarray, Z: np.ndarray, WtW: np.ndarray | 
     """Map standard normal ``Z : (D, S)`` to draws ``eps : (D, S)`` with covariance ``(U U^T + diag d)^{-1}``.
 
     Exact (SLANG Algorithm 3, in the form given in the module docstring); O(D L^2 + D L S), three passes over U
-    and no D x L temporary. ``WtW`` may pass a precomputed :func:`capacitance` of the same ``(U, d)``.
+    and no D x L temporary. ``WtW`` may pass a precomputed :func:`capacitance` of the same ``(U, d)``. The result
+    has ``Z``'s memory layout: give a Fortran-ordered ``Z`` (``noise.sample_columns``) for contiguous samples,
+    which keeps every pass over the ``(D, S)`` arrays on contiguous memory.
     """
-    rs = 1.0 / np.sqrt(d)
     if U.shape[1] == 0:
-        return Z * rs[:, None]
+        return Z * (1.0 / np.sqrt(d))[:, None]
+    # in U's precision (or Z's, if higher): at D of 1e5 and more every pass over a (D, S) array is a memory pass,
+    # and a float32 U is there to halve them
+    rs = (1.0 / np.sqrt(d)).astype(U.dtype, copy=False)
     s, R = np.linalg.eigh(capacitance(U, d) if WtW is None else WtW)
     s = np.maximum(s, 0.0)  # W^T W is PSD; rounding can push a zero eigenvalue slightly negative
     root = np.sqrt(1.0 + s)
     c = -1.0 / (root * (1.0 + root))
     Zs = Z * rs[:, None]
     t = R @ (c[:, None] * (R.T @ (U.T @ Zs.astype(U.dtype, copy=False))))  # (L, S): R diag(c) R^T W^T z
-    return Zs + (U @ t.astype(U.dtype, copy=False)) * (rs * rs)[:, None]
+    t = t.astype(U.dtype, copy=False)
+    # U t laid out like Zs: for Fortran order computed as (t^T U^T)^T, U.T being C-contiguous for SLANG's U
+    Ut = (t.T @ U.T).T if Zs.flags.f_contiguous and not Zs.flags.c_contiguous else U @ t
+    Ut *= (rs * rs)[:, None]
+    Zs += Ut
+    return Zs
 
 
 def top_eig_gram(gram: np.ndarray, L: int, warm=None) -> tuple[np.ndarray, np.ndarray]:

@@ -39,6 +39,14 @@ def standard_normal(rng: np.random.Generator, shape) -> np.ndarray:
     return out
 
 
+def sample_columns(rng: np.random.Generator, D: int, S: int) -> np.ndarray:
+    """``(D, S)`` standard normals, one column per weight sample, Fortran-ordered: the transpose of a
+    ``(S, D)`` draw, so each sample is contiguous. Elementwise work on a C-ordered ``(D, S)`` array with S of a few
+    runs an inner loop of length S (at MNIST scale, 4-5x slower than over contiguous columns), and the network
+    takes its weight samples as the rows of ``(S, D)``."""
+    return standard_normal(rng, (S, D)).T
+
+
 def _box_muller(rng: np.random.Generator, out: np.ndarray) -> None:
     """Fill ``out`` (float32, 1-d, contiguous) with standard normals."""
     n = out.size

@@ -309,14 +309,14 @@ def test_eigenvalue_floor_zeros_columns(pad):
 # ------------------------------------------------------------------------------------------- step and rates
 def test_step_samples_around_mu_and_calls_update():
     """``step`` draws ``theta = mu + eps`` (not ``2 mu + eps``, the authors' PyTorch defect) with
-    ``eps = sample_noise(U, d, Z)``, ``Z : (D, S)`` from the given generator (``noise.standard_normal``), then applies ``update``."""
+    ``eps = sample_noise(U, d, Z)``, ``Z : (D, S)`` from the given generator (``noise.sample_columns``), then applies ``update``."""
     problem, X, y = _problem((3, 4, 1), seed=18)
     D = problem.model.n_params
     hyper = slang.Hyper(rank=2, samples=4)
     state = _start_state(D, 2, seed=19)
     state = state._replace(mu=state.mu + 5.0)  # a mean far from 0, so mu + eps and 2 mu + eps differ clearly
     got, info = slang.step(np.random.default_rng(20), state, problem, X[:10], y[:10], hyper)
-    Z = noise.standard_normal(np.random.default_rng(20), (D, 4))
+    Z = noise.sample_columns(np.random.default_rng(20), D, 4)
     theta = (state.mu[:, None] + lowrank.sample_noise(state.U, state.d, Z)).T
     expected, expected_info = slang.update(state, theta, problem, X[:10], y[:10], hyper)
     for name in ("mu", "U", "d", "m"):

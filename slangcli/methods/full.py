@@ -58,7 +58,7 @@ def init(rng: np.random.Generator, problem: Problem, hyper: Hyper) -> State:
 def step(rng: np.random.Generator, state: State, problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper,
          curvature: str = "ef"):
     """One step: ``theta_s = mu + chol^{-T} z_s`` (covariance ``P^{-1}``), then :func:`update`."""
-    Z = noise.standard_normal(rng, (state.mu.size, hyper.samples))
+    Z = noise.sample_columns(rng, state.mu.size, hyper.samples)
     eps = scipy.linalg.solve_triangular(state.chol, Z, lower=True, trans=1, check_finite=False)
     return update(state, (state.mu[:, None] + eps).T, problem, X, y, hyper, curvature)
 

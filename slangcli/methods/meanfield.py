@@ -41,7 +41,7 @@ def init(rng: np.random.Generator, problem: Problem, hyper: Hyper) -> State:
 def step(rng: np.random.Generator, state: State, problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper,
          curvature: str = "ef"):
     """One step: ``theta_s = mu + z_s / sqrt(d)``, then :func:`update`."""
-    Z = noise.standard_normal(rng, (state.mu.size, hyper.samples))
+    Z = noise.sample_columns(rng, state.mu.size, hyper.samples)
     theta = (state.mu[:, None] + Z / np.sqrt(state.d)[:, None]).T
     return update(state, theta, problem, X, y, hyper, curvature)
 

@@ -86,7 +86,7 @@ def sample_noise(U: np.ndarray, d: np.ndarray, Z: np.ndarray, WtW: np.ndarray) -
         s, R = np.linalg.eigh(WtW)
     root = np.sqrt(1.0 + np.maximum(s, 0.0))
     c = -1.0 / (root * (1.0 + root))
-    eps = np.ascontiguousarray(Z.T)[None] * rs[:, None, :]  # (B, S, D): z / sqrt(d)
+    eps = Z.T[None] * rs[:, None, :]  # (B, S, D): z / sqrt(d)
     t = (eps @ U) @ R  # (B, S, L): (R^T W^T z)^T
     if U.shape[2] == 1:  # an outer product per run: broadcasting beats a batched matmul with inner dimension 1
         eps += (t * c[:, None, :]) * (U[:, :, 0] * (rs * rs))[:, None, :]
@@ -207,7 +207,7 @@ def step(rng: np.random.Generator, st: Stack, model: MLP, runs: Runs, X: np.ndar
     S, L, M = hyper.samples, hyper.rank, len(X)
     SM, K = S * M, hyper.rank + S * M
     t = st.t + 1
-    Z = noise.standard_normal(rng, (D, S))
+    Z = noise.sample_columns(rng, D, S)
     theta = (st.mu[:, None, :] + sample_noise(st.U, st.d, Z, st.WtW)).reshape(B * S, D)
     nll, fg = model.per_example_grads(theta, X, y)
     gaussian = model.likelihood == "gaussian"
