@@ -98,6 +98,31 @@ def test_sample_noise_is_linear_in_z():
     np.testing.assert_allclose(lowrank.sample_noise(U, d, Z), A @ Z, rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.parametrize("L", [0, 1, 5])
+def test_sample_noise_keeps_the_layout_of_z_and_not_its_values(L):
+    """A Fortran-ordered ``Z`` (how the training steps lay out their draws, ``noise.sample_columns``) gives the
+    same draws as the same numbers C-ordered, and the result keeps that layout."""
+    rng, U, d, _ = _problem(L, 0, seed=8)
+    Zc = rng.standard_normal((D, 4))
+    Zf = np.asfortranarray(Zc)
+    got_c, got_f = lowrank.sample_noise(U, d, Zc), lowrank.sample_noise(np.asfortranarray(U), d, Zf)
+    assert got_c.flags.c_contiguous and got_f.flags.f_contiguous
+    np.testing.assert_allclose(got_f, got_c, rtol=1e-13, atol=1e-14)
+
+
+def test_sample_noise_in_float32_matches_float64_to_its_rounding():
+    """With a float32 ``U`` and float32 ``Z`` (SLANG's ``--dtype float32`` step) the draws are float32 and agree
+    with the float64 computation to float32 rounding; a float64 ``Z`` keeps float64 draws."""
+    rng, U, d, _ = _problem(5, 0, seed=9)
+    U32 = np.asfortranarray(U, dtype=np.float32)
+    Z32 = np.asfortranarray(rng.standard_normal((D, 3)), dtype=np.float32)
+    expected = lowrank.sample_noise(U32.astype(float), d, Z32.astype(float))
+    got = lowrank.sample_noise(U32, d, Z32)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5 * np.abs(expected).max())
+    assert lowrank.sample_noise(U32, d, Z32.astype(float)).dtype == np.float64
+
+
 def test_sample_noise_covariance_statistical():
     """The sample covariance of n = 20000 draws matches ``P^{-1}`` within 5 standard errors per entry.
 

@@ -31,6 +31,15 @@ def test_deterministic_given_the_generator_and_advances_it():
     assert not np.array_equal(first, second)
 
 
+def test_sample_columns_are_the_transpose_of_a_row_draw():
+    """``sample_columns(rng, D, S)`` is ``(D, S)``, Fortran-ordered, and holds the numbers of an ``(S, D)`` draw
+    from the same generator state: sample s is row s of that draw, contiguous in memory."""
+    Z = noise.sample_columns(np.random.default_rng(4), 37, 3)
+    rows = noise.standard_normal(np.random.default_rng(4), (3, 37))
+    assert Z.shape == (37, 3) and Z.flags.f_contiguous and Z.dtype == np.float32
+    np.testing.assert_array_equal(Z, rows.T)
+
+
 def test_distribution_is_standard_normal():
     n = 2_000_000
     z = noise.standard_normal(np.random.default_rng(11), n).astype(np.float64)
