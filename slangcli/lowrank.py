@@ -121,6 +121,21 @@ def sample_noise(U: np.ndarray, d: np.ndarray, Z: np.ndarray, WtW: np.ndarray | 
     return Zs
 
 
+def flush_underflow(U: np.ndarray) -> np.ndarray:
+    """Set to zero, in place, the entries of ``U`` whose square underflows ``U``'s precision (``|u| < sqrt(tiny)``,
+    about 1e-19 in float32); returns ``U``.
+
+    A parameter whose per-example gradients are all zero (a weight from a pixel that is always 0, a unit that
+    never fires) keeps its row of SLANG's U only through ``(1 - beta) U U^T``, so the row shrinks step after step and
+    never reaches zero: by mid-training on MNIST a quarter of a float32 U was below 1e-19. Products and squares of
+    such numbers land in the subnormal range, which the processor handles in microcode, and the step slowed from
+    0.114 to 0.14 s. What is removed is below ``tiny / |U|_max`` relative to every entry of ``U U^T`` it touches,
+    far beneath the rounding of the precision it is added to."""
+    if U.size:
+        U[np.abs(U) < np.sqrt(np.finfo(U.dtype).tiny)] = 0.0
+    return U
+
+
 def top_eig_gram(gram: np.ndarray, L: int, warm=None) -> tuple[np.ndarray, np.ndarray]:
     """Top-``L`` eigenpairs of a symmetric PSD ``gram : (K, K)``, largest first.
 

@@ -285,3 +285,16 @@ def test_krylov_warm_start_converges_in_few_operator_products(L):
     expected = np.linalg.eigvalsh((1 - beta) * U @ U.T + beta * G1 @ G1.T)[::-1][:L]
     np.testing.assert_allclose(lam, expected, rtol=1e-9)
     assert count[0] <= 4
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_flush_underflow_zeroes_exactly_the_entries_whose_square_underflows(dtype):
+    """Entries below ``sqrt(tiny)`` of the dtype become 0 in place; every other entry, however small its square
+    would be relative to the rest, keeps its bits."""
+    root = np.sqrt(np.finfo(dtype).tiny)
+    U = np.asfortranarray(np.array([[1.0, 0.5 * root], [-2.0 * root, -0.3 * root], [0.0, 3.0]], dtype=dtype))
+    before = U.copy()
+    out = lowrank.flush_underflow(U)
+    assert out is U
+    np.testing.assert_array_equal(U, np.array([[1.0, 0.0], [before[1, 0], 0.0], [0.0, 3.0]], dtype=dtype))
+    assert U[1, 0] != 0.0  # just above the threshold: kept

@@ -371,3 +371,25 @@ def test_float32_steps_track_float64_steps(sizes, likelihood, L):
 def test_dtype_is_validated():
     with pytest.raises(ConfigError, match="--dtype"):
         slang.Hyper(dtype="float16")
+
+
+def test_update_flushes_underflowing_entries_of_u_every_flush_every_steps(monkeypatch):
+    """On steps that are multiples of ``FLUSH_EVERY`` the new U has no entry below ``sqrt(tiny)``; on other steps
+    ``update`` leaves U as the eigendecomposition gave it."""
+    problem, X, y = _problem((3, 4, 1), seed=40)
+    D = problem.model.n_params
+    hyper = slang.Hyper(rank=2, samples=2, dtype="float32")
+    seen = []
+
+    def fake_low_rank_update(U, grads, beta, c, L):
+        U_new = np.asfortranarray(np.full((D, L), 1e-25, dtype=np.float32))
+        U_new[0] = 1.0
+        return U_new, np.ones(D)
+
+    monkeypatch.setattr(slang, "low_rank_update", fake_low_rank_update)
+    state = slang.init(np.random.default_rng(41), problem, hyper)
+    theta = np.tile(state.mu, (2, 1)).astype(np.float32)
+    for t in (slang.FLUSH_EVERY - 1, slang.FLUSH_EVERY):
+        new, _ = slang.update(state._replace(t=t - 1), theta, problem, X[:5], y[:5], hyper)
+        seen.append(np.count_nonzero(new.U[1:]))
+    assert seen == [2 * (D - 1), 0]

@@ -45,6 +45,8 @@ from slangcli.posteriors import LowRankGaussian
 # (measured: 8 110 x 200 is 4x faster factored; 751 x 40 and 257 x 64 are as fast either way).
 DENSE_G_MAX_ENTRIES = 1 << 18
 EIG_FLOOR = 1e-6
+# every this many steps, entries of U too small to square in U's precision are set to zero (see update)
+FLUSH_EVERY = 25
 DTYPES = ("float64", "float32")
 
 
@@ -181,7 +183,8 @@ def _gram_side_vectors(U: np.ndarray, grads, a: float, b: float, V: np.ndarray) 
     r = U.shape[1]
     out = np.asfortranarray(grads.right(np.ascontiguousarray(b * V[r:], dtype=U.dtype)))
     if r:
-        out.T[...] += np.ascontiguousarray(a * V[:r].T, dtype=U.dtype) @ U.T  # rows of U_new^T, C-contiguous
+        rows = out.T  # U_new^T, C-contiguous, a view of out
+        rows += np.ascontiguousarray(a * V[:r].T, dtype=U.dtype) @ U.T
     return out
 
 
@@ -238,6 +241,8 @@ def update(state: State, theta: np.ndarray, problem: Problem, X: np.ndarray, y: 
     nll, g, grads, c = natural.curvature_terms(problem, theta, X, y, "ef")
 
     U_new, diag = low_rank_update(state.U, grads, beta, c, hyper.rank)
+    if t % FLUSH_EVERY == 0:
+        lowrank.flush_underflow(U_new)
     correction = np.maximum(diag - np.einsum("dl,dl->d", U_new, U_new), 0.0)
     d = (1.0 - beta) * state.d + beta * lam + correction
 
