@@ -32,6 +32,25 @@ from slangcli.models import Layout
 MAX_FULL_PARAMS = 10_000
 
 
+# Every ``sample`` returns its n draws as the rows of a C-contiguous ``(n, D)`` array: the network slices each
+# sample's layer matrices out of its row, and those are views only when the row is contiguous (at MNIST scale
+# re-copying them for every chunk of scored rows cost more than the forward pass's arithmetic). The standard
+# normals are drawn in that layout too, so no (D, n) array is ever transposed in memory.
+
+
+def _standard_normal_columns(rng: np.random.Generator, D: int, n: int) -> np.ndarray:
+    """``(D, n)`` standard normals, Fortran-ordered: the transpose of an ``(n, D)`` draw."""
+    return rng.standard_normal((n, D)).T
+
+
+def _scaled_rows(rng: np.random.Generator, n: int, mean: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """``n`` draws ``mean + sigma * z`` of a diagonal Gaussian, ``(n, D)``."""
+    theta = rng.standard_normal((n, mean.size))
+    theta *= sigma
+    theta += mean
+    return theta
+
+
 def _kl_to_diagonal_prior(mean, variances, precision_logdet, prior_precision) -> float:
     """``KL(N(mean, Sigma) || N(0, diag(prior_precision)^{-1}))`` from ``diag(Sigma)`` and ``log |Sigma^{-1}|``."""
     return 0.5 * float(
@@ -56,8 +75,9 @@ class LowRankGaussian:
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` draws, ``(n, D)``."""
-        Z = rng.standard_normal((self.mean.size, n))
-        return (self.mean[:, None] + lowrank.sample_noise(self.U, self.d, Z)).T
+        eps = lowrank.sample_noise(self.U, self.d, _standard_normal_columns(rng, self.mean.size, n))
+        eps += self.mean[:, None]
+        return eps.T
 
     def marginal_variances(self) -> np.ndarray:
         return lowrank.marginal_variances(self.U, self.d)
@@ -101,8 +121,7 @@ class DiagonalGaussian:
         return self.mean.size
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        Z = rng.standard_normal((self.mean.size, n))
-        return (self.mean[:, None] + np.exp(self.log_sigma)[:, None] * Z).T
+        return _scaled_rows(rng, n, self.mean, np.exp(self.log_sigma))
 
     def marginal_variances(self) -> np.ndarray:
         return np.exp(2.0 * self.log_sigma)
@@ -146,8 +165,8 @@ class FullGaussian:
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         # eps = chol^{-T} z has covariance chol^{-T} chol^{-1} = (chol chol^T)^{-1}
-        Z = rng.standard_normal((self.mean.size, n))
-        return (self.mean[:, None] + self._solve_chol(Z, trans=1)).T
+        eps = self._solve_chol(_standard_normal_columns(rng, self.mean.size, n), trans=1)
+        return np.ascontiguousarray((eps + self.mean[:, None]).T)
 
     def marginal_variances(self) -> np.ndarray:
         """``diag(Sigma)``: the squared column norms of ``chol^{-1}``, O(D^3)."""
@@ -228,8 +247,7 @@ class KTiedGaussian:
         return DiagonalGaussian(mean=self.mean, log_sigma=np.log(self.sigma()))
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        Z = rng.standard_normal((self.mean.size, n))
-        return (self.mean[:, None] + self.sigma()[:, None] * Z).T
+        return _scaled_rows(rng, n, self.mean, self.sigma())
 
     def marginal_variances(self) -> np.ndarray:
         return self.sigma() ** 2

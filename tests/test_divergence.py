@@ -88,15 +88,17 @@ def test_structured_quantities_match_dense(kind):
     np.testing.assert_allclose(post.kl_to_prior(lam), expected_kl, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("kind", ["diagonal", "full", "ktied"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_samples_are_an_exact_square_root_map(kind):
     """``sample`` maps standard normals z by ``theta = mean + B z`` with ``B B^T = Sigma`` exactly: B is read
-    off the samples drawn from a replayed generator."""
+    off the samples drawn from a replayed generator, whose n x D draw holds one sample's z per row. The samples
+    are the rows of a C-contiguous array (the layout the network slices its weights from)."""
     post = make(kind, seed=3)
     n = 400
     theta = post.sample(np.random.default_rng(4), n)
-    Z = np.random.default_rng(4).standard_normal((D, n))
-    B = np.linalg.lstsq(Z.T, theta - post.mean, rcond=None)[0].T
+    assert theta.shape == (n, D) and theta.flags.c_contiguous
+    Z = np.random.default_rng(4).standard_normal((n, D))
+    B = np.linalg.lstsq(Z, theta - post.mean, rcond=None)[0].T
     np.testing.assert_allclose(B @ B.T, np.linalg.inv(dense_precision(post)), rtol=0, atol=1e-11)
 
 
