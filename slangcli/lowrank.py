@@ -115,7 +115,7 @@ def sample_noise(U: np.ndarray, d: np.ndarray, Z: np.ndarray, WtW: np.ndarray | 
     t = R @ (c[:, None] * (R.T @ (U.T @ Zs.astype(U.dtype, copy=False))))  # (L, S): R diag(c) R^T W^T z
     t = t.astype(U.dtype, copy=False)
     # U t laid out like Zs: for Fortran order computed as (t^T U^T)^T, U.T being C-contiguous for SLANG's U
-    Ut = (t.T @ U.T).T if Zs.flags.f_contiguous and not Zs.flags.c_contiguous else U @ t
+    Ut = (t.T @ U.T).T if Zs.flags.f_contiguous else U @ t
     Ut *= (rs * rs)[:, None]
     Zs += Ut
     return Zs

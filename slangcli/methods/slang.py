@@ -169,19 +169,19 @@ def _krylov_through_factors(U: np.ndarray, grads, a: float, b: float, L: int, wa
     if found is None:
         return None
     lam, V = found
-    V = V.astype(U.dtype, copy=False)
-    return lam, np.asfortranarray(a * (U @ V[:r]) + b * grads.matmat(V[r:]))
+    return lam, _from_gram_side(U, grads.matmat, a, b, V)
 
 
-def _gram_side_vectors(U: np.ndarray, grads, a: float, b: float, V: np.ndarray) -> np.ndarray:
-    """``B V = a U V_U + b G V_G`` for eigenvectors ``V : (K, L)`` of the Gram ``B^T B``, Fortran-ordered like U.
+def _from_gram_side(U: np.ndarray, times_G, a: float, b: float, V: np.ndarray) -> np.ndarray:
+    """``B V = a U V_U + b G V_G`` for eigenvectors ``V : (K, L)`` of ``B^T B``, Fortran-ordered like U;
+    ``times_G(W)`` is ``G W`` (``grads.right`` or ``grads.matmat``).
 
     The scalars go on the small factors and ``a U V_U`` is added in place: at D of 1e5 and more each pass over a
     D x L array costs more than the small products, and the plain expression makes four of them. (NumPy only: a
     GEMM through SciPy's BLAS here would wake its thread pool beside NumPy's, and the two pools' spinning threads
     slowed the whole MNIST-shape step by a quarter.)"""
     r = U.shape[1]
-    out = np.asfortranarray(grads.right(np.ascontiguousarray(b * V[r:], dtype=U.dtype)))
+    out = np.asfortranarray(times_G(np.ascontiguousarray(b * V[r:], dtype=U.dtype)))
     if r:
         rows = out.T  # U_new^T, C-contiguous, a view of out
         rows += np.ascontiguousarray(a * V[:r].T, dtype=U.dtype) @ U.T
@@ -225,7 +225,7 @@ def low_rank_update(U: np.ndarray, grads, beta: float, c: float, L: int) -> tupl
             gram[r:, :r] = gram[:r, r:].T
             gram[r:, r:] = (beta * c) * grads.gram()
             lam, V = lowrank.top_eig_gram(gram, L, warm)
-            U_new = _gram_side_vectors(U, grads, a, b, V)
+            U_new = _from_gram_side(U, grads.right, a, b, V)
     drop = lam <= EIG_FLOOR
     if drop.any():
         U_new = U_new.copy(order="F")
