@@ -63,6 +63,10 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=0.1, help="SLANG's alpha_0")
     p.add_argument("--beta", type=float, default=0.1, help="SLANG's beta_0")
     p.add_argument("--decay", type=float, default=None, help="(default: the protocol's for the rank)")
+    p.add_argument("--init-precision", type=float, default=1.0, help="SLANG's initial diagonal precision")
+    p.add_argument("--authors-path", action="store_true",
+                   help="train and predict at 2 mu + eps as the authors' code does (benchmarks/authors_path.py; "
+                        "a diagnostic, slang method only)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default="mnist-run.h5", help="run file (also the checkpoint; reused to resume)")
     p.add_argument("--checkpoint-minutes", type=float, default=10.0)
@@ -73,7 +77,10 @@ def main(argv=None):
     data = Path(a.data_dir)
     train, test = data / "train-images-idx3-ubyte.gz", data / "t10k-images-idx3-ubyte.gz"
     out = Path(a.output)
-    base = [sys.executable, "-m", "slangcli", "fit"]
+    if a.authors_path and a.method != "slang":
+        p.error("--authors-path is a variant of the slang method only")
+    program = [str(Path(__file__).with_name("authors_path.py"))] if a.authors_path else ["-m", "slangcli"]
+    base = [sys.executable, *program, "fit"]
     common = ["--checkpoint-seconds", str(60 * a.checkpoint_minutes), "--no-progress"]
     if out.exists() and read_run(out).status == "checkpoint":
         cmd = [*base, "--resume", str(out), *common]
@@ -88,7 +95,7 @@ def main(argv=None):
         if a.method == "slang":
             decay = a.decay if a.decay is not None else DECAY.get(a.rank, 0.6)
             cmd += ["--rank", str(a.rank), "--lr", str(a.lr), "--beta", str(a.beta), "--decay", str(decay),
-                    "--dtype", a.dtype]
+                    "--dtype", a.dtype, "--init-precision", str(a.init_precision)]
     print("running:", " ".join(cmd), file=sys.stderr)
     t0 = time.perf_counter()
     report = table_stream(a.json)
@@ -104,7 +111,8 @@ def main(argv=None):
     rank = run.config["hyper"].get("rank")
     held_out = "validation" if run.data["options"].get("test_fraction") else "test"
     result = {
-        "scored_on": held_out, "prior_precision": run.config["prior_precision"], "hyper": run.config["hyper"],
+        "scored_on": held_out, "authors_path": a.authors_path, "prior_precision": run.config["prior_precision"],
+        "hyper": run.config["hyper"],
         "method": run.config["method"], "rank": rank, "epochs": run.config["epochs"], "steps": m["steps"],
         "dtype": run.config["hyper"].get("dtype"), "eval_samples": m["samples"],
         f"{held_out}_error_percent": 100.0 * (1.0 - m["test"]["accuracy"]), f"{held_out}_nll": m["test"]["nll"],

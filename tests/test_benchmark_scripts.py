@@ -116,3 +116,32 @@ def test_mnist_validation_mode_never_reads_the_test_images(tmp_path, capfd, monk
     assert out["scored_on"] == "validation" and "test_error_percent" not in out
     assert 0 <= out["validation_error_percent"] <= 100
     assert out["prior_precision"] == 10 and out["hyper"]["lr"] == 0.05
+
+
+def test_authors_path_samples_around_twice_the_mean(monkeypatch):
+    """``authors_path.step`` is ``slang.update`` on samples ``2 mu + eps`` (the same ``eps`` ``slang.step`` draws),
+    and its posterior has mean ``2 mu`` with SLANG's own precision."""
+    from slangcli import lowrank, noise
+    from slangcli.methods import slang
+    from slangcli.methods.base import Problem
+    from slangcli.models import MLP
+
+    module = _load("authors_path", monkeypatch)
+    rng = np.random.default_rng(0)
+    model = MLP((3, 5, 2), "relu", "categorical")
+    problem = Problem(model, model.prior_precision(2.0, 1e-6), 50)
+    X, y = rng.standard_normal((8, 3)), rng.integers(0, 2, 8)
+    hyper = slang.Hyper(rank=2, samples=3)
+    state = slang.init(rng, problem, hyper)._replace(mu=rng.standard_normal(model.n_params),
+                                                     d=np.full(model.n_params, 4.0))
+    got, _ = module.step(np.random.default_rng(1), state, problem, X, y, hyper)
+    Z = noise.sample_columns(np.random.default_rng(1), model.n_params, 3)
+    theta = (2.0 * state.mu[:, None] + lowrank.sample_noise(state.U, state.d, Z, state.WtW)).T
+    expected, _ = slang.update(state, theta, problem, X, y, hyper)
+    for name in ("mu", "U", "d", "m"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(expected, name), err_msg=name)
+    faithful, _ = slang.step(np.random.default_rng(1), state, problem, X, y, hyper)
+    assert np.abs(faithful.mu - got.mu).max() > 1e-6  # negative control: mu + eps gives another step
+    post = module.posterior(got)
+    np.testing.assert_array_equal(post.mean, 2.0 * got.mu)
+    np.testing.assert_array_equal(post.d, got.d)
