@@ -21,12 +21,11 @@ The run file records ``authors-path`` as its program. Resume it with this script
 
 from __future__ import annotations
 
-import numpy as np
+import dataclasses
 
 from slangcli import lowrank, noise
 from slangcli.cli import fit as fit_command, main
 from slangcli.methods import slang
-from slangcli.posteriors import LowRankGaussian
 
 
 def step(rng, state, problem, X, y, hyper):
@@ -38,9 +37,9 @@ def step(rng, state, problem, X, y, hyper):
                         y, hyper)
 
 
-def posterior(state):
+def posterior(state, faithful=slang.posterior):
     """``slang.posterior`` with the mean the network is evaluated at, ``2 mu``."""
-    return LowRankGaussian(mean=2.0 * state.mu, U=np.ascontiguousarray(state.U), d=state.d.copy())
+    return dataclasses.replace(faithful(state), mean=2.0 * state.mu)
 
 
 def invocation(recorded=fit_command.invocation):
