@@ -25,8 +25,8 @@ from slangcli.io import read_run, write_run
 from slangcli.workflow import Checkpointing, DataOptions, fit, resume
 
 STEP_METHODS = [("slang", {"rank": 2}), ("slang", {"rank": 2, "dtype": "float32"}), ("mf-ef", {}),
-                ("mf-hessian", {}), ("full-ef", {}), ("bbb", {}), ("ktied", {"rank": 1})]
-IDS = ["slang", "slang-float32", "mf-ef", "mf-hessian", "full-ef", "bbb", "ktied"]
+                ("mf-hessian", {}), ("full-ef", {}), ("bbb", {}), ("ktied", {"rank": 1}), ("ivon", {})]
+IDS = ["slang", "slang-float32", "mf-ef", "mf-hessian", "full-ef", "bbb", "ktied", "ivon"]
 
 
 def _fit_kwargs(method, hyper):

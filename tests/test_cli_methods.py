@@ -23,7 +23,8 @@ from slangcli.workflow import DataOptions, fit
 
 STEP = ["--epochs", "2", "--batch-size", "8", "--samples", "2"]
 KINDS = {"slang": "lowrank", "full-ef": "full", "full-hessian": "full", "mf-ef": "diagonal",
-         "mf-hessian": "diagonal", "bbb": "diagonal", "ktied": "ktied", "exact-full": "full", "exact-mf": "diagonal"}
+         "mf-hessian": "diagonal", "bbb": "diagonal", "ktied": "ktied", "ivon": "diagonal", "exact-full": "full",
+         "exact-mf": "diagonal"}
 
 
 def invoke(*args):

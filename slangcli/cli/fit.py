@@ -29,19 +29,24 @@ HYPER_OPTIONS = {
              "slang: rank L of the low-rank part of the precision (0: diagonal); ktied: rank k of each weight "
              "matrix's standard deviations U V^T (at most min(m, n) per layer)."),
     "samples": (("--samples", "-S"), click.IntRange(min=1), "Monte-Carlo weight samples per step."),
-    "lr": (("--lr",), float, "Initial rate alpha_0 of the mean; for bbb, Adam's learning rate."),
+    "lr": (("--lr",), float,
+           "Initial rate alpha_0 of the mean; for bbb, Adam's learning rate; for ivon, its learning rate."),
     "beta": (("--beta",), float, "Initial rate beta_0 of the precision."),
     "decay": (("--decay",), float, "Rates decay as r_0 / (1 + t^decay) at step t."),
     "momentum": (("--momentum",), float, "Momentum of the likelihood gradient."),
     "init_precision": (("--init-precision",), float, "Initial diagonal precision of q."),
-    "beta1": (("--beta1",), float, "Adam's decay rate of the first moment."),
-    "beta2": (("--beta2",), float, "Adam's decay rate of the second moment."),
+    "beta1": (("--beta1",), float, "Adam's decay rate of the first moment; ivon: of the gradient momentum."),
+    "beta2": (("--beta2",), float, "Adam's decay rate of the second moment; ivon: of the Hessian estimate."),
     "eps": (("--eps",), float, "Adam's epsilon."),
     "init_std": (("--init-std",), float, "Initial standard deviation of q."),
     "init_noise": (("--init-noise",), float,
                    "Standard deviation of the noise added to log U and log V at initialisation (breaks symmetry)."),
     "kl_anneal_steps": (("--kl-anneal-steps",), click.IntRange(min=0),
                         "Linear KL annealing: the KL term is scaled by min(1, t / N) at step t (0: none)."),
+    "hess_init": (("--hess-init",), float,
+                  "ivon: initial per-example Hessian estimate h_0 (precision N h_0 + lambda)."),
+    "clip_radius": (("--clip-radius",), float,
+                    "ivon: clip each coordinate of the preconditioned step to this radius (default: no clipping)."),
     "tol": (("--tol",), float, "Stop when the largest gradient component of -ELBO / N is below this."),
     "max_iter": (("--max-iter",), click.IntRange(min=1), "Most L-BFGS iterations."),
     "dtype": (("--dtype",), click.Choice(["float64", "float32"]),
@@ -113,6 +118,7 @@ def _target(value):
 @click.option("--method", type=click.Choice(list(METHODS)), default="slang", show_default=True,
               help="slang; natural-gradient baselines full-ef, full-hessian (dense precision), mf-ef, mf-hessian "
                    "(diagonal); bbb (Bayes by Backprop); ktied (k-tied Normal: bbb with sigma = U V^T per weight matrix); "
+                   "ivon (IVON); "
                    "exact-full, exact-mf (exact VI, logistic regression only).")
 @hyper_options
 @click.option("--batch-size", "-M", type=click.IntRange(min=1), default=None,

@@ -2,11 +2,12 @@
 
 Step methods (driven by ``slangcli.train.run``): ``slang``; the natural-gradient baselines of the SLANG paper's
 Table 1, ``full-ef``, ``full-hessian`` (dense precision) and ``mf-ef``, ``mf-hessian`` (diagonal precision); and
-Bayes by Backprop, ``bbb``, and its k-tied Normal variant, ``ktied``. Solvers (called once by ``slangcli.workflow.fit``): ``exact-full`` and ``exact-mf``,
+Bayes by Backprop, ``bbb``, and its k-tied Normal variant, ``ktied``; IVON, ``ivon``. Solvers (called once by
+``slangcli.workflow.fit``): ``exact-full`` and ``exact-mf``,
 the ELBO-optimal Gaussians of Bayesian logistic regression.
 """
 
-from slangcli.methods import bbb, exact, full, ktied, meanfield, slang
+from slangcli.methods import bbb, exact, full, ivon, ktied, meanfield, slang
 
 METHODS = {
     "slang": slang,
@@ -16,6 +17,7 @@ METHODS = {
     "mf-hessian": meanfield.HESSIAN,
     "bbb": bbb,
     "ktied": ktied,
+    "ivon": ivon,
     "exact-full": exact.FULL,
     "exact-mf": exact.MEAN_FIELD,
 }

@@ -1,0 +1,108 @@
+"""IVON, the Improved Variational Online Newton method (Shen et al. 2024, "Variational Learning is Effective for
+Large Deep Networks", Algorithm 1): mean-field Gaussian VI by a natural-gradient step whose diagonal curvature is
+estimated from the reparameterisation gradient.
+
+The published algorithm keeps a mean ``m``, a gradient momentum ``g``, a per-example Hessian estimate ``h`` and
+samples ``theta = m + sigma eps`` with ``sigma^2 = 1 / (ess (h + delta))``, where ``ess`` is the training-set size
+N and the weight decay ``delta = lambda / N`` is the prior precision per example. With ``gbar`` the minibatch
+mean gradient of the NLL at the sample (averaged over S samples):
+
+    g      <- beta1 g + (1 - beta1) gbar
+    hhat    = gbar (theta - m) / sigma^2                        (the "price" estimate: E[hhat] = E_q[Hessian] / N)
+    h      <- beta2 h + (1 - beta2) hhat + (1 - beta2)^2 (h - hhat)^2 / (2 (h + delta))
+    m      <- m - alpha (h_0 + delta) clip((g / (1 - beta1^t) + delta m) / (h + delta), +-r)
+
+(the last term of the ``h`` update is the Riemannian-gradient correction that keeps ``h + delta`` positive; the
+factor ``h_0 + delta`` rescales the rate so that the first steps move like SGD at rate ``alpha``; r is the
+clipping radius, infinite (no clipping) by default).
+
+This module keeps the same iteration in the natural-gradient form of the other slang methods: the posterior
+precision ``d = N (h + delta)`` (so ``sigma = 1 / sqrt(d)``, as in ``mf-ef``) and the momentum of the full-data
+gradient ``N g``. Multiplying the ``h`` update by N gives, with ``dhat = lambda + N hhat``,
+
+    d      <- beta2 d + (1 - beta2) dhat + (1 - beta2)^2 (d - dhat)^2 / (2 d)
+    mu     <- mu - alpha (h_0 + lambda / N) clip((m_hat + lambda mu) / d, +-r)
+
+where ``N hhat = (c sum_s G_s * eps_s) sqrt(d)`` from the same reparameterisation sums as Bayes by Backprop
+(``slangcli.methods.reparam.likelihood_gradients``: G_s the minibatch gradient at sample s, c = N / (M S)). The
+posterior is a ``DiagonalGaussian`` of precision ``d``. Initialisation: ``mu`` from the model's layer
+initialisation, ``h = h_0`` (``d = N h_0 + lambda``), zero momentum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from slangcli import noise
+from slangcli.methods.base import Problem, require
+from slangcli.methods.reparam import likelihood_gradients
+from slangcli.posteriors import DiagonalGaussian
+
+
+@dataclass(frozen=True)
+class Hyper:
+    """IVON's hyperparameters, with the published defaults (one sample per step; rate as in its usage guide)."""
+
+    samples: int = 1
+    lr: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.99999
+    hess_init: float = 1.0
+    clip_radius: float | None = None  # None: no clipping (the published default, an infinite radius)
+
+    def __post_init__(self):
+        require(isinstance(self.samples, (int, np.integer)) and self.samples >= 1,
+                f"--samples must be a whole number >= 1, got {self.samples}")
+        require(0 < self.lr < np.inf, f"--lr must be positive and finite, got {self.lr}")
+        require(0 <= self.beta1 < 1, f"--beta1 must be in [0, 1), got {self.beta1}")
+        require(0 <= self.beta2 < 1, f"--beta2 must be in [0, 1), got {self.beta2}")
+        require(0 < self.hess_init < np.inf, f"--hess-init must be positive and finite, got {self.hess_init}")
+        require(self.clip_radius is None or 0 < self.clip_radius < np.inf,
+                f"--clip-radius must be positive and finite (omit it for no clipping), got {self.clip_radius}")
+
+
+class State(NamedTuple):
+    mu: np.ndarray  # (D,)
+    d: np.ndarray  # (D,) posterior precisions N (h + delta)
+    m: np.ndarray  # (D,) momentum of the full-data likelihood gradient (N times the published g)
+    t: int  # steps taken
+
+
+def init(rng: np.random.Generator, problem: Problem, hyper: Hyper) -> State:
+    D = problem.model.n_params
+    d = problem.n_data * hyper.hess_init + problem.prior_precision
+    return State(mu=problem.model.init_mean(rng), d=np.asarray(d, dtype=float), m=np.zeros(D), t=0)
+
+
+def step(rng: np.random.Generator, state: State, problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper):
+    """One step: ``theta_s = mu + eps_s / sqrt(d)``, then :func:`update`."""
+    eps = noise.standard_normal(rng, (hyper.samples, state.mu.size))
+    return update(state, eps, problem, X, y, hyper)
+
+
+def update(state: State, eps: np.ndarray, problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper):
+    """The deterministic part of a step, given the standard-normal noise ``eps : (S, D)``."""
+    t = state.t + 1
+    b1, b2 = hyper.beta1, hyper.beta2
+    lam, n = problem.prior_precision, problem.n_data
+    root_d = np.sqrt(state.d)
+    g_mu, g_sigma, nll = likelihood_gradients(state.mu, 1.0 / root_d, eps, problem, X, y)
+    # dhat = lambda + N hhat, N hhat = N gbar (theta - m) / sigma^2 = (c sum_s G_s eps_s) / sigma
+    d_hat = g_sigma * root_d
+    d_hat += lam
+    diff = state.d - d_hat
+    d = b2 * state.d + (1.0 - b2) * d_hat + (0.5 * (1.0 - b2) ** 2) * diff * diff / state.d
+    m = b1 * state.m + (1.0 - b1) * g_mu
+    direction = (m / (1.0 - b1**t) + lam * state.mu) / d
+    if hyper.clip_radius is not None:
+        np.clip(direction, -hyper.clip_radius, hyper.clip_radius, out=direction)
+    # the rate rescaled by h_0 + delta per parameter (delta = lambda / N differs between weights and biases)
+    mu = state.mu - hyper.lr * (hyper.hess_init + lam / n) * direction
+    return State(mu, d, m, t), {"nll": float(nll.mean())}
+
+
+def posterior(state: State) -> DiagonalGaussian:
+    return DiagonalGaussian.from_precision(state.mu, state.d)
