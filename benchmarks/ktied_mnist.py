@@ -47,7 +47,7 @@ import scipy.special
 
 from results import write_json
 from slangcli import compress, train
-from slangcli.data import read_idx
+from slangcli.readers import read_idx
 from slangcli.metrics import ACTIVATION_BUDGET
 from slangcli.methods import METHODS
 from slangcli.methods.base import Problem

@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 
 from slangcli import __version__
-from slangcli.data import LabelMap
+from slangcli.prepare import LabelMap
 from slangcli.errors import DataError, FormatError
 from slangcli.models import MLP
 from slangcli.posteriors import DiagonalGaussian, FullGaussian, KTiedGaussian, LowRankGaussian

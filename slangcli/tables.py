@@ -23,7 +23,7 @@ import h5py
 import numpy as np
 
 from slangcli import __version__
-from slangcli.data import LabelMap
+from slangcli.prepare import LabelMap
 from slangcli.io import temporary_beside
 
 PREDICTIONS_TYPE = "slang-predictions"

@@ -24,13 +24,13 @@ import scipy
 from slangcli import __version__, divergence, metrics, train, tuning
 from slangcli import compress as compression
 from slangcli import predict as predictive_uncertainty
-from slangcli.data import (LabelMap, Standardizer, fit_labels, is_uci_folder, read_table, read_uci_folder,
-                           sha256_file, train_test_split, widen)
 from slangcli.errors import ConfigError, DataError, DivergenceError, FormatError, Interrupted
 from slangcli.io import POSTERIOR_NAMES, Run
 from slangcli.methods import METHODS
 from slangcli.methods.base import Problem, hyper_names, is_solver
 from slangcli.models import ACTIVATIONS, LIKELIHOODS, MLP
+from slangcli.prepare import LabelMap, Standardizer, fit_labels, train_test_split
+from slangcli.readers import is_uci_folder, read_table, read_uci_folder, sha256_file, widen
 from slangcli.threads import blas_threads
 
 # more distinct numeric target values than this (or any non-integer one) make "auto" choose regression

@@ -10,18 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import slangcli.data
-from slangcli.data import (
-    LabelMap,
-    Standardizer,
-    Table,
-    check_width,
-    fit_labels,
-    read_table,
-    sha256_file,
-    train_test_split,
-    widen,
-)
+import slangcli.readers.text
+from slangcli.prepare import LabelMap, Standardizer, check_width, fit_labels, train_test_split
+from slangcli.readers import Table, read_table, sha256_file, widen
 from slangcli.errors import DataError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -459,8 +450,8 @@ def test_libsvm_width_far_beyond_the_file_is_refused_before_allocating(tmp_path,
     wide = read_table(write(tmp_path, "wide.svm", "-1 1:1\n+1 2:1 200000:1\n"))  # 16 MB: an ordinary width
     assert wide.X.shape == (2, 200000)
     # a width the caller declares is taken as intended (shown at a small scale)
-    monkeypatch.setattr(slangcli.data, "_DENSE_FLOOR", 0)
-    monkeypatch.setattr(slangcli.data, "_DENSE_RATIO", 1)
+    monkeypatch.setattr(slangcli.readers.text, "_DENSE_FLOOR", 0)
+    monkeypatch.setattr(slangcli.readers.text, "_DENSE_RATIO", 1)
     small = write(tmp_path, "small.svm", "-1 1:1\n+1 2:1 300:1\n")
     with pytest.raises(DataError, match="feature index 300 would make a 2 x 300 table"):
         read_table(small)

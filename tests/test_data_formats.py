@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slangcli.data import read_idx, read_table, read_uci_folder
+from slangcli.readers import read_idx, read_table, read_uci_folder
 from slangcli.errors import DataError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -53,7 +53,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slangcli.cli import main
-from slangcli.data import Table, read_idx, read_table, read_uci_folder
+from slangcli.readers import Table, read_idx, read_table, read_uci_folder
 from slangcli.errors import DataError, FormatError, SlangError
 from slangcli.io import Run, read_run, write_run
 from slangcli.workflow import DataOptions, fit

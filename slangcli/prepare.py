@@ -1,0 +1,228 @@
+"""Preparing read data for a model: label coding, a seeded train/test split, standardisation, width checks.
+
+``fit_labels`` maps the distinct label values of the training data to integer codes (numbers ascending,
+strings lexicographically) in a JSON-serialisable ``LabelMap`` that a run file stores, so that data read later
+is coded the same way. ``train_test_split`` is a seeded random split; ``Standardizer`` is the per-feature
+affine scaling fitted on the training rows; ``check_width`` checks new data against the trained width. Every
+failure is a ``DataError`` with one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from slangcli.errors import DataError
+from slangcli.readers._common import _fmt_label, _listing
+
+__all__ = [
+    "LabelMap",
+    "fit_labels",
+    "train_test_split",
+    "Standardizer",
+    "check_width",
+]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# labels
+
+
+@dataclass(frozen=True)
+class LabelMap:
+    """Original label values and their integer codes: ``classes[code]`` is the value.
+
+    Attributes
+    ----------
+    classes : tuple
+        Numbers as float or strings as str (never mixed), in the order ``fit_labels`` sorted them.
+        JSON-serialisable; a list read back from JSON is accepted and made a tuple.
+    """
+
+    classes: tuple
+
+    def __post_init__(self):
+        classes = tuple(self.classes)
+        if not classes:
+            raise DataError("a label map needs at least one class")
+        if all(isinstance(c, str) for c in classes):
+            classes = tuple(str(c) for c in classes)
+        elif all(isinstance(c, (int, float, np.integer, np.floating)) and not isinstance(c, bool) for c in classes):
+            classes = tuple(float(c) for c in classes)
+        else:
+            raise DataError(f"label classes must be all numbers or all strings, got {classes!r}")
+        if len(set(classes)) != len(classes):
+            raise DataError(f"label classes must be distinct, got {_listing(classes)}")
+        object.__setattr__(self, "classes", classes)
+
+    @property
+    def numeric(self) -> bool:
+        return isinstance(self.classes[0], float)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The classes as text, integral numbers without a trailing ``.0`` (``-1``, ``4``, ``benign``)."""
+        return tuple(_fmt_label(c) for c in self.classes)
+
+    def encode(self, y, *, path) -> np.ndarray:
+        """Codes of the labels ``y : (N,)`` as an int64 array ``(N,)``.
+
+        Numeric and string labels are compared by value: the string ``"1"`` matches the class ``1.0``, and
+        the number ``1.0`` matches the class ``"1"``. A value not among ``classes`` is a ``DataError`` naming
+        the first offending 1-based data row.
+        """
+        y = np.asarray(y)
+        if y.ndim != 1:
+            raise DataError(f"{path}: labels must be one-dimensional, got shape {y.shape}")
+        if self.numeric:
+            known = np.array(self.classes, dtype=np.float64)
+            if y.dtype.kind in "biuf":
+                values = y.astype(np.float64)
+            else:
+                values = np.array([_float_or_nan(v) for v in y], dtype=np.float64)
+        else:
+            known = np.array(self.classes, dtype=str)
+            values = y if y.dtype.kind == "U" else np.array([_fmt_label(v) for v in y], dtype=str)
+            if values.size == 0:
+                values = values.astype(known.dtype)
+        order = np.argsort(known, kind="stable")
+        position = np.minimum(np.searchsorted(known[order], values), len(known) - 1)
+        codes = order[position]
+        unknown = np.flatnonzero(known[codes] != values)  # NaN != NaN, so a NaN label is unknown too
+        if unknown.size:
+            i = int(unknown[0])
+            raise DataError(
+                f"{path}: data row {i + 1}: label {_fmt_label(y[i].item())!r} not seen in training data "
+                f"(known: {_listing(self.classes)})"
+            )
+        return codes.astype(np.int64)
+
+    def decode(self, codes) -> np.ndarray:
+        """Label values of integer codes ``(N,)``: float64 for numeric classes, else str."""
+        codes = np.asarray(codes, dtype=np.int64)
+        return np.array(self.classes, dtype=np.float64 if self.numeric else str)[codes]
+
+
+def _float_or_nan(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return np.nan
+
+
+def fit_labels(y, *, path, n_classes=None) -> LabelMap:
+    """The ``LabelMap`` of the distinct values of ``y : (N,)``, sorted.
+
+    Numbers sort ascending (so -1/+1, 0/1 and 2/4 all become codes 0/1), strings lexicographically
+    ("benign"/"malignant" -> 0/1). Values keep exact equality: non-integer numbers are just values.
+
+    Parameters
+    ----------
+    y : (N,) array_like
+        Training labels, numeric or str.
+    path : str
+        Names the data in messages.
+    n_classes : None or int
+        If given, exactly this many distinct values are required (2 for a binary model); else at least 2.
+    """
+    y = np.asarray(y)
+    if y.ndim != 1 or y.size == 0:
+        raise DataError(f"{path}: labels must be a non-empty one-dimensional array, got shape {y.shape}")
+    if y.dtype.kind == "O":
+        items = y.tolist()
+        if all(isinstance(v, str) for v in items):
+            y = np.array(items, dtype=str)
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
+            y = np.array(items, dtype=np.float64)
+        else:
+            raise DataError(f"{path}: labels must be all numbers or all strings")
+    if y.dtype.kind in "biuf":
+        values = y.astype(np.float64)
+        nan = np.flatnonzero(np.isnan(values))
+        if nan.size:
+            raise DataError(f"{path}: data row {nan[0] + 1}: label is NaN")
+        classes = tuple(float(v) for v in np.unique(values))
+    elif y.dtype.kind == "U":
+        classes = tuple(str(v) for v in np.unique(y))
+    else:
+        raise DataError(f"{path}: labels must be numbers or strings, got dtype {y.dtype}")
+
+    found = f"found {len(classes)}: {_listing(classes)}"
+    if n_classes is not None and len(classes) != n_classes:
+        model = "a binary model" if n_classes == 2 else f"a {n_classes}-class model"
+        raise DataError(f"{path}: {model} needs exactly {n_classes} label values, {found}")
+    if len(classes) < 2:
+        raise DataError(f"{path}: need at least 2 label values, {found}")
+    return LabelMap(classes)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# splitting, scaling, shapes
+
+
+def train_test_split(n, test_fraction, seed) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded random split of ``range(n)``: sorted int64 ``(train, test)`` index arrays.
+
+    The test set holds ``round(test_fraction * n)`` rows, taken first from
+    ``np.random.default_rng(seed).permutation(n)``; each side must keep at least one row.
+    """
+    if not 0.0 < test_fraction < 1.0:
+        raise DataError(f"test fraction must lie strictly between 0 and 1, got {test_fraction}")
+    n_test = round(test_fraction * n)
+    if n_test < 1 or n - n_test < 1:
+        raise DataError(
+            f"cannot split {n} rows with test fraction {test_fraction}: "
+            f"{n_test} test and {n - n_test} training rows (need at least 1 each)"
+        )
+    permutation = np.random.default_rng(seed).permutation(n)
+    train = np.sort(permutation[n_test:]).astype(np.int64)
+    test = np.sort(permutation[:n_test]).astype(np.int64)
+    return train, test
+
+
+@dataclass(frozen=True, eq=False)
+class Standardizer:
+    """Per-feature affine scaling ``(X - mean) / scale`` fitted on training data.
+
+    Attributes
+    ----------
+    mean : (P,) float64 ndarray
+    scale : (P,) float64 ndarray
+        The standard deviation (ddof=0), or 1.0 for a constant column.
+    """
+
+    mean: np.ndarray
+    scale: np.ndarray
+
+    @classmethod
+    def fit(cls, X) -> "Standardizer":
+        """Fit on ``X : (N, P)``, N >= 1."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[0] == 0:
+            raise DataError(f"a standardizer needs a non-empty (N, P) array, got shape {X.shape}")
+        mean = X.mean(axis=0)
+        scale = X.std(axis=0)
+        # A constant column has std 0 (or rounding noise near 1e-17 when its mean is not exact): dividing
+        # would give NaN or amplify that noise. Centring on the value itself with scale 1 maps it to exactly
+        # 0, and a different value at prediction time stays in its raw units instead of exploding.
+        constant = np.ptp(X, axis=0) == 0
+        mean = np.where(constant, X[0], mean)
+        scale = np.where(constant, 1.0, scale)
+        return cls(mean=mean, scale=scale)
+
+    def apply(self, X) -> np.ndarray:
+        """The standardised copy of ``X : (N, P)``."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.mean.shape[0]:
+            raise DataError(f"the standardizer was fitted on {self.mean.shape[0]} features, got shape {X.shape}")
+        return (X - self.mean) / self.scale
+
+
+def check_width(X, n_features, *, path) -> None:
+    """Raise ``DataError`` unless ``X`` has ``n_features`` columns."""
+    shape = np.shape(X)
+    width = shape[1] if len(shape) == 2 else None
+    if width != n_features:
+        shown = width if width is not None else f"shape {shape}, not 2-D: no"
+        raise DataError(f"{path}: {shown} feature columns, but the model was trained on {n_features}")

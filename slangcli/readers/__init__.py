@@ -1,0 +1,136 @@
+"""Reading data files into one dense ``Table``: CSV-like text, LIBSVM, IDX and Gal-layout UCI folders.
+
+``read_table`` reads one file and dispatches on its format (given, or recognised from its bytes): CSV-like text
+and LIBSVM (``slangcli.readers.text``), IDX (``slangcli.readers.idx``, with the labels file beside the
+images). A Gal-layout UCI folder (``slangcli.readers.uci``) is read with a split by ``read_uci_folder``. The
+shared machinery (bytes, gzip, UTF-8, lines, ``Table``, ``sha256_file``) is in ``slangcli.readers._common``.
+
+Every malformed input raises ``DataError`` with one line that names the file, the line and, where it
+applies, the column; no other exception type leaves ``read_table``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+
+from slangcli.errors import DataError
+from slangcli.readers._common import (_GZIP_MAGIC, Table, _content_lines, _decode, _gunzip, _read_bytes,
+                                      sha256_file)
+from slangcli.readers.idx import _looks_like_idx, _read_idx, read_idx
+from slangcli.readers.text import _looks_like_libsvm, _parse_csv, _parse_libsvm, widen
+from slangcli.readers.uci import _UCI_SPLIT_HINT, _uci_root, is_uci_folder, read_uci_folder
+
+__all__ = [
+    "Table",
+    "read_table",
+    "read_idx",
+    "read_uci_folder",
+    "is_uci_folder",
+    "sha256_file",
+    "widen",
+]
+
+
+def read_table(path, *, format="auto", target=None, delimiter=None, header=None, n_features=None,
+               targetless_width=None) -> Table:
+    """Read a CSV-like, LIBSVM or IDX file, optionally gzip-compressed, into a dense ``Table``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file. Messages name it as given.
+    format : {"auto", "csv", "libsvm", "idx"}
+        ``auto`` reads IDX when the (decompressed) file starts with an IDX magic number, LIBSVM when the
+        first data line looks like ``label idx:val ...`` (or a bare numeric label), else CSV. IDX is read by
+        ``read_idx`` with the labels file beside the images file. A Gal-layout UCI folder, or ``"uci"``,
+        is refused with a pointer to the split option: read it with ``read_uci_folder``.
+    target : None, int or str
+        CSV only. None: the last column; an int: a 0-based column index (negative counts from the end);
+        a str: a header name, or a digit string such as ``"3"`` that names no column, taken as an index.
+    delimiter : None or {",", "\\t", ";", " ", "whitespace"}
+        CSV only. None detects it among ``,`` tab ``;`` and runs of whitespace; ``" "`` means whitespace.
+    header : None or bool
+        CSV only. None detects a header row: the first row is one when some cell outside the target column
+        is not a number while the next row's are (or when none of them is a number).
+    n_features : None or int
+        LIBSVM: the dense width P (an index above it is an error); default the highest index present.
+        CSV and IDX: if given, the number of feature columns must equal it.
+    targetless_width : None or int
+        CSV only: the file may lack its target column (data to predict on), which is decided by its width: exactly
+        ``targetless_width`` columns are all features (``y`` is None and ``target`` is ignored), one more are
+        features and a target as usual, any other width is an error. LIBSVM and IDX files always carry labels.
+
+    Returns
+    -------
+    Table
+
+    Raises
+    ------
+    DataError
+        For every malformed, unreadable or inconsistent input, with a one-line message.
+    """
+    name = os.fspath(path)
+    fmt = format.lower() if isinstance(format, str) else format
+    if fmt not in ("auto", "csv", "libsvm", "idx", "uci"):
+        raise DataError(f"{name}: unknown format {format!r} (expected auto, csv, libsvm or idx)")
+    if fmt == "uci":
+        raise DataError(f"{name}: the uci format is read with a split: {_UCI_SPLIT_HINT}")
+    if _uci_root(name) is not None:
+        raise DataError(f"{name}: is a Gal-layout UCI folder: {_UCI_SPLIT_HINT}")
+    if n_features is not None and (
+        isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer)) or n_features < 1
+    ):
+        raise DataError(f"{name}: n_features must be a positive integer, got {n_features!r}")
+
+    raw = _read_bytes(name)
+    if fmt == "idx" or (fmt == "auto" and _looks_like_idx(raw)):
+        _reject_text_options(name, "IDX", target, delimiter, header)
+        table = _read_idx(name, raw, None)
+        if n_features is not None and table.X.shape[1] != n_features:
+            raise DataError(f"{name}: {table.X.shape[1]} feature columns, but n_features is {n_features}")
+        return table
+    digest = hashlib.sha256(raw).hexdigest()
+    compressed = raw[:2] == _GZIP_MAGIC
+    if compressed:
+        raw = _gunzip(raw, name)
+    linenos, texts = _content_lines(_decode(raw, name))
+    if not texts:
+        raise DataError(f"{name}: file is empty")
+
+    if fmt == "auto":
+        fmt = "libsvm" if _looks_like_libsvm(texts[0]) else "csv"
+    if fmt == "libsvm":
+        _reject_text_options(name, "LIBSVM", target, delimiter, header)
+        X, y = _parse_libsvm(name, linenos, texts, n_features)
+        feature_names = tuple(f"f{j + 1}" for j in range(X.shape[1]))
+        header_used = delimiter_used = target_used = None
+    else:
+        X, y, feature_names, header_used, delimiter_used, target_used = _parse_csv(
+            name, linenos, texts, target, delimiter, header, targetless_width
+        )
+        if n_features is not None and X.shape[1] != n_features:
+            raise DataError(f"{name}: {X.shape[1]} feature columns, but n_features is {n_features}")
+
+    provenance = {
+        "path": os.path.abspath(name),
+        "sha256": digest,
+        "format": fmt,
+        "rows": int(X.shape[0]),
+        "features": int(X.shape[1]),
+        "header": header_used,
+        "delimiter": delimiter_used,
+        "target": target_used,
+        "compressed": compressed,
+    }
+    return Table(X=X, y=y, feature_names=feature_names, provenance=provenance)
+
+
+def _reject_text_options(name, kind, target, delimiter, header):
+    for option, value in (("target", target), ("delimiter", delimiter)):
+        if value is not None:
+            raise DataError(f"{name}: the {option} option applies to CSV input, and this file is {kind}")
+    if header:
+        raise DataError(f"{name}: {kind} files have no header row")

@@ -1,0 +1,395 @@
+"""CSV-like text and LIBSVM files, read into the dense ``Table``.
+
+- **CSV-like text**: one example per line, cells separated by ``,``, tab, ``;`` or runs of whitespace
+  (detected unless given), an optional header row (detected unless forced), one target column (the last
+  unless chosen by name or index), every other column a feature that must parse as a finite number.
+- **LIBSVM**: ``label idx:val idx:val ... [# comment]`` with 1-based, strictly increasing integer indices and
+  zeros omitted. The dense width is the caller's ``n_features`` or else the highest index present; because
+  absent entries are zeros, a table can be widened to a larger width without changing its data (``widen``).
+
+Either may be gzip-compressed; ``slangcli.readers.read_table`` decodes the bytes into lines (``_common``) and
+hands them to ``_parse_csv`` or ``_parse_libsvm``. Cells are split once and converted with one NumPy call per
+block; the offending cell is searched for only after that call fails, so that its message names the file, the
+line and, where it applies, the column.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+
+import numpy as np
+
+from slangcli.errors import DataError
+from slangcli.readers._common import Table, _is_number, _listing, _nonfinite_word
+
+# The caller's spelling -> the delimiter used. A single space means "runs of whitespace": space-aligned
+# numeric files (the Gal-UCI data.txt files among them) pad columns with several spaces.
+_DELIMITERS = {",": ",", "\t": "\t", ";": ";", " ": "whitespace", "whitespace": "whitespace"}
+_SNIFF_LINES = 50
+_INT_RE = re.compile(r"[+-]?\d+")
+_TWO_COLONS = re.compile(r":\S*:")
+# Indices above this cannot address a dense column anyway; it keeps int64 parsing from overflowing.
+_MAX_INDEX = 2**62
+# the target option of a CSV file read without a target column (no column is excluded from the header test)
+_NO_TARGET = object()
+# A LIBSVM file's width is its highest index, and its dense table can be far larger than the file: real sets
+# are sparse (a1a about 14 times, rcv1 about 350, news20 about 1600). A width that would make the table (8 bytes
+# a cell and about 64 bytes a column name) more than _DENSE_RATIO times the text and above _DENSE_FLOOR bytes is
+# refused before allocating: Linux grants a huge np.zeros lazily, so MemoryError would come only once it is used.
+_DENSE_RATIO = 4096
+_DENSE_FLOOR = 1 << 26
+
+
+def _looks_like_libsvm(line):
+    tokens = line.split("#", 1)[0].split()
+    if not tokens or ":" in tokens[0] or not _is_number(tokens[0]):
+        return False
+    return all(":" in token for token in tokens[1:])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CSV-like text
+
+
+def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_target=None):
+    """``width_without_target``: the file may lack its target column, and does when it has exactly this many."""
+    delim = _choose_delimiter(name, texts, delimiter)
+    rows, row_lines = _split_cells(name, linenos, texts, delim)
+    ncols = len(rows[0])
+    has_target = ncols != width_without_target
+    if width_without_target is not None and ncols not in (width_without_target, width_without_target + 1):
+        p = width_without_target
+        raise DataError(
+            f"{name}:{row_lines[0]}: {ncols} columns, expected {p} (features only) or {p + 1} (features and the "
+            "target)"
+        )
+    if has_target and ncols < 2:
+        shown = "runs of whitespace" if delim == "whitespace" else repr(delim)
+        raise DataError(
+            f"{name}:{row_lines[0]}: one column found (delimiter {shown}): "
+            "need at least one feature column and a target column"
+        )
+    if header is None:
+        header = _detect_header(rows, target if has_target else _NO_TARGET, ncols)
+    header = bool(header)
+    names = [cell.strip() for cell in rows[0]] if header else None
+    data, data_lines = (rows[1:], row_lines[1:]) if header else (rows, row_lines)
+    if not data:
+        raise DataError(f"{name}: no data rows (only a header)")
+    # without a target column every column is a feature: t = ncols puts none of them on the target's side
+    t = _resolve_target(name, target, names, ncols) if has_target else ncols
+
+    for i, row in enumerate(data):
+        if len(row) != ncols:
+            raise DataError(f"{name}:{data_lines[i]}: expected {ncols} cells, found {len(row)}")
+
+    def where(i, col):
+        label = f" ({names[col]!r})" if names is not None else ""
+        return f"{name}:{data_lines[i]}: column {col + 1}{label}"
+
+    n, p = len(data), ncols - 1 if has_target else ncols
+    if not has_target:
+        cells = [cell for row in data for cell in row]
+    elif t == ncols - 1:
+        cells = [cell for row in data for cell in row[:-1]]
+    else:
+        cells = [cell for row in data for cell in row[:t] + row[t + 1 :]]
+    try:
+        X = np.array(cells, dtype=np.float64).reshape(n, p)
+    except ValueError:
+        for i, row in enumerate(data):
+            for col, cell in enumerate(row):
+                if col != t and not _is_number(cell):
+                    if not cell.strip():
+                        raise DataError(f"{where(i, col)}: empty cell (missing value)") from None
+                    raise DataError(f"{where(i, col)}: cannot parse {cell!r} as a number") from None
+        raise DataError(f"{name}: cannot parse the feature cells as numbers") from None
+    bad = ~np.isfinite(X)
+    if bad.any():
+        i, j = (int(k) for k in np.argwhere(bad)[0])
+        col = j if j < t else j + 1
+        raise DataError(f"{where(i, col)}: value is {_nonfinite_word(X[i, j])}")
+
+    if not has_target:
+        feature_names = tuple(names) if names is not None else tuple(f"x{j}" for j in range(p))
+        return X, None, feature_names, header, delim, None
+
+    target_cells = [row[t].strip() for row in data]
+    try:
+        y = np.array(target_cells, dtype=np.float64)
+    except ValueError:
+        y = np.array(target_cells, dtype=str)
+        empty = np.flatnonzero(y == "")
+        if empty.size:
+            raise DataError(f"{where(int(empty[0]), t)}: empty target cell (missing label)") from None
+    else:
+        bad = np.flatnonzero(~np.isfinite(y))
+        if bad.size:
+            raise DataError(f"{where(int(bad[0]), t)}: value is {_nonfinite_word(y[bad[0]])}")
+
+    if names is not None:
+        feature_names = tuple(names[:t] + names[t + 1 :])
+        target_used = names[t]
+    else:
+        feature_names = tuple(f"x{j}" for j in range(p))
+        target_used = t
+    return X, y, feature_names, header, delim, target_used
+
+
+def _choose_delimiter(name, texts, delimiter):
+    if delimiter is not None:
+        if isinstance(delimiter, str) and delimiter in _DELIMITERS:
+            return _DELIMITERS[delimiter]
+        raise DataError(
+            f"{name}: unsupported delimiter {delimiter!r} (use ',', '\\t', ';', ' ' or 'whitespace')"
+        )
+    sample = texts[:_SNIFF_LINES]
+    present = [d for d in (",", "\t", ";") if d in sample[0]]
+    consistent = []
+    for d in present:
+        try:
+            counts = {len(row) for row in csv.reader(sample, delimiter=d, skipinitialspace=True)}
+        except csv.Error:
+            continue
+        if len(counts) == 1 and min(counts) >= 2:
+            consistent.append((min(counts), d))
+    if consistent:
+        # The most cells wins; on a tie the order , \t ; (max keeps the first maximum).
+        return max(consistent, key=lambda pair: pair[0])[1]
+    if present:
+        # No candidate splits the sample evenly: take the one on the first line, so that the
+        # first ragged line is reported ("expected 5 cells, found 4") rather than a misleading parse.
+        return present[0]
+    return "whitespace"
+
+
+def _split_cells(name, linenos, texts, delim):
+    """Rows of cells and the real line number each row starts on."""
+    if delim == "whitespace":
+        return [text.split() for text in texts], linenos
+    # Lines go back with their newline so that a quoted cell spanning lines keeps it; strict mode turns an
+    # unterminated quote into an error instead of a cell that silently swallows the rest of the file.
+    reader = csv.reader((text + "\n" for text in texts), delimiter=delim, skipinitialspace=True, strict=True)
+    rows, row_lines = [], []
+    consumed = 0
+    try:
+        for row in reader:
+            # A quoted cell may span lines: a row starts on the first line the reader had not yet consumed.
+            row_lines.append(linenos[consumed])
+            consumed = reader.line_num
+            rows.append(row)
+    except csv.Error as exc:
+        message = str(exc)
+        if "unexpected end of data" in message:
+            message = "unterminated quoted cell"
+        elif "new-line character" in message:
+            message = "stray carriage return (\\r) inside a line"
+        raise DataError(f"{name}:{linenos[min(consumed, len(linenos) - 1)]}: {message}") from None
+    return rows, row_lines
+
+
+def _detect_header(rows, target, ncols):
+    """Whether the first row is a header; ``target`` is the target option, or ``_NO_TARGET`` (every column is a
+    feature)."""
+    first = [cell.strip() for cell in rows[0]]
+    if isinstance(target, str) and not _INT_RE.fullmatch(target.strip()) and target.strip() in first:
+        return True
+    t = ncols if target is _NO_TARGET else _provisional_target(target, first, ncols)
+    first_numeric = [_is_number(cell) for j, cell in enumerate(first) if j != t]
+    if all(first_numeric):
+        return False
+    if not any(first_numeric) or len(rows) < 2:
+        return True
+    return all(_is_number(cell) for j, cell in enumerate(rows[1]) if j != t)
+
+
+def _provisional_target(target, first, ncols):
+    """The target column as far as it can be known before deciding whether there is a header."""
+    if target is None:
+        return ncols - 1
+    if isinstance(target, str):
+        key = target.strip()
+        if key in first:
+            return first.index(key)
+        if not _INT_RE.fullmatch(key):
+            return None
+        target = int(key)
+    if isinstance(target, (int, np.integer)) and -ncols <= target < ncols:
+        return int(target) % ncols
+    return None
+
+
+def _resolve_target(name, target, names, ncols):
+    if target is None:
+        return ncols - 1
+    if isinstance(target, (int, np.integer)) and not isinstance(target, bool):
+        index = int(target)
+    elif isinstance(target, str):
+        key = target.strip()
+        if names is not None and key in names:
+            hits = [j for j, n in enumerate(names) if n == key]
+            if len(hits) > 1:
+                where = ", ".join(str(j + 1) for j in hits)
+                raise DataError(f"{name}: target column {key!r} is ambiguous (columns {where} share that name)")
+            return hits[0]
+        if _INT_RE.fullmatch(key):
+            index = int(key)
+        elif names is None:
+            raise DataError(
+                f"{name}: target column {key!r} not found: the file has no header row "
+                "(give a 0-based column index, or force the header)"
+            )
+        else:
+            raise DataError(f"{name}: target column {key!r} not found (columns: {_listing(names, 20)})")
+    else:
+        raise DataError(f"{name}: target must be a column name or a 0-based index, got {target!r}")
+    if not -ncols <= index < ncols:
+        raise DataError(f"{name}: target column index {index} out of range ({ncols} columns)")
+    return index % ncols
+
+
+# ---------------------------------------------------------------------------------------------------------
+# LIBSVM
+
+
+def _parse_libsvm(name, linenos, texts, n_features):
+    labels, label_lines, counts, tokens = [], [], [], []
+    for lineno, text in zip(linenos, texts):
+        cut = text.find("#")
+        parts = (text if cut < 0 else text[:cut]).split()
+        if parts:
+            labels.append(parts[0])
+            label_lines.append(lineno)
+            counts.append(len(parts) - 1)
+            tokens.extend(parts[1:])
+    if not labels:
+        raise DataError(f"{name}: file is empty")
+
+    try:
+        y = np.array(labels, dtype=np.float64)
+    except ValueError:
+        for label, lineno in zip(labels, label_lines):
+            if ":" in label:
+                raise DataError(f"{name}:{lineno}: missing label (the line starts with {label!r})") from None
+            if not _is_number(label):
+                raise DataError(f"{name}:{lineno}: cannot parse label {label!r} as a number") from None
+        raise DataError(f"{name}: cannot parse the labels as numbers") from None
+    bad = np.flatnonzero(~np.isfinite(y))
+    if bad.size:
+        raise DataError(f"{name}:{label_lines[bad[0]]}: label is {_nonfinite_word(y[bad[0]])}")
+
+    n = len(labels)
+    row_of = np.repeat(np.arange(n), counts)
+
+    def line_of(k):
+        return label_lines[row_of[k]]
+
+    if tokens:
+        joined = " ".join(tokens)
+        if "qid:" in joined:
+            for k, token in enumerate(tokens):
+                if token.startswith("qid:"):
+                    raise DataError(
+                        f"{name}:{line_of(k)}: {token!r}: query ids (qid:) mark ranking data, which slang does not read"
+                    )
+        # One split of the whole token stream; it is exact only when every token holds exactly one colon
+        # with text on both sides, which the counts below (and the search for a doubled colon) establish.
+        parts = joined.replace(":", " ").split()
+        ok = joined.count(":") == len(tokens) and len(parts) == 2 * len(tokens)
+        ok = ok and _TWO_COLONS.search(joined) is None
+        index_strings, value_strings = parts[0::2], parts[1::2]
+        ok = ok and "".join(index_strings).isdecimal()
+        if ok:
+            try:
+                index = np.array(index_strings, dtype=np.int64)
+                values = np.array(value_strings, dtype=np.float64)
+            except (ValueError, OverflowError):
+                ok = False
+        if not ok:
+            _raise_bad_token(name, tokens, line_of)
+    else:
+        index = np.zeros(0, dtype=np.int64)
+        values = np.zeros(0, dtype=np.float64)
+
+    # Line-level checks; the earliest offending token among them is reported.
+    problems = []
+    hits = np.flatnonzero(index < 1)
+    if hits.size:
+        k = int(hits[0])
+        problems.append((k, f"feature index {index[k]}: indices are 1-based"))
+    hits = np.flatnonzero((row_of[1:] == row_of[:-1]) & (index[1:] <= index[:-1]))
+    if hits.size:
+        k = int(hits[0]) + 1
+        problems.append((k, f"feature index {index[k]} after {index[k - 1]}: indices must be strictly increasing"))
+    if n_features is not None:
+        hits = np.flatnonzero(index > n_features)
+        if hits.size:
+            k = int(hits[0])
+            problems.append((k, f"feature index {index[k]} exceeds --n-features {n_features}"))
+    hits = np.flatnonzero(~np.isfinite(values))
+    if hits.size:
+        k = int(hits[0])
+        problems.append((k, f"feature index {index[k]}: value is {_nonfinite_word(values[k])}"))
+    if problems:
+        k, message = min(problems, key=lambda problem: problem[0])
+        raise DataError(f"{name}:{line_of(k)}: {message}")
+
+    p = int(n_features) if n_features is not None else (int(index.max()) if index.size else 0)
+    if p == 0:
+        raise DataError(f"{name}: no features: every line holds only a label")
+    size = sum(len(text) + 1 for text in texts)
+    need = (8 * n + 64) * p
+    if n_features is None and need > max(_DENSE_FLOOR, _DENSE_RATIO * size):
+        k = int(np.argmax(index))
+        raise DataError(
+            f"{name}:{line_of(k)}: feature index {p} would make a {n} x {p} table (about {need / 2**20:,.0f} MiB) "
+            f"from {size} bytes of text: give --n-features if that width is intended"
+        )
+    try:
+        X = np.zeros((n, p), dtype=np.float64)
+    except (MemoryError, ValueError):
+        raise DataError(f"{name}: a dense {n} x {p} array does not fit in memory (highest feature index {p})") from None
+    X[row_of, index - 1] = values
+    return X, y
+
+
+def _raise_bad_token(name, tokens, line_of):
+    for k, token in enumerate(tokens):
+        index_string, colon, value_string = token.partition(":")
+        value_ok = bool(colon) and _is_number(value_string)
+        if index_string.isdecimal() and int(index_string) < _MAX_INDEX and value_ok:
+            continue
+        if value_ok and _INT_RE.fullmatch(index_string) and int(index_string) < 1:
+            raise DataError(f"{name}:{line_of(k)}: feature index {int(index_string)}: indices are 1-based")
+        if value_ok and index_string.isdecimal():
+            raise DataError(f"{name}:{line_of(k)}: feature index {index_string} is too large")
+        raise DataError(f"{name}:{line_of(k)}: cannot parse {token!r} as index:value")
+    raise DataError(f"{name}: cannot parse the index:value pairs")
+
+
+def widen(table: Table, n_features: int) -> Table:
+    """The LIBSVM ``table`` padded on the right with zero columns to width ``n_features``.
+
+    Absent LIBSVM entries are zeros, so a training file whose highest index is 119 holds the same data at
+    width 123. Narrowing is refused, as is any CSV table (its columns are fixed by the file).
+    """
+    path = table.provenance.get("path", "<table>")
+    p = table.X.shape[1]
+    if table.provenance.get("format") != "libsvm":
+        raise DataError(
+            f"{path}: {p} feature columns, but the model was trained on {n_features} "
+            "(only LIBSVM data can be padded with zero columns)"
+        )
+    if n_features < p:
+        raise DataError(
+            f"{path}: {p} feature columns, but the model was trained on {n_features} "
+            f"(train with --n-features {p} or more)"
+        )
+    if n_features == p:
+        return table
+    X = np.zeros((table.X.shape[0], n_features), dtype=np.float64)
+    X[:, :p] = table.X
+    names = table.feature_names + tuple(f"f{j}" for j in range(p + 1, n_features + 1))
+    provenance = dict(table.provenance, features=int(n_features), widened_from=int(p))
+    return Table(X=X, y=table.y, feature_names=names, provenance=provenance)
