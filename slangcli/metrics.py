@@ -160,13 +160,14 @@ def neg_elbo_per_example(posterior, model: MLP, prior_precision, X, y, *, predic
     return (enll + posterior.kl_to_prior(prior_precision)) / X.shape[0]
 
 
-def regression_scores(posterior, model: MLP, X, y, *, samples=1000, rng=None, target_scale=1.0) -> dict:
+def regression_scores(posterior, model: MLP, X, y, *, samples=1000, rng=None, target_scale=1.0,
+                      levels=COVERAGE_LEVELS) -> dict:
     """RMSE of the predictive mean and per-point predictive log-likelihood, in the original target units.
 
     ``y`` is on the standardised scale the model was fitted on (``y_orig = mean + target_scale * y``). The
     log-likelihood is ``(1/N) sum_n log((1/S) sum_s N(y_n | f_s(x_n), 1/tau))``, moved to the original units by
     the change of variables (``- log target_scale``). ``coverage`` is that of the central intervals of
-    ``COVERAGE_LEVELS`` of the same mixture (invariant under the affine change of units).
+    ``levels`` (default ``COVERAGE_LEVELS``) of the same mixture (invariant under the affine change of units).
     """
     tau = model.noise_precision
     total_f = np.zeros(X.shape[0])
@@ -182,4 +183,4 @@ def regression_scores(posterior, model: MLP, X, y, *, samples=1000, rng=None, ta
     mean_f = total_f / samples
     rmse = target_scale * np.sqrt(np.mean((mean_f - y) ** 2))
     loglik = np.mean(log_sum - np.log(samples)) - np.log(target_scale)
-    return {"rmse": float(rmse), "loglik": float(loglik), "n": int(len(y)), "coverage": coverage(cdf_sum / samples)}
+    return {"rmse": float(rmse), "loglik": float(loglik), "n": int(len(y)), "coverage": coverage(cdf_sum / samples, levels)}

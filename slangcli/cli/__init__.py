@@ -52,10 +52,12 @@ def main():
     slang predict RUN.h5 DATA -o OUT.csv
                                   per-example predictions with their uncertainty
     slang inspect RUN.h5          show what a run file holds
+    slang plot RUN.h5... --kind KIND -o FIG.png
+                                  figures: training, calibration, spectrum, posterior, sweep
     """
     keep_freed_memory()
 
 
-from slangcli.cli import compress, evaluate, fit, inspect, predict  # noqa: E402  (commands register themselves)
+from slangcli.cli import compress, evaluate, fit, inspect, plot, predict  # noqa: E402  (commands register themselves)
 
-__all__ = ["main", "fit", "evaluate", "compress", "inspect", "predict"]
+__all__ = ["main", "fit", "evaluate", "compress", "inspect", "plot", "predict"]

@@ -1,0 +1,381 @@
+"""``slang plot``: every kind rendered to PNG and PDF with the Agg backend, and the figures' content checked through
+matplotlib's objects (axes, lines, bars, images, labels) against the run files they were drawn from.
+
+The runs are real fits of tiny synthetic problems (``slang fit`` from the command line), made once per module.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from slangcli.cli import main
+from slangcli.io import read_run
+
+from conftest import binary_problem, csv_text
+
+matplotlib = pytest.importorskip("matplotlib")
+
+from matplotlib.collections import LineCollection  # noqa: E402
+from matplotlib.container import BarContainer, ErrorbarContainer  # noqa: E402
+from matplotlib.image import AxesImage  # noqa: E402
+
+from slangcli import figures, plotdata  # noqa: E402
+
+STEP = ["--epochs", "3", "--batch-size", "8", "--samples", "2", "--test-fraction", "0.25"]
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def ok(*args):
+    result = invoke(*args)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    return result
+
+
+def fails(code, *args, mentions=()):
+    result = invoke(*args)
+    assert result.exit_code == code, (result.exit_code, result.stderr, result.exception)
+    assert "Traceback" not in result.stderr
+    if code == 1:
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("slang: error: "), result.stderr
+    for text in mentions:
+        assert text in result.stderr, result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Real runs of tiny problems: classification (SLANG L = 2, mean field, exact-full, exact-mf on one split),
+    a network (bbb, 3-4-1) and its rank-1 compression, and a regression (SLANG)."""
+    d = tmp_path_factory.mktemp("plot-runs")
+    train = d / "train.csv"
+    train.write_text(csv_text(*binary_problem(n=60, seed=0)))
+    common = [train, "--test-fraction", "0.25", "--split-seed", "0", "--prior-precision", "2"]
+    out = {"train": train, "dir": d}
+    for name, extra in {"slang": ["--method", "slang", "--rank", "2", "--epochs", "30", "--batch-size", "8"],
+                        "mf": ["--method", "mf-ef", "--epochs", "30", "--batch-size", "8"],
+                        "exact": ["--method", "exact-full"], "exact_mf": ["--method", "exact-mf"]}.items():
+        out[name] = d / f"{name}.h5"
+        ok("fit", *common, *extra, "-o", out[name])
+    out["bbb"] = d / "bbb.h5"
+    ok("fit", train, "-o", out["bbb"], "--method", "bbb", "--hidden", "4", *STEP)
+    ok("compress", out["bbb"], "--rank", "1", "-o", d / "bbb-c.h5")
+    out["compressed"] = d / "bbb-c.h5"
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((60, 2))
+    y = X @ np.array([1.0, -0.5]) + 0.3 * rng.standard_normal(60)
+    reg = d / "reg.csv"
+    reg.write_text("a,b,y\n" + "".join(f"{a:.6f},{b:.6f},{t:.6f}\n" for (a, b), t in zip(X, y)))
+    out["reg"] = d / "reg.h5"
+    ok("fit", reg, "-o", out["reg"], "--likelihood", "gaussian", "--noise-precision", "10", "--eval-samples", "200",
+       *STEP)
+    return out
+
+
+def render(tmp_path, *args):
+    """Run ``slang plot ARGS`` to PNG and PDF; returns the PNG's path."""
+    for suffix in (".png", ".pdf"):
+        path = tmp_path / f"fig{suffix}"
+        ok("plot", *args, "-o", path)
+        head = path.read_bytes()[:8]
+        assert head.startswith(b"\x89PNG" if suffix == ".png" else b"%PDF")
+    return tmp_path / "fig.png"
+
+
+def data_lines(ax):
+    """The lines of an axes that carry data (not the dotted identity line)."""
+    return [line for line in ax.get_lines() if line.get_label() not in ("perfect calibration", "equal")
+            and not line.get_label().startswith("_")]
+
+
+# ------------------------------------------------------------------------------------------------ training
+
+
+def test_training_figure_matches_histories(runs, tmp_path):
+    render(tmp_path, runs["slang"], runs["mf"], runs["exact"], "--kind", "training")
+    loaded = plotdata.load_runs([runs["slang"], runs["mf"], runs["exact"]])
+    fig = figures.training_figure([plotdata.training_curve(r, lab, p)
+                                   for (p, r), lab in zip(loaded, plotdata.labels_for(loaded))])
+    epoch_ax, iter_ax = fig.axes
+    assert epoch_ax.get_xlabel().startswith("epoch") and iter_ax.get_xlabel() == "L-BFGS iteration"
+    assert "nats" in epoch_ax.get_ylabel() and fig._suptitle.get_text() == "Training"
+    lines = {line.get_label(): line for line in epoch_ax.get_lines()}
+    assert {"SLANG L = 2", "mf-ef"} <= set(lines)
+    for label, key in (("SLANG L = 2", "slang"), ("mf-ef", "mf")):
+        run = read_run(runs[key])
+        np.testing.assert_array_equal(lines[label].get_xdata(), run.history["epoch"])
+        np.testing.assert_array_equal(lines[label].get_ydata(), run.history["nll"])
+        # the final -ELBO / N and test NLL markers, at the last epoch
+        finals = [line for line in epoch_ax.get_lines() if line.get_label().startswith("_")
+                  and line.get_color() == lines[label].get_color()]
+        values = sorted(float(line.get_ydata()[0]) for line in finals)
+        assert values == sorted([run.metrics["train"]["neg_elbo_per_example"], run.metrics["test"]["nll"]])
+    legend = [t.get_text() for t in epoch_ax.get_legend().get_texts()]
+    assert legend == ["SLANG L = 2", "mf-ef", "final -ELBO / N", "final test NLL (per test example)"]
+    exact = read_run(runs["exact"])
+    (line,) = [ln for ln in iter_ax.get_lines() if ln.get_label() == "exact-full"]
+    np.testing.assert_array_equal(line.get_ydata(), exact.history["neg_elbo_per_example"])
+    # several runs differ in line style as well as colour (greyscale)
+    assert lines["SLANG L = 2"].get_linestyle() != lines["mf-ef"].get_linestyle()
+    assert lines["SLANG L = 2"].get_marker() != lines["mf-ef"].get_marker()
+
+
+def test_training_log_axes_follow_the_option(runs):
+    loaded = plotdata.load_runs([runs["slang"]])
+    curve = plotdata.training_curve(loaded[0][1], "run", "run.h5")
+    assert figures.training_figure([curve], log="xy").axes[0].get_xscale() == "log"
+    ax = figures.training_figure([curve], log="none").axes[0]
+    assert ax.get_xscale() == ax.get_yscale() == "linear"
+
+
+# ------------------------------------------------------------------------------------------------ calibration
+
+
+def reliability_axes(runs, *names, **kw):
+    loaded = plotdata.load_runs([runs[n] for n in names])
+    items = [plotdata.calibration(r, p, lab, **kw) for (p, r), lab in zip(loaded, plotdata.labels_for(loaded))]
+    return figures.calibration_figure(items).axes
+
+
+def test_reliability_diagram_matches_stored_bins(runs, tmp_path):
+    render(tmp_path, runs["slang"], runs["exact_mf"], "--kind", "calibration")
+    acc_ax, count_ax = reliability_axes(runs, "slang", "exact_mf")
+    assert acc_ax.get_ylabel() == "accuracy in bin (fraction)" and count_ax.get_ylabel() == "test examples"
+    assert count_ax.get_xlabel().startswith("confidence")
+    bars = [c for c in count_ax.containers if isinstance(c, BarContainer)]
+    assert len(bars) == 2
+    for key, line, bar in zip(("slang", "exact_mf"), data_lines(acc_ax), bars):
+        cal = read_run(runs[key]).metrics["test"]["calibration"]
+        assert len(bar.patches) == cal["bins"] == 15
+        assert [p.get_height() for p in bar.patches] == cal["count"]
+        seen = [i for i, n in enumerate(cal["count"]) if n]
+        np.testing.assert_allclose(line.get_xdata(), [cal["confidence"][i] for i in seen], rtol=1e-15)
+        np.testing.assert_allclose(line.get_ydata(), [cal["accuracy"][i] for i in seen], rtol=1e-15)
+        assert f"ECE {read_run(runs[key]).metrics['test']['ece']:.3f}" in line.get_label()
+    # binary confidences are at least 1/2: the axis starts at the bin edge below 0.5
+    assert acc_ax.get_xlim()[0] == pytest.approx(7 / 15)
+
+
+def test_reliability_recomputed_with_other_bins_and_data(runs, tmp_path):
+    test_file = tmp_path / "other.csv"
+    test_file.write_text(csv_text(*binary_problem(n=30, seed=9)))
+    render(tmp_path, runs["slang"], "--kind", "calibration", "--bins", "5", "--data", test_file)
+    _, count_ax = reliability_axes(runs, "slang", data=str(test_file), bins=5)
+    (bar,) = count_ax.containers
+    assert len(bar.patches) == 5 and sum(p.get_height() for p in bar.patches) == 30
+    out = json.loads(ok("evaluate", runs["slang"], test_file, "--bins", "5", "--json").stdout)
+    assert [p.get_height() for p in bar.patches] == out["metrics"]["test"]["calibration"]["count"]
+
+
+def test_regression_coverage_curve(runs, tmp_path):
+    render(tmp_path, runs["reg"], "--kind", "calibration", "--samples", "300")
+    (ax,) = reliability_axes(runs, "reg", samples=300)
+    (line,) = data_lines(ax)
+    np.testing.assert_allclose(line.get_xdata(), 100 * np.array(plotdata.COVERAGE_GRID))
+    observed = np.asarray(line.get_ydata())
+    assert np.all((observed >= 0) & (observed <= 100)) and np.all(np.diff(observed) >= 0)
+    assert ax.get_xlabel() == "nominal coverage of the central interval (%)"
+    # the same samples as `slang evaluate --samples 300 --seed 0`: the same coverage at its three levels
+    out = json.loads(ok("evaluate", runs["reg"], "--samples", "300", "--json").stdout)
+    for level, value in out["metrics"]["test"]["coverage"].items():
+        i = plotdata.COVERAGE_GRID.index(float(level))
+        assert observed[i] == pytest.approx(100 * value, rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------ spectrum
+
+
+def test_spectrum_of_a_network_matches_the_svd(runs, tmp_path):
+    render(tmp_path, runs["bbb"], "--kind", "spectrum", "--top", "3")
+    run = read_run(runs["bbb"])
+    fig = figures.spectrum_figure([plotdata.spectrum(run, "bbb")], top=3)
+    assert len(fig.axes) == 2  # weight matrices 3 x 4 and 4 x 1
+    sigma = np.exp(run.posterior.log_sigma)
+    for ax, (start, m, n) in zip(fig.axes, ((0, 3, 4), (16, 4, 1))):
+        s = np.linalg.svd(sigma[start:start + m * n].reshape(m, n), compute_uv=False)
+        (bar,) = ax.containers
+        np.testing.assert_allclose([p.get_height() for p in bar.patches], (100 * s**2 / np.sum(s**2))[:3],
+                                   rtol=1e-10)
+        assert ax.get_title() == f"weight matrix {1 if start == 0 else 2} ({m} x {n})"
+        assert ax.get_yscale() == "log" and ax.get_xlabel() == "singular value i"
+    assert fig.axes[0].get_ylabel() == "explained variance (%)"
+
+
+def test_spectrum_of_a_compressed_run_marks_the_kept_rank(runs, tmp_path):
+    render(tmp_path, runs["compressed"], runs["bbb"], "--kind", "spectrum")
+    run = read_run(runs["compressed"])
+    fig = figures.spectrum_figure([plotdata.spectrum(run, "k = 1")])
+    ax = fig.axes[0]
+    (bar,) = ax.containers
+    np.testing.assert_allclose([p.get_height() for p in bar.patches],
+                               100 * run.compression_arrays["explained_variance_0"], rtol=1e-12)
+    (kept,) = [line for line in ax.get_lines() if line.get_label() == "kept rank"]
+    assert kept.get_xdata()[0] == 1.5
+    # several runs: one line each
+    both = plotdata.load_runs([runs["compressed"], runs["bbb"]])
+    fig = figures.spectrum_figure([plotdata.spectrum(r, lab) for (_, r), lab in zip(both, ["a", "b"])])
+    assert [line.get_label() for line in fig.axes[0].get_lines()] == ["a", "kept rank (a)", "b"]
+
+
+# ------------------------------------------------------------------------------------------------ posterior
+
+
+def test_posterior_against_exact(runs, tmp_path):
+    render(tmp_path, runs["slang"], runs["exact_mf"], "--kind", "posterior", "--reference", runs["exact"])
+    ref_run, slang = read_run(runs["exact"]), read_run(runs["slang"])
+    reference = plotdata.summarize_posterior(ref_run, "exact-full")
+    comparisons = [plotdata.compare_posterior(read_run(runs[k]), k, k, ref_run, "exact") for k in ("slang", "exact_mf")]
+    fig = figures.posterior_figure(reference, comparisons)
+    ax_mean, ax_var, *images, bar = fig.axes
+    assert len(images) == 3 and bar.get_ylabel() == "covariance"
+    assert ax_mean.get_xlabel() == "reference mean" and ax_var.get_ylabel() == "posterior marginal variance"
+    weights = slice(0, 3)  # logistic regression on 3 features: 3 weights, then the bias
+    line = data_lines(ax_mean)[0]
+    np.testing.assert_array_equal(line.get_xdata(), ref_run.posterior.mean[weights])
+    np.testing.assert_array_equal(line.get_ydata(), slang.posterior.mean[weights])
+    # SLANG's covariance against the dense inverse of its precision U U^T + diag(d)
+    p = slang.posterior
+    cov = np.linalg.inv(p.U @ p.U.T + np.diag(p.d))[weights, weights]
+    shown = images[1].get_images()[0].get_array()
+    np.testing.assert_allclose(shown, cov - np.diag(np.diag(cov)), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(data_lines(ax_var)[0].get_ydata(), np.diag(cov), rtol=1e-10)
+    assert "sym. KL" in data_lines(ax_var)[0].get_label()
+    assert not np.any(images[2].get_images()[0].get_array())  # mean field: no off-diagonal covariance
+
+
+def test_posterior_refuses_another_model(runs, tmp_path):
+    fails(1, "plot", runs["bbb"], "--kind", "posterior", "--reference", runs["exact"], "-o", tmp_path / "f.png",
+          mentions=["not comparable"])
+    assert not (tmp_path / "f.png").exists()
+
+
+# ------------------------------------------------------------------------------------------------ sweep
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(runs):
+    """Two methods (SLANG L = 1 and exact-mf), the prior precision swept over 1 and 10, two splits (and seeds)
+    each."""
+    d = runs["dir"] / "sweep"
+    d.mkdir()
+    for lam in (1, 10):
+        for s in (0, 1):
+            for method, extra in (("slang", ["--rank", "1", "--epochs", "5", "--batch-size", "16"]),
+                                  ("exact-mf", [])):
+                ok("fit", runs["train"], "--test-fraction", "0.25", "--split-seed", s, "--seed", s,
+                   "--prior-precision", lam, "--method", method, *extra, "-o", d / f"{method}-{lam}-{s}.h5")
+    return d
+
+
+def test_sweep_means_and_standard_errors(sweep_dir, tmp_path):
+    render(tmp_path, sweep_dir, "--kind", "sweep", "--metric", "nll")
+    result = plotdata.sweep(plotdata.load_runs([sweep_dir]), "nll")
+    assert result.param == "prior_precision" and result.replicates == 2
+    fig = figures.sweep_figure(result, plotdata.metric_label("nll"))
+    (ax,) = fig.axes
+    assert ax.get_ylabel() == "test NLL (nats per example)" and ax.get_xlabel() == "prior precision lambda"
+    assert "mean +- s.e. over 2 seeds or splits" in fig._suptitle.get_text()
+    containers = {c.get_label(): c for c in ax.containers if isinstance(c, ErrorbarContainer)}
+    assert set(containers) == {"SLANG L = 1", "exact-mf"}
+    for label, method in (("SLANG L = 1", "slang"), ("exact-mf", "exact-mf")):
+        values = {lam: [read_run(sweep_dir / f"{method}-{lam}-{s}.h5").metrics["test"]["nll"] for s in (0, 1)]
+                  for lam in (1, 10)}
+        line, _, (bars,) = containers[label].lines
+        np.testing.assert_array_equal(line.get_xdata(), [1, 10])
+        np.testing.assert_allclose(np.asarray(line.get_ydata(), dtype=float), [np.mean(values[1]), np.mean(values[10])], rtol=1e-14)
+        assert isinstance(bars, LineCollection)
+        se = [np.std(values[lam], ddof=1) / np.sqrt(2) for lam in (1, 10)]
+        spans = [seg[1][1] - seg[0][1] for seg in bars.get_segments()]
+        np.testing.assert_allclose(spans, 2 * np.array(se), rtol=1e-10)
+    assert ax.get_xscale() == "log"  # 1 to 10: a decade
+
+
+def test_sweep_parameter_detection_and_metric_paths(sweep_dir, runs, tmp_path):
+    loaded = plotdata.load_runs([sweep_dir])
+    params = [plotdata.run_parameters(r) for _, r in loaded]
+    assert plotdata.swept_parameter(params) == "prior_precision"
+    assert {p["split_seed"] for p in params} == {0, 1}
+    run = loaded[0][1]
+    assert plotdata.metric_value(run, "test.calibration.bins", "r") == 15
+    assert plotdata.metric_value(run, "error", "r") == pytest.approx(100 * (1 - run.metrics["test"]["accuracy"]))
+    fails(1, "plot", sweep_dir, "--kind", "sweep", "--metric", "rmse", "-o", tmp_path / "f.png",
+          mentions=["no metric 'rmse'"])
+    fails(2, "plot", sweep_dir, "--kind", "sweep", "--param", "nonesuch", "-o", tmp_path / "f.png",
+          mentions=["nonesuch"])
+    # nothing swept (one setting, two seeds): asks for --param
+    fails(2, "plot", sweep_dir / "slang-1-0.h5", sweep_dir / "slang-1-1.h5", "--kind", "sweep", "-o",
+          tmp_path / "f.png", mentions=["nothing to sweep over"])
+    assert not (tmp_path / "f.png").exists()
+
+
+def test_a_method_without_the_swept_parameter_is_a_level(sweep_dir, runs, tmp_path):
+    """Sweeping SLANG's rank with an exact-full run beside it: exact-full has no rank, so it is drawn as a
+    horizontal line."""
+    d = tmp_path / "ranks"
+    d.mkdir()
+    for rank in (1, 2):
+        ok("fit", runs["train"], "--test-fraction", "0.25", "--rank", rank, "--epochs", "5", "-o", d / f"r{rank}.h5")
+    ok("fit", runs["train"], "--test-fraction", "0.25", "--method", "exact-full", "-o", d / "exact.h5")
+    render(tmp_path, d, "--kind", "sweep", "--metric", "elbo")
+    result = plotdata.sweep(plotdata.load_runs([d]), "elbo")
+    assert result.param == "rank"
+    ax = figures.sweep_figure(result, "x").axes[0]
+    (level,) = [line for line in ax.get_lines() if line.get_label() == "exact-full"]
+    assert level.get_ydata()[0] == read_run(d / "exact.h5").metrics["train"]["neg_elbo_per_example"]
+
+
+# ------------------------------------------------------------------------------------------------ the command
+
+
+def test_svg_output_and_labels(runs, tmp_path):
+    out = tmp_path / "f.svg"
+    ok("plot", runs["slang"], "--kind", "training", "--label", "mine", "--title", "My title", "-o", out)
+    text = out.read_text()
+    assert text.startswith("<?xml") and "My title" in text and "mine" in text
+
+
+@pytest.mark.parametrize("args, mention", [
+    (["--kind", "training", "-o", "f.jpg"], ".png, .pdf or .svg"),
+    (["--kind", "training", "--reference", "x.h5", "-o", "f.png"], "--reference"),
+    (["--kind", "posterior", "-o", "f.png"], "--reference"),
+])
+def test_usage_errors(runs, tmp_path, args, mention):
+    args = [a if a not in ("f.jpg", "f.png") else tmp_path / a for a in args]
+    fails(2, "plot", runs["slang"], *args, mentions=[mention])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_run_file_leaves_no_figure(tmp_path, runs):
+    bad = tmp_path / "bad.h5"
+    bad.write_text("not hdf5")
+    fails(1, "plot", runs["slang"], bad, "--kind", "training", "-o", tmp_path / "f.png", mentions=["bad.h5"])
+    fails(1, "plot", tmp_path / "empty", "--kind", "training", "-o", tmp_path / "f.png")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.h5"]
+
+
+def test_without_matplotlib_says_how_to_install(runs, tmp_path):
+    """matplotlib blocked from importing (``sys.modules[name] = None``): one line naming the extra, exit 1."""
+    code = textwrap.dedent(f"""
+        import sys
+        sys.modules["matplotlib"] = None
+        from slangcli.cli import main
+        main(["plot", {str(runs["slang"])!r}, "--kind", "training", "-o", {str(tmp_path / "f.png")!r}])
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip() == "slang: error: slang plot needs matplotlib, an optional extra: " \
+                                  "pip install 'slangcli[plot]'"
+    assert not (tmp_path / "f.png").exists()
+    # and the other commands do not import it
+    code = "import sys; from slangcli.cli import main; print('matplotlib' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
