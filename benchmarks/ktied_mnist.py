@@ -46,7 +46,7 @@ import numpy as np
 import scipy.special
 
 from results import write_json
-from slangcli import compress, train
+from slangcli import compress, streams, train
 from slangcli.readers import read_idx
 from slangcli.metrics import ACTIVATION_BUDGET
 from slangcli.methods import METHODS
@@ -126,7 +126,7 @@ def mean_sem(x):
 
 def score(posterior, problem, X, y, n_samples, seed):
     """The paper's test metrics (mean and SEM over weight samples) and the predictive ones."""
-    rng = train.derive_rng(seed, train.EVAL, 0)  # the same samples' noise for every posterior
+    rng = streams.derive_rng(seed, streams.EVAL, 0)  # the same samples' noise for every posterior
     nll, acc, probs = per_sample_scores(posterior, problem.model, X, y, n_samples, rng)
     kl_per_example = posterior.kl_to_prior(problem.prior_precision) / problem.n_data
     p_true = probs[np.arange(len(y)), y]
@@ -138,7 +138,7 @@ def score(posterior, problem, X, y, n_samples, seed):
 
 
 def validation_neg_elbo(posterior, problem, X, y, n_samples, seed, step):
-    rng = train.derive_rng(seed, train.EVAL, 1, step)
+    rng = streams.derive_rng(seed, streams.EVAL, 1, step)
     nll, _, _ = per_sample_scores(posterior, problem.model, X, y, n_samples, rng)
     return float(nll.mean() + posterior.kl_to_prior(problem.prior_precision) / problem.n_data)
 
@@ -187,7 +187,7 @@ def main(argv=None):
     model = MLP(SIZES, activation="relu", likelihood="categorical")
     lam = model.prior_precision(1.0 / a.prior_std**2, 1.0 / a.prior_std**2)
     problem = Problem(model, lam, len(data[0]))
-    n_steps = a.epochs * train.steps_per_epoch(problem.n_data, a.batch_size)
+    n_steps = a.epochs * streams.steps_per_epoch(problem.n_data, a.batch_size)
     if a.iterations is not None:
         n_steps = min(n_steps, a.iterations)
     common = {"samples": a.samples, "lr": a.lr, "init_std": a.init_std, "kl_anneal_steps": a.kl_anneal_steps}

@@ -35,7 +35,7 @@ import numpy as np
 
 import ktied_mnist
 from results import write_json
-from slangcli import train
+from slangcli import streams, train
 from slangcli.methods import METHODS
 from slangcli.methods.base import Problem
 from slangcli.methods.reparam import snr
@@ -82,11 +82,11 @@ def measure(name: str, module, hyper, problem: Problem, X, y, steps: list[int], 
             window = []
             while state.t < target:
                 t = state.t
-                idx = train.batch_indices(seed, t, n, batch)
+                idx = streams.batch_indices(seed, t, n, batch)
                 # the gradient this step uses: the same generator draws the same weight noise first
-                window.append(module.std_gradients(train.derive_rng(seed, train.STEP, t), state, problem, X[idx],
+                window.append(module.std_gradients(streams.derive_rng(seed, streams.STEP, t), state, problem, X[idx],
                                                    y[idx], hyper, kl)[layer])
-                state, _ = module.step(train.derive_rng(seed, train.STEP, t), state, problem, X[idx], y[idx], hyper)
+                state, _ = module.step(streams.derive_rng(seed, streams.STEP, t), state, problem, X[idx], y[idx], hyper)
             ratio_w, paper_w = snr(np.stack(window)) if len(window) >= 2 else (float("nan"), float("nan"))
             ratios, papers = train.gradient_snr(module, hyper, problem, X, y, state, seed=seed, batch_size=batch,
                                                 draws=a.draws, kl=kl)

@@ -35,7 +35,7 @@ import scipy.special
 from slangcli import metrics, mixture
 from slangcli.models import MLP
 from slangcli.quadrature import bernoulli_entropy, expect_bernoulli_entropy, expect_sigmoid
-from slangcli.train import PREDICT, derive_rng
+from slangcli.streams import PREDICT, derive_rng
 
 SAMPLE_CHUNK = 64
 # outputs f_s(x_n) held at once by regression (S x rows), 32 MB in float64; the quantile search holds a few

@@ -1,11 +1,9 @@
 """The one training loop every method runs in.
 
-Randomness is derived, never carried: the generator of step ``t`` is ``default_rng([seed, STEP, t])`` and the
-order of epoch ``e`` is a permutation drawn from ``default_rng([seed, ORDER, e])``. A run can therefore stop
-after any step and continue from its state alone, bit for bit.
-
-Minibatches: each epoch visits the training set once in a fresh random order, in ``ceil(N / M)`` minibatches
-(the last one smaller when M does not divide N).
+Randomness is derived, never carried (``slangcli.streams``): the generator of step ``t`` is
+``default_rng([seed, STEP, t])`` and the order of epoch ``e`` is a permutation drawn from
+``default_rng([seed, ORDER, e])``. A run can therefore stop after any step and continue from its state alone,
+bit for bit. Each epoch visits the training set once in a fresh random order (``streams.epoch_order``).
 
 Gradient signal-to-noise ratio (optional, methods with ``std_gradients``: ``bbb``, ``ktied``): every ``snr_every``
 steps, ``snr_draws`` independent gradients of the standard-deviation parameters are drawn at the current state,
@@ -25,15 +23,7 @@ import numpy as np
 from slangcli.errors import DivergenceError
 from slangcli.methods.base import Problem
 from slangcli.methods.reparam import snr
-
-# Stream identifiers of the derived generators.
-# stream 4: gradient-SNR draws; 5: weight samples of `slang predict`; 6: folds and fits of `--tune`; 7: the seeds
-# of `--restarts`
-INIT, ORDER, STEP, EVAL, SNR, PREDICT, TUNE, RESTART = 0, 1, 2, 3, 4, 5, 6, 7
-
-
-def derive_rng(seed: int, stream: int, *index: int) -> np.random.Generator:
-    return np.random.default_rng([seed, stream, *index])
+from slangcli.streams import INIT, SNR, STEP, derive_rng, epoch_order, steps_per_epoch
 
 
 @dataclass
@@ -69,21 +59,6 @@ class History:
             out["snr"] = np.asarray(self.snr, dtype=float)
             out["snr_paper"] = np.asarray(self.snr_paper, dtype=float)
         return out
-
-
-def steps_per_epoch(n_data: int, batch_size: int) -> int:
-    return -(-n_data // batch_size)
-
-
-def epoch_order(seed: int, epoch: int, n_data: int) -> np.ndarray:
-    """The order in which epoch ``epoch`` (0-based) visits the training examples."""
-    return derive_rng(seed, ORDER, epoch).permutation(n_data)
-
-
-def batch_indices(seed: int, t: int, n_data: int, batch_size: int) -> np.ndarray:
-    """Example indices of global step ``t`` (0-based)."""
-    epoch, j = divmod(t, steps_per_epoch(n_data, batch_size))
-    return epoch_order(seed, epoch, n_data)[j * batch_size : (j + 1) * batch_size]
 
 
 def gradient_snr(method, hyper, problem: Problem, X: np.ndarray, y: np.ndarray, state, *, seed: int, batch_size: int,

@@ -28,7 +28,7 @@ from typing import Callable
 
 import numpy as np
 
-from slangcli import metrics, train
+from slangcli import metrics, streams, train
 from slangcli.errors import ConfigError, DivergenceError
 from slangcli.methods import slang, slang_stacked
 from slangcli.methods.base import Problem, hyper_names
@@ -48,7 +48,7 @@ FACTORS = {
 RATES = ("lr", "beta")
 # fits of one sweep trained stacked at a time (memory grows with it; the gain levels off beyond)
 STACK_MAX = 40
-TUNE = train.TUNE  # random stream of the fold assignment and the tuning fits
+TUNE = streams.TUNE  # random stream of the fold assignment and the tuning fits
 SCORE_SAMPLES = 100
 
 
@@ -82,7 +82,7 @@ def fold_indices(n: int, k: int, seed: int) -> list[np.ndarray]:
     """``k`` disjoint validation index sets covering ``range(n)``, from a seeded permutation."""
     if not 2 <= k <= n:
         raise ConfigError(f"--tune-folds must be between 2 and the {n} training rows, got {k}")
-    perm = train.derive_rng(seed, TUNE).permutation(n)
+    perm = streams.derive_rng(seed, TUNE).permutation(n)
     return [np.sort(part) for part in np.array_split(perm, k)]
 
 
@@ -176,8 +176,8 @@ def _fold_scores(candidates: list[dict], build, method, hyper, X, y, fit_rows, v
     """Held-out log-likelihood on fold ``k`` of each candidate, trained on ``fit_rows`` (minus infinity for one
     that diverges); stacked when the method and shapes allow."""
     batch = min(batch_size, len(fit_rows))
-    n_steps = epochs * train.steps_per_epoch(len(fit_rows), batch)
-    fold_seed = int(train.derive_rng(seed, TUNE, 2, k).integers(2**31))
+    n_steps = epochs * streams.steps_per_epoch(len(fit_rows), batch)
+    fold_seed = int(streams.derive_rng(seed, TUNE, 2, k).integers(2**31))
     built = [build(c) for c in candidates]
     hypers = [replace(hyper, **{p: c[p] for p in RATES if p in c}) for c in candidates]
     Xf, yf = X[fit_rows], y[fit_rows]
@@ -205,6 +205,6 @@ def _fold_scores(candidates: list[dict], build, method, hyper, X, y, fit_rows, v
             out.append(-np.inf)
             continue
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            s = heldout_loglik(model, method.posterior(state), X[val], y[val], train.derive_rng(seed, TUNE, 1, k))
+            s = heldout_loglik(model, method.posterior(state), X[val], y[val], streams.derive_rng(seed, TUNE, 1, k))
         out.append(s if np.isfinite(s) else -np.inf)
     return out

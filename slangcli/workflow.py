@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 import scipy
 
-from slangcli import __version__, divergence, metrics, train, tuning
+from slangcli import __version__, divergence, metrics, streams, train, tuning
 from slangcli import compress as compression
 from slangcli import predict as predictive_uncertainty
 from slangcli.errors import ConfigError, DataError, DivergenceError, FormatError, Interrupted
@@ -297,7 +297,7 @@ def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y
     out = {"predictive": predictive, "samples": samples if predictive == "mc" else None}
     with blas_threads(model.n_params, min(samples, 64), max(len(X_train) if X_train is not None else 1, 1)):
         if X_test is not None:
-            rng = train.derive_rng(seed, train.EVAL, 0)
+            rng = streams.derive_rng(seed, streams.EVAL, 0)
             if model.likelihood == "gaussian":
                 out["test"] = metrics.regression_scores(posterior, model, X_test, y_test, samples=samples, rng=rng,
                                                         target_scale=target_scale)
@@ -309,7 +309,7 @@ def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y
         if X_train is not None:
             nelbo = metrics.neg_elbo_per_example(posterior, model, prior_precision, X_train, y_train,
                                                  predictive=predictive, samples=min(samples, 100),
-                                                 rng=train.derive_rng(seed, train.EVAL, 1))
+                                                 rng=streams.derive_rng(seed, streams.EVAL, 1))
             out["train"] = {"neg_elbo_per_example": float(nelbo), "n": int(len(X_train))}
     return out
 
@@ -475,7 +475,7 @@ def fit(
         batch = min(batch_size, n)
         if iterations is None:
             epochs = 200 if epochs is None else epochs
-        n_steps = iterations if iterations is not None else epochs * train.steps_per_epoch(n, batch)
+        n_steps = iterations if iterations is not None else epochs * streams.steps_per_epoch(n, batch)
     tuned = None
     params = tuning.parse_tune(tune, prepared.likelihood, module)
     if params:
@@ -488,7 +488,7 @@ def fit(
             tuning.Search(params, tune_folds, tune_epochs, tune_rounds),
             values={"prior-precision": prior_precision, "noise-precision": noise_precision}, build=build,
             method=module, hyper=hyper_obj, X=prepared.X_train, y=prepared.y_train, seed=seed, batch_size=batch,
-            epochs=-(-n_steps // train.steps_per_epoch(n, batch)), notify=notify)
+            epochs=-(-n_steps // streams.steps_per_epoch(n, batch)), notify=notify)
         prior_precision, noise_precision = best["prior-precision"], best["noise-precision"]
         hyper_obj = replace(hyper_obj, **{p: best[p] for p in tuning.RATES if p in params})
         model, _ = build(best)
@@ -553,7 +553,7 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
     setup = _Setup(method, module, hyper_obj, run.model, problem, prepared, config, run.command)
 
     # the method's state: a fresh one as the template of fields, shapes and dtypes, then the stored values
-    template = module.init(train.derive_rng(config["seed"], train.INIT), problem, hyper_obj)
+    template = module.init(streams.derive_rng(config["seed"], streams.INIT), problem, hyper_obj)
     stored, scalars = run.state["arrays"], run.state["scalars"]
     values = {}
     for name, value in zip(template._fields, template):
@@ -641,7 +641,7 @@ def _train(setup: _Setup, state, history, elapsed: float, progress, checkpointin
 
 def restart_seed(seed: int, r: int) -> int:
     """The training seed of restart ``r`` (restart 0 trains with ``seed`` itself)."""
-    return seed if r == 0 else int(train.derive_rng(seed, train.RESTART, r).integers(2**31))
+    return seed if r == 0 else int(streams.derive_rng(seed, streams.RESTART, r).integers(2**31))
 
 
 def _train_restarts(setup: _Setup, restarts: int, progress, notify) -> Run:
@@ -935,7 +935,7 @@ def predict(run: Run, run_name: str, data_path, *, samples: int = 1000, seed: in
     """Per-example predictions with their uncertainty (``slangcli.predict``) of the run on ``data_path``.
 
     Logistic regression uses the exact 1-D quadrature predictive (``samples`` and ``seed`` are then unused);
-    every other model ``samples`` Monte-Carlo weight samples drawn from ``seed``'s own stream (``train.PREDICT``).
+    every other model ``samples`` Monte-Carlo weight samples drawn from ``seed``'s own stream (``streams.PREDICT``).
     """
     if samples < 1:
         raise ConfigError(f"--samples must be >= 1, got {samples}")

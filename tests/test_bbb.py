@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slangcli import noise, train
+from slangcli import noise, streams, train
 from slangcli.errors import ConfigError
 from slangcli.methods import METHODS, bbb
 from slangcli.methods.base import Problem
@@ -107,7 +107,7 @@ def test_recovers_the_exact_mean_field_posterior_of_linear_regression():
     np.testing.assert_array_equal(state.log_sigma, np.log(0.01))
     mu_sum, ls_sum, n_avg = 0.0, 0.0, 1500
     for t in range(3000):
-        state, _ = bbb.step(train.derive_rng(5, train.STEP, t), state, problem, X, y, hyper)
+        state, _ = bbb.step(streams.derive_rng(5, streams.STEP, t), state, problem, X, y, hyper)
         if t >= 3000 - n_avg:
             mu_sum, ls_sum = mu_sum + state.mu, ls_sum + state.log_sigma
     sigma_star = np.exp(ls_star)

@@ -65,7 +65,7 @@ def test_ktied_snr_window_replays_the_training_steps(monkeypatch):
     its window statistic is the SNR of exactly those gradients."""
     import argparse
 
-    from slangcli import train
+    from slangcli import streams, train
     from slangcli.methods import METHODS
     from slangcli.methods.base import Problem
     from slangcli.methods.reparam import snr
@@ -90,10 +90,10 @@ def test_ktied_snr_window_replays_the_training_steps(monkeypatch):
         before, _ = train.run(module, hyper, problem, X, y, seed=3, batch_size=8, n_steps=8)
         grads = []
         for t in range(8, 12):
-            idx = train.batch_indices(3, t, len(X), 8)
-            grads.append(module.std_gradients(train.derive_rng(3, train.STEP, t), before, problem, X[idx], y[idx],
+            idx = streams.batch_indices(3, t, len(X), 8)
+            grads.append(module.std_gradients(streams.derive_rng(3, streams.STEP, t), before, problem, X[idx], y[idx],
                                               hyper)[1])
-            before, _ = module.step(train.derive_rng(3, train.STEP, t), before, problem, X[idx], y[idx], hyper)
+            before, _ = module.step(streams.derive_rng(3, streams.STEP, t), before, problem, X[idx], y[idx], hyper)
         assert [r["step"] for r in records] == [5, 12] and records[1]["window"] == 4
         assert records[1]["window_snr"] == snr(np.stack(grads))[0]
         assert records[1]["window_paper"] == snr(np.stack(grads))[1]

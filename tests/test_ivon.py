@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slangcli import train
+from slangcli import streams
 from slangcli.errors import ConfigError
 from slangcli.methods import METHODS, ivon
 from slangcli.methods.base import Problem
@@ -137,7 +137,7 @@ def test_recovers_the_exact_mean_field_posterior_of_linear_regression():
     assert np.abs(np.log(state.d) - np.log(prec_diag)).min() > 0.9  # negative control: far off at the start
     mu_sum, logd_sum, n_avg = 0.0, 0.0, 2000
     for t in range(4000):
-        state, _ = ivon.step(train.derive_rng(5, train.STEP, t), state, problem, X, y, hyper)
+        state, _ = ivon.step(streams.derive_rng(5, streams.STEP, t), state, problem, X, y, hyper)
         if t >= 4000 - n_avg:
             mu_sum, logd_sum = mu_sum + state.mu, logd_sum + np.log(state.d)
     np.testing.assert_allclose((mu_sum / n_avg - mu_star) * np.sqrt(prec_diag), 0.0, rtol=0, atol=0.05)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slangcli import noise, train
+from slangcli import noise, streams, train
 from slangcli.divergence import kl
 from slangcli.errors import ConfigError
 from slangcli.methods import METHODS, bbb, ktied
@@ -178,7 +178,7 @@ def test_full_rank_ktied_recovers_the_mean_field_optimum_of_linear_regression():
     assert state.ranks == (1,)  # requested 4, clamped to min(3, 1)
     mu_sum, ls_sum, n_avg = 0.0, 0.0, 1500
     for t in range(3000):
-        state, _ = ktied.step(train.derive_rng(5, train.STEP, t), state, problem, X, y, hyper)
+        state, _ = ktied.step(streams.derive_rng(5, streams.STEP, t), state, problem, X, y, hyper)
         if t >= 3000 - n_avg:
             post = ktied.posterior(state)
             mu_sum, ls_sum = mu_sum + post.mean, ls_sum + np.log(post.sigma())

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from slangcli import noise, train
+from slangcli import noise, streams, train
 from slangcli.cli import main
 from slangcli.io import read_run
 from slangcli.methods import bbb, ktied
@@ -70,7 +70,7 @@ def test_gradient_snr_is_the_documented_estimate():
     hyper = ktied.Hyper(samples=3, rank=2)
     state, _ = train.run(ktied, hyper, problem, X, y, seed=0, batch_size=10, n_steps=7)
     ratio, paper = train.gradient_snr(ktied, hyper, problem, X, y, state, seed=0, batch_size=10, draws=5)
-    rng = np.random.default_rng([0, train.SNR, 7])
+    rng = np.random.default_rng([0, streams.SNR, 7])
     draws = []
     for _ in range(5):
         idx = rng.choice(60, size=10, replace=False)

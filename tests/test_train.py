@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from slangcli import train
+from slangcli import streams, train
 from slangcli.errors import DivergenceError
 from slangcli.methods import slang
 from slangcli.methods.base import Problem
@@ -101,10 +101,10 @@ def test_run_equals_the_documented_loop():
     problem, X, y = _logistic(n=25, hidden=(4,))
     seed, M, n_steps = 3, 10, 7
     got, _ = _run(problem, X, y, seed=seed, batch_size=M, n_steps=n_steps)
-    state = slang.init(train.derive_rng(seed, train.INIT), problem, HYPER)
+    state = slang.init(streams.derive_rng(seed, streams.INIT), problem, HYPER)
     for t in range(n_steps):
-        idx = train.batch_indices(seed, t, problem.n_data, M)
-        state, _ = slang.step(train.derive_rng(seed, train.STEP, t), state, problem, X[idx], y[idx], HYPER)
+        idx = streams.batch_indices(seed, t, problem.n_data, M)
+        state, _ = slang.step(streams.derive_rng(seed, streams.STEP, t), state, problem, X[idx], y[idx], HYPER)
     _assert_same_state(got, state)
 
 
@@ -120,11 +120,11 @@ def test_history_has_one_entry_per_epoch_including_a_partial_last_one():
     assert hist.step == [3, 6, 8]
     assert len(hist.nll) == len(hist.seconds) == 3
     # the per-step losses, replayed
-    s = slang.init(train.derive_rng(seed, train.INIT), problem, HYPER)
+    s = slang.init(streams.derive_rng(seed, streams.INIT), problem, HYPER)
     losses = []
     for t in range(8):
-        idx = train.batch_indices(seed, t, 25, M)
-        s, info = slang.step(train.derive_rng(seed, train.STEP, t), s, problem, X[idx], y[idx], HYPER)
+        idx = streams.batch_indices(seed, t, 25, M)
+        s, info = slang.step(streams.derive_rng(seed, streams.STEP, t), s, problem, X[idx], y[idx], HYPER)
         losses.append(info["nll"])
     expected = [np.mean(losses[0:3]), np.mean(losses[3:6]), np.mean(losses[6:8])]
     np.testing.assert_allclose(hist.nll, expected, rtol=1e-15, atol=0)
@@ -135,11 +135,11 @@ def test_history_has_one_entry_per_epoch_including_a_partial_last_one():
 def test_batch_indices_cover_each_example_once_per_epoch():
     """Within an epoch the minibatches partition {0, ..., N-1} (sizes M, ..., M, N mod M); epochs reshuffle."""
     N, M, seed = 23, 5, 11
-    spe = train.steps_per_epoch(N, M)
+    spe = streams.steps_per_epoch(N, M)
     assert spe == 5
     orders = []
     for epoch in range(3):
-        batches = [train.batch_indices(seed, epoch * spe + j, N, M) for j in range(spe)]
+        batches = [streams.batch_indices(seed, epoch * spe + j, N, M) for j in range(spe)]
         assert [len(b) for b in batches] == [5, 5, 5, 5, 3]
         order = np.concatenate(batches)
         np.testing.assert_array_equal(np.sort(order), np.arange(N))

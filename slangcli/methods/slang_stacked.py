@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from slangcli import lowrank, noise, train
+from slangcli import lowrank, noise, streams
 from slangcli.methods import slang
 from slangcli.methods.base import Problem
 from slangcli.models import MLP
@@ -260,17 +260,17 @@ def run(runs: Runs, model: MLP, hyper: slang.Hyper, X: np.ndarray, y: np.ndarray
     ``train.run`` for ``seed``. Returns each run's final state, or None for a run that diverged."""
     n, B = len(X), runs.size
     model1 = replace(model, noise_precision=1.0) if model.likelihood == "gaussian" else model
-    st = init(train.derive_rng(seed, train.INIT), Problem(model1, runs.prior_precision[0], n), hyper, B)
+    st = init(streams.derive_rng(seed, streams.INIT), Problem(model1, runs.prior_precision[0], n), hyper, B)
     alive = np.ones(B, dtype=bool)
-    spe = train.steps_per_epoch(n, batch_size)
+    spe = streams.steps_per_epoch(n, batch_size)
     order, order_epoch = None, -1
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         while st.t < n_steps:
             epoch, j = divmod(st.t, spe)
             if epoch != order_epoch:
-                order, order_epoch = train.epoch_order(seed, epoch, n), epoch
+                order, order_epoch = streams.epoch_order(seed, epoch, n), epoch
             idx = order[j * batch_size : (j + 1) * batch_size]
-            new, nll = step(train.derive_rng(seed, train.STEP, st.t), st, model1, runs, X[idx], y[idx], hyper, n)
+            new, nll = step(streams.derive_rng(seed, streams.STEP, st.t), st, model1, runs, X[idx], y[idx], hyper, n)
             ok = _finite(new, nll)
             if not ok.all():
                 alive &= ok

@@ -1,0 +1,55 @@
+"""Derived random streams and the minibatch order: every generator of slang comes from ``(seed, stream, index)``.
+
+Randomness is derived, never carried: the generator of step ``t`` is ``default_rng([seed, STEP, t])`` and the
+order of epoch ``e`` is a permutation drawn from ``default_rng([seed, ORDER, e])``. A run can therefore stop
+after any step and continue from its state alone, bit for bit.
+
+Minibatches: each epoch visits the training set once in a fresh random order, in ``ceil(N / M)`` minibatches
+(the last one smaller when M does not divide N).
+
+This module imports nothing from slang, so that every layer (the methods, the training loop, prediction,
+tuning) can draw from its own stream without importing the layer that runs it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "INIT",
+    "ORDER",
+    "STEP",
+    "EVAL",
+    "SNR",
+    "PREDICT",
+    "TUNE",
+    "RESTART",
+    "derive_rng",
+    "steps_per_epoch",
+    "epoch_order",
+    "batch_indices",
+]
+
+# Stream identifiers of the derived generators.
+# stream 4: gradient-SNR draws; 5: weight samples of `slang predict`; 6: folds and fits of `--tune`; 7: the seeds
+# of `--restarts`
+INIT, ORDER, STEP, EVAL, SNR, PREDICT, TUNE, RESTART = 0, 1, 2, 3, 4, 5, 6, 7
+
+
+def derive_rng(seed: int, stream: int, *index: int) -> np.random.Generator:
+    return np.random.default_rng([seed, stream, *index])
+
+
+def steps_per_epoch(n_data: int, batch_size: int) -> int:
+    return -(-n_data // batch_size)
+
+
+def epoch_order(seed: int, epoch: int, n_data: int) -> np.ndarray:
+    """The order in which epoch ``epoch`` (0-based) visits the training examples."""
+    return derive_rng(seed, ORDER, epoch).permutation(n_data)
+
+
+def batch_indices(seed: int, t: int, n_data: int, batch_size: int) -> np.ndarray:
+    """Example indices of global step ``t`` (0-based)."""
+    epoch, j = divmod(t, steps_per_epoch(n_data, batch_size))
+    return epoch_order(seed, epoch, n_data)[j * batch_size : (j + 1) * batch_size]
