@@ -47,7 +47,7 @@ import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from results import table_stream, write_json  # noqa: E402
-from slangcli import train, workflow  # noqa: E402
+from slangcli import streams, train, workflow  # noqa: E402
 from slangcli.errors import SlangError  # noqa: E402
 from slangcli.methods import METHODS  # noqa: E402
 from slangcli.methods.base import Problem  # noqa: E402
@@ -139,7 +139,7 @@ def fit_reference(hyper: dict, s: Split, problem: Problem, *, seed: int, batch_s
     torch.manual_seed(seed)
     h = METHODS["ivon"].Hyper(**hyper)
     model = s.model
-    mean0 = model.init_mean(train.derive_rng(seed, train.INIT))  # what slang's methods start from
+    mean0 = model.init_mean(streams.derive_rng(seed, streams.INIT))  # what slang's methods start from
     layers, acts = [], []
     for (W, b), lay in zip(model.layout.unflatten(mean0), model.layout.layers):
         lin = torch.nn.Linear(lay.n_in, lay.n_out)
@@ -171,7 +171,7 @@ def fit_reference(hyper: dict, s: Split, problem: Problem, *, seed: int, batch_s
             return 0.5 * tau * ((f[:, 0] - t) ** 2).mean()
     c0, w0 = time.process_time(), time.perf_counter()
     for t in range(n_steps):
-        idx = torch.from_numpy(train.batch_indices(seed, t, n, batch_size))
+        idx = torch.from_numpy(streams.batch_indices(seed, t, n, batch_size))
         Xb, yb = X[idx], y[idx]
         for _ in range(h.samples):
             with opt.sampled_params(train=True):
@@ -248,7 +248,7 @@ def main(argv=None):
             s = load(name, opts, hidden, k, a.noise_precision)
             problem = Problem(s.model, s.model.prior_precision(a.prior_precision, BIAS_PRIOR), len(s.X_train))
             for n_epochs in epochs:
-                n_steps = n_epochs * train.steps_per_epoch(len(s.X_train), a.batch_size)
+                n_steps = n_epochs * streams.steps_per_epoch(len(s.X_train), a.batch_size)
                 for m in methods:
                     kw = dict(seed=a.seed, batch_size=a.batch_size, n_steps=n_steps)
                     if m == REFERENCE:

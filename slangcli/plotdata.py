@@ -218,11 +218,11 @@ def _score_classifier(run, run_name, data, *, bins, samples, seed) -> dict:
 
 
 def _coverage(run, run_name, label, data, *, samples, seed) -> Coverage:
-    from slangcli import train
+    from slangcli import streams
     from slangcli.workflow import load_test
 
     X, y, source = load_test(run, run_name, data)
-    rng = train.derive_rng(seed, train.EVAL, 0)  # the samples `slang evaluate --seed` draws
+    rng = streams.derive_rng(seed, streams.EVAL, 0)  # the samples `slang evaluate --seed` draws
     out = metrics.regression_scores(run.posterior, run.model, X, y, samples=samples, rng=rng,
                                     levels=COVERAGE_GRID)
     levels = np.array(COVERAGE_GRID)

@@ -69,7 +69,7 @@ def test_reference_starts_where_slang_starts(tmp_path, monkeypatch):
     s = peers.load("usps", opts, hidden, k, 1.0)
     problem = peers.Problem(s.model, s.model.prior_precision(2.0, 1e-5), len(s.X_train))
     post, *_ = peers.fit_reference({"hess_init": 0.3}, s, problem, seed=3, batch_size=8, n_steps=0)
-    mean0 = s.model.init_mean(peers.train.derive_rng(3, peers.train.INIT))
+    mean0 = s.model.init_mean(peers.streams.derive_rng(3, peers.streams.INIT))
     np.testing.assert_allclose(post.mean, mean0, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(np.exp(-2 * post.log_sigma), len(s.X_train) * 0.3 + problem.prior_precision,
                                rtol=1e-5)
