@@ -7,6 +7,7 @@ import dataclasses
 import os
 import signal
 import sys
+import threading
 
 import click
 
@@ -230,7 +231,10 @@ def _checkpointing(output: str, checkpoint: dict | None):
         write_run(output, run)
         written.append(run.metrics["steps"])
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # signal handlers can only be set from the main thread; a fit run in another thread (a slang sweep task on a
+    # Dask worker) checkpoints on time and step counts only, and its process's own signals stop it
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
     try:
         yield Checkpointing(write=write, stop=lambda: bool(received), **checkpoint)
     except DivergenceError as exc:
