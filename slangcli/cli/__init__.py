@@ -54,10 +54,12 @@ def main():
     slang inspect RUN.h5          show what a run file holds
     slang plot RUN.h5... --kind KIND -o FIG.png
                                   figures: training, calibration, spectrum, posterior, sweep
+    slang sweep DATA... --rank 1,2,4 --seed 0-4 -o DIR
+                                  a grid of fits on Dask, resumable, with a results table
     """
     keep_freed_memory()
 
 
-from slangcli.cli import compress, evaluate, fit, inspect, plot, predict  # noqa: E402  (commands register themselves)
+from slangcli.cli import compress, evaluate, fit, inspect, plot, predict, sweep  # noqa: E402  (commands register themselves)
 
-__all__ = ["main", "fit", "evaluate", "compress", "inspect", "plot", "predict"]
+__all__ = ["main", "fit", "evaluate", "compress", "inspect", "plot", "predict", "sweep"]

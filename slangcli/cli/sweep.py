@@ -1,0 +1,124 @@
+"""``slang sweep``: a grid of ``slang fit`` runs on a Dask cluster, one run file each and a results table."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import click
+
+from slangcli.cli import main
+from slangcli.cli.output import emit_json, error, note, progress_bar
+from slangcli.errors import ConfigError
+from slangcli.sweep import (
+    RESULTS, dask_client, fit_parameters, option_key, points_of, read_spec, require_distributed, run_sweep,
+)
+
+
+def grid_options(command):
+    """Every ``slang fit`` option a grid may vary, taking several values (repeated, or as a list or range)."""
+    for param in reversed(list(fit_parameters().values())):
+        if param.is_flag:
+            decls = [f"{param.opts[0]}/{param.secondary_opts[0]}"] if param.secondary_opts else list(param.opts)
+            command = click.option(*decls, param.name, default=None, help=param.help)(command)
+        else:
+            command = click.option(*param.opts, param.name, multiple=True, metavar="VALUES", help=param.help)(
+                command)
+    return command
+
+
+@main.command(context_settings={"max_content_width": 110})
+@click.argument("data", nargs=-1, type=click.Path(path_type=str))
+@click.option("-o", "--output", "directory", required=True, type=click.Path(file_okay=False, path_type=str),
+              help="Directory of the run files and results.csv / results.json (created if missing).")
+@click.option("--spec", type=click.Path(exists=True, dir_okay=False, path_type=str), default=None,
+              help="JSON or TOML file of grids (a list of {option: values}, TOML [[grid]] tables); the sweep is "
+                   "their union, each combined with the options given here.")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Run on the Dask cluster of this scheduler (e.g. tcp://host:8786) instead of a local one; DATA "
+                   "and DIR must be on a file system its workers share.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Worker processes of the local cluster (default: the machine's cores), one thread each.")
+@click.option("--checkpoint-seconds", type=click.FloatRange(min=0), default=60.0, show_default=True,
+              help="Each fit checkpoints to its run file this often, so a fit whose worker dies continues there.")
+@click.option("--dry-run", is_flag=True, help="List the fits and whether each is complete; run nothing.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal only).")
+@click.option("--json", "as_json", is_flag=True, help="Print a summary as one JSON object on stdout.")
+@grid_options
+def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run, progress, as_json, **given):
+    """Fit every combination of the given slang fit options, on Dask, one run file each in DIR.
+
+    \b
+    slang sweep train.csv --method slang,bbb --rank 1,2,4 --seed 0-4 -o DIR
+    slang sweep data/uci/* --uci-split 0-19 --hidden 50 --epochs 120 -o DIR --scheduler tcp://HOST:8786
+
+    Numeric and choice options take comma-separated lists and integer ranges (0-19, both ends included);
+    several DATA, or an option given several times (--hidden 50 --hidden 50,50), are alternatives too.
+    Run files are named from their parameters. A fit already complete in DIR with the same options is not run
+    again, so rerunning a sweep (after Ctrl-C, a crash, or with a changed grid) runs only what is missing;
+    a fit whose worker dies is rerun elsewhere from its last checkpoint. Exit status 1 if any fit failed (the
+    table has its message).
+    """
+    parameters = fit_parameters()
+    grid = {"data": list(data)} if data else {}
+    for name, value in given.items():
+        if value is None or value == () or (value is False and not parameters[name].secondary_opts):
+            continue
+        grid[option_key(parameters[name])] = list(value) if isinstance(value, tuple) else value
+    if spec is not None:
+        grids = []
+        for g in read_spec(spec):
+            both = [k for k in g if k in grid]
+            if both:
+                raise ConfigError(f"{both[0]} is given both on the command line and in {spec}")
+            grids.append({**grid, **g})
+    else:
+        grids = [grid]
+    points = points_of(grids)
+    directory = os.path.abspath(directory)
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise click.BadParameter(f"{directory} is not a directory", param_hint="'-o'")
+    if dry_run:
+        from slangcli.sweep import is_complete
+
+        rows = [{"name": p.name, **p.params, "complete": is_complete(os.path.join(directory, p.name), p.args)}
+                for p in points]
+        for r in rows:
+            click.echo(f"{'done' if r['complete'] else 'todo'}  {r['name']}", err=True)
+        if as_json:
+            emit_json({"directory": directory, "fits": rows})
+        return
+    require_distributed()
+    os.makedirs(directory, exist_ok=True)
+    started = time.perf_counter()
+    failures = []
+    with progress_bar(progress, "sweep") as bar:
+        def on_skip(skipped, total):
+            if skipped:
+                note(f"{skipped} of {total} fits already complete in {directory}")
+            bar(skipped, total)
+
+        def on_record(record, done, total):
+            bar(done, total)
+            if record["status"] != "complete":
+                failures.append(record)
+                error(f"{record['name']}: {record['error'] or 'failed'}")
+
+        try:
+            result = run_sweep(points, directory, lambda: dask_client(scheduler, workers),
+                               checkpoint_seconds=checkpoint_seconds, on_record=on_record, on_skip=on_skip)
+        except KeyboardInterrupt:
+            error(f"interrupted; the fits done so far are in {directory}/{RESULTS[0]}; run the same command "
+                  "again to continue")
+            raise click.exceptions.Exit(130)
+    seconds = time.perf_counter() - started
+    complete = sum(r["status"] == "complete" for r in result.records)
+    note(f"{len(points)} fits: {complete} complete ({result.skipped} already), {len(failures)} failed, "
+         f"{seconds:.1f} s; table in {os.path.join(directory, RESULTS[0])}")
+    if as_json:
+        emit_json({"directory": directory, "fits": len(points), "ran": result.ran, "skipped": result.skipped,
+                   "complete": complete, "failed": len(failures), "seconds": seconds,
+                   "results": [os.path.join(directory, name) for name in RESULTS],
+                   "failures": [{"name": r["name"], "error": r["error"]} for r in failures]})
+    if failures:
+        raise click.exceptions.Exit(1)

@@ -1,0 +1,502 @@
+"""Grids of ``slang fit`` runs on Dask: one run file per fit under a directory, one results table, resumable.
+
+A sweep is a list of :class:`Point`: the options of one ``slang fit``. Each becomes one Dask task,
+:func:`run_fit`, a pure function of its arguments that writes its own run file (atomically, as ``slang fit``
+does) and returns a small record: its parameters, train and test metrics, seconds, worker, status and error
+message. The records make ``results.csv`` and ``results.json``, rewritten (atomically) as fits finish.
+
+A fit is complete in the directory when its run file exists with status ``complete`` and the command recorded
+in it has the same fit options as the point, so rerunning a sweep runs only the fits that are missing, failed or
+changed. A worker that dies mid-fit has its task rescheduled by Dask on another worker; since every fit
+checkpoints into its run file (``--checkpoint-seconds``), the retried task continues from the checkpoint
+(``slang fit --resume``) and gives the fit that was never stopped.
+
+Dask (``dask.distributed``) is an optional dependency, imported only when a sweep runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import io
+import itertools
+import json
+import math
+import os
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from slangcli.errors import ConfigError, SlangError
+
+INSTALL_HINT = "pip install 'slangcli[dask]'"
+# slang fit options a sweep sets itself (the run file's name, checkpoints, output) and never takes from a grid
+SWEEP_OWNED = {"output", "resume_path", "as_json", "progress", "checkpoint_seconds"}
+# environment of local worker processes: one BLAS thread each, since the workers already use every core
+ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+RESULTS = ("results.csv", "results.json")
+RECORD_FIELDS = ("name", "status", "error", "exit_code", "seconds", "worker", "resumed_at_step")
+
+
+class MissingDask(ConfigError):
+    def __init__(self):
+        super().__init__(f"slang sweep needs dask.distributed, which is not installed: {INSTALL_HINT}")
+
+
+def require_distributed():
+    """The ``distributed`` module, or :class:`MissingDask` saying how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise MissingDask() from None
+    return distributed
+
+
+# --------------------------------------------------------------------------------------------------- the grid
+
+
+def fit_parameters() -> dict:
+    """``{name: click parameter}`` of the ``slang fit`` options a grid may vary, in the command's order."""
+    from slangcli.cli.fit import fit
+
+    return {p.name: p for p in fit.params if p.name not in SWEEP_OWNED and p.name != "data"}
+
+
+def option_key(param) -> str:
+    """The name a grid, a spec file and the results table use for a fit option: its long form without dashes
+    (``--uci-split`` -> ``uci-split``)."""
+    return max(param.opts, key=len).lstrip("-")
+
+
+def _is_int(param) -> bool:
+    import click
+
+    return isinstance(param.type, click.types.IntParamType)
+
+
+def _is_float(param) -> bool:
+    import click
+
+    return isinstance(param.type, click.types.FloatParamType)
+
+
+def _is_listable(param) -> bool:
+    """Numbers and choices split on commas; free text (``--hidden 50,50``, ``--tune lr,beta``) does not."""
+    import click
+
+    return _is_int(param) or _is_float(param) or isinstance(param.type, click.Choice)
+
+
+def expand(param, raw) -> list:
+    """The values one given value of ``param`` stands for: ``"1,2,4"``, the integer range ``"0-19"`` (both
+    ends included) or one value; each checked by the option's own type and written canonically."""
+    import click
+
+    if param.is_flag:
+        if not isinstance(raw, bool):
+            raise ConfigError(f"{option_key(param)}: expected true or false, got {raw!r}")
+        return [raw]
+    items = str(raw).split(",") if _is_listable(param) else [str(raw)]
+    out = []
+    for item in (i.strip() for i in items):
+        span = re.fullmatch(r"(\d+)-(\d+)", item) if _is_int(param) else None
+        values = [str(v) for v in range(int(span[1]), int(span[2]) + 1)] if span else [item]
+        if span and not values:
+            raise ConfigError(f"--{option_key(param)}: empty range {item!r}")
+        for value in values:
+            try:
+                converted = param.type.convert(value, param, None)
+            except click.BadParameter as exc:
+                raise ConfigError(f"--{option_key(param)}: {exc.format_message()}") from None
+            out.append(repr(converted) if _is_float(param) else str(converted) if _is_int(param) else value)
+    return out
+
+
+@dataclass
+class Point:
+    """One fit of a sweep: its parameters (``{"data": path, option key: value}``, values as on the command
+    line, ``True``/``False`` for flags) and the ``slang fit`` arguments they make."""
+
+    params: dict
+    args: list = field(default_factory=list)
+    name: str = ""
+
+
+def _slug(text) -> str:
+    return re.sub(r"[^A-Za-z0-9.+=-]+", "-", str(text)).strip("-.") or "x"
+
+
+def make_point(params: dict, parameters: dict | None = None) -> Point:
+    """The :class:`Point` of ``params`` (data and option keys to single values): the fit's arguments in the
+    command's option order, without options given their default value, data and other paths made absolute
+    (workers may run elsewhere); and its run file's name: the data's and those options' values (readable) and a
+    hash of the arguments (unique)."""
+    parameters = parameters or fit_parameters()
+    by_key = {option_key(p): p for p in parameters.values()}
+    import click
+
+    data = os.path.abspath(params["data"])
+    args, ordered, named = [data], {"data": params["data"]}, {}
+    for key, param in by_key.items():
+        if key not in params:
+            continue
+        value = params[key]
+        ordered[key] = value
+        if _is_default(param, value):  # the same fit as without the option: the same arguments and name
+            continue
+        named[key] = value
+        if param.is_flag:
+            args.append(param.opts[-1] if value else param.secondary_opts[-1] if param.secondary_opts else None)
+            if args[-1] is None:
+                raise ConfigError(f"{key}: the flag cannot be switched off")
+        else:
+            if isinstance(param.type, click.Path):
+                value = os.path.abspath(value)
+            args += [max(param.opts, key=len), str(value)]
+    digest = hashlib.sha256(json.dumps(args).encode()).hexdigest()[:8]
+    stem = Path(params["data"].rstrip("/")).name
+    stem = Path(stem).stem if "." in stem else stem
+    readable = "_".join([_slug(stem), *(f"{_slug(k)}-{_slug(v)}" for k, v in named.items())])
+    return Point(params=ordered, args=args, name=f"{readable[:120]}_{digest}.h5")
+
+
+def _is_default(param, value) -> bool:
+    """Whether ``value`` (canonical, from :func:`expand`) is what the fit uses when the option is not given."""
+    if param.default is None or param.is_flag or param.multiple:
+        return False
+    return expand(param, param.default) == [value]
+
+
+def product(grid: dict, parameters: dict | None = None) -> list[dict]:
+    """Every combination of a grid ``{"data": [...], option key: [values]}`` (each value expanded by
+    :func:`expand`), the last option varying fastest."""
+    parameters = parameters or fit_parameters()
+    by_key = {option_key(p): p for p in parameters.values()}
+    keys = ["data", *(k for k in by_key if k in grid)]
+    unknown = [k for k in grid if k != "data" and k not in by_key]
+    if unknown:
+        raise ConfigError(f"{unknown[0]!r} is not a slang fit option a sweep can vary")
+    if not grid.get("data"):
+        raise ConfigError("no data: give DATA files or folders (or 'data' in the spec file)")
+    values = []
+    for key in keys:
+        given = grid[key] if isinstance(grid[key], (list, tuple)) else [grid[key]]
+        if key == "data":
+            values.append([str(v) for v in given])
+        else:
+            values.append([v for raw in given for v in expand(by_key[key], raw)])
+    return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+
+
+def read_spec(path) -> list[dict]:
+    """The grids of a spec file: JSON (a list of grids, or ``{"grid": [...]}``) or TOML (``[[grid]]``
+    tables). Keys are fit option names (``uci-split`` or ``uci_split``) and ``data``; values one or a list."""
+    text = Path(path).read_bytes()
+    try:
+        if str(path).endswith(".toml"):
+            import tomllib
+
+            spec = tomllib.loads(text.decode("utf-8"))
+        else:
+            spec = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:  # tomllib.TOMLDecodeError and JSONDecodeError are ValueErrors
+        raise ConfigError(f"{path}: not a valid spec file: {exc}") from None
+    grids = spec.get("grid") if isinstance(spec, dict) else spec
+    if isinstance(grids, dict):
+        grids = [grids]
+    if not isinstance(grids, list) or not grids or not all(isinstance(g, dict) for g in grids):
+        raise ConfigError(f"{path}: expected a list of grids (tables of option: values), as 'grid' or at the top")
+    return [{k.replace("_", "-"): v for k, v in g.items()} for g in grids]
+
+
+def points_of(grids: Iterable[dict]) -> list[Point]:
+    """The distinct fits of the union of ``grids``, in order."""
+    parameters = fit_parameters()
+    seen, out = set(), []
+    for grid in grids:
+        for params in product(grid, parameters):
+            point = make_point(params, parameters)
+            if point.name not in seen:
+                seen.add(point.name)
+                out.append(point)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- one fit
+
+TAIL = 5  # the arguments a sweep adds after a fit's own: -o PATH --checkpoint-seconds S --no-progress
+
+
+def _command_args(command) -> list | None:
+    """The fit's own arguments in a run file's recorded command, if a sweep wrote it."""
+    if len(command) < 2 + TAIL or command[-TAIL] != "-o":
+        return None
+    return list(command[2:-TAIL])
+
+
+def _stored(path) -> tuple[str, list | None, int | None] | None:
+    """``(status, fit arguments, steps done)`` of the run file at ``path``, or None when there is none
+    readable."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            steps = json.loads(f["metrics"].attrs["metrics"]).get("steps")
+            return str(f.attrs["status"]), _command_args(json.loads(f.attrs["command"])), steps
+    except (OSError, KeyError, ValueError, AttributeError):
+        return None
+
+
+def is_complete(path, args) -> bool:
+    stored = _stored(path)
+    return stored is not None and stored[0] == "complete" and stored[1] == list(args)
+
+
+def call_slang(argv: list[str]) -> tuple[int, str]:
+    """Run one ``slang`` command in this process: ``(exit code, its one-line error message or "")``.
+
+    The only place a sweep runs a fit, so that it can move to the library's API without touching the rest.
+    """
+    import click
+
+    from slangcli.cli import main
+
+    err = io.StringIO()
+    message = ""
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = main.main(args=argv, prog_name="slang", standalone_mode=False)
+        except click.ClickException as exc:
+            code, message = exc.exit_code, exc.format_message()
+        except click.exceptions.Abort:
+            code = 130
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    code = 0 if code is None else int(code)
+    if not message:
+        errors = [line for line in err.getvalue().splitlines() if line.startswith("slang: error: ")]
+        message = errors[-1][len("slang: error: "):] if errors else ""
+    return code, message
+
+
+def _metrics(path) -> dict:
+    """The scalar train and test metrics of a finished run file, as ``train_*`` / ``test_*`` columns."""
+    from slangcli.io import read_run
+
+    m = read_run(path).metrics
+    out = {}
+    for part in ("train", "test"):
+        for key, value in (m.get(part) or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[f"{part}_{key}"] = value
+    out["steps"] = m.get("steps")
+    return out
+
+
+def _worker_address() -> str:
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return ""
+
+
+def run_fit(task: dict) -> dict:
+    """One fit of a sweep (a Dask task): ``task`` has the run file's ``path``, the fit's ``args``, its
+    ``params`` and ``checkpoint_seconds``. Skips a fit already complete at ``path``; continues one checkpointed
+    there (a retried task whose worker died); otherwise fits afresh. Returns the fit's record."""
+    started = time.perf_counter()
+    path, args = task["path"], list(task["args"])
+    record = {"name": os.path.basename(path), **task["params"]}
+    code, message, resumed = 0, "", None
+    stored = _stored(path)
+    if not (stored and stored[0] == "complete" and stored[1] == args):
+        tail = ["--checkpoint-seconds", str(task["checkpoint_seconds"]), "--no-progress"]
+        if stored and stored[0] == "checkpoint" and stored[1] == args:
+            resumed = stored[2]
+            code, message = call_slang(["fit", "--resume", path, *tail])
+        else:
+            code, message = call_slang(["fit", *args, "-o", path, *tail])
+    record.update(status="complete" if code == 0 else "failed", error=message, exit_code=code,
+                  seconds=time.perf_counter() - started, worker=_worker_address(), resumed_at_step=resumed)
+    if code == 0:
+        try:
+            record.update(_metrics(path))
+        except SlangError as exc:
+            record.update(status="failed", error=str(exc), exit_code=1)
+    return record
+
+
+# -------------------------------------------------------------------------------------------- the results table
+
+
+def _columns(records: list[dict]) -> list[str]:
+    first = ["name"]
+    params = [k for r in records for k in r if k not in RECORD_FIELDS and not k.startswith(("train_", "test_"))
+              and k != "steps"]
+    metrics = [k for r in records for k in r if k.startswith(("train_", "test_")) or k == "steps"]
+    return list(dict.fromkeys([*first, *params, *RECORD_FIELDS[1:], *metrics]))
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    from slangcli.io import temporary_beside
+
+    tmp = temporary_beside(path)
+    try:
+        Path(tmp).write_text(text)
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def write_results(directory, records: list[dict]) -> None:
+    """``results.csv`` and ``results.json`` in ``directory``: one row per fit, each file replaced atomically."""
+    directory = Path(directory)
+    columns = _columns(records)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for r in records:
+        writer.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in columns})
+    _atomic_text(directory / RESULTS[0], out.getvalue())
+    clean = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
+             for r in records]
+    _atomic_text(directory / RESULTS[1], json.dumps(clean, indent=1, allow_nan=False) + "\n")
+
+
+def read_results(directory) -> dict:
+    """``{name: record}`` of an earlier sweep's ``results.json`` in ``directory`` (empty if none)."""
+    try:
+        return {r["name"]: r for r in json.loads((Path(directory) / RESULTS[1]).read_text())}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def remove_temporaries(directory, points: Iterable[Point]) -> None:
+    """Delete the temporary files a killed writer left beside the sweep's run files and tables."""
+    directory = Path(directory)
+    for name in [*(p.name for p in points), *RESULTS]:
+        for tmp in directory.glob(f".{glob_escape(name)}.*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+
+def glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+# --------------------------------------------------------------------------------------------------- on Dask
+
+
+@contextlib.contextmanager
+def dask_client(scheduler: str | None = None, workers: int | None = None):
+    """A ``distributed.Client``: connected to the scheduler at ``scheduler``, or to a new local cluster of
+    ``workers`` processes (default: the machine's cores) with one thread and one BLAS thread each."""
+    distributed = require_distributed()
+    if scheduler:
+        try:
+            client = distributed.Client(scheduler, timeout=30)
+        except (OSError, TimeoutError) as exc:
+            raise SlangError(f"cannot connect to the Dask scheduler at {scheduler}: {exc}") from None
+        with client:
+            yield client
+        return
+    import logging
+
+    with distributed.LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                                  env=dict(ONE_BLAS_THREAD), dashboard_address=None,
+                                  silence_logs=logging.ERROR) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+def run_tasks(client, function: Callable, items: dict, on_result: Callable, retries: int = 2) -> None:
+    """Submit ``function(item)`` for each ``{key: item}`` and call ``on_result(key, result)`` as each finishes
+    (``result`` is the exception when the task failed for good, e.g. ``KilledWorker``). A worker that dies mid-task
+    has it rescheduled by Dask (``distributed.scheduler.allowed-failures`` times); ``retries`` re-runs a task
+    that raised. On KeyboardInterrupt the pending tasks are cancelled and the interrupt re-raised."""
+    distributed = require_distributed()
+    token = uuid.uuid4().hex[:8]
+    futures = {client.submit(function, item, key=f"{key}-{token}", pure=False, retries=retries): key
+               for key, item in items.items()}
+    try:
+        for future in distributed.as_completed(futures):
+            try:
+                result = future.result()
+            except Exception as exc:  # the task's own exception, or the scheduler's (KilledWorker, cancelled)
+                result = exc
+            on_result(futures[future], result)
+            future.release()
+    except BaseException:
+        client.cancel(list(futures))
+        raise
+
+
+@dataclass
+class SweepResult:
+    records: list  # one per point, in the points' order
+    ran: int  # fits run by this sweep
+    skipped: int  # fits already complete in the directory
+
+
+def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: float = 60.0, retries: int = 2,
+              on_record: Callable[[dict, int, int], None] | None = None,
+              on_skip: Callable[[int, int], None] | None = None, table_every: float = 1.0) -> SweepResult:
+    """Run the ``points`` not yet complete in ``directory`` on ``client`` (a ``distributed.Client``, or a
+    function returning a context manager that gives one, called only if some fit is to run); write the table as they finish
+    (at most every ``table_every`` seconds, and at the end, also when interrupted). ``on_record(record, done,
+    total)`` is called for each finished fit, ``on_skip(skipped, total)`` once with the count already done."""
+    directory = Path(directory).resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    remove_temporaries(directory, points)
+    earlier = read_results(directory)
+    records: dict[str, dict] = {}
+    todo = {}
+    for point in points:
+        path = directory / point.name
+        if is_complete(path, point.args):
+            old = earlier.get(point.name)
+            if old is not None and old.get("status") == "complete":
+                records[point.name] = {**old, **point.params}  # as this grid names its parameters
+            else:  # complete but not in the table (the client died before writing it)
+                records[point.name] = {"name": point.name, **point.params, "status": "complete", "error": "",
+                                       "exit_code": 0, "seconds": None, "worker": "", "resumed_at_step": None,
+                                       **_metrics(path)}
+        else:
+            todo[point.name] = {"path": str(path), "args": point.args, "params": point.params,
+                                "checkpoint_seconds": checkpoint_seconds}
+    skipped = len(records)
+    if on_skip is not None:
+        on_skip(skipped, len(points))
+    last_write = -math.inf
+
+    def table():
+        write_results(directory, [records[p.name] for p in points if p.name in records])
+
+    def finished(name, result):
+        nonlocal last_write
+        if isinstance(result, BaseException):
+            result = {"name": name, **todo[name]["params"], "status": "failed",
+                      "error": f"{type(result).__name__}: {result}", "exit_code": None, "seconds": None,
+                      "worker": "", "resumed_at_step": None}
+        records[name] = result
+        if on_record is not None:
+            on_record(result, len(records), len(points))
+        if time.monotonic() - last_write >= table_every:
+            table()
+            last_write = time.monotonic()
+
+    try:
+        if todo:
+            # a client, or a function opening one (a context manager), called only when there is work
+            with client() if callable(client) else contextlib.nullcontext(client) as connected:
+                run_tasks(connected, run_fit, todo, finished, retries=retries)
+    finally:
+        table()
+    # every task has finished: what a killed worker left half-written can go (not when interrupted, since
+    # cancelled tasks may still be writing; the next sweep's start removes those)
+    remove_temporaries(directory, points)
+    return SweepResult([records[p.name] for p in points], ran=len(todo), skipped=skipped)

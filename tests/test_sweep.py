@@ -1,0 +1,247 @@
+"""``slang sweep`` on a real ``distributed.LocalCluster`` of worker processes: the grid, the run files and table
+against serial fits, reruns, a worker killed mid-fit, an interrupted client, a bad data file, and no dask."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import binary_problem, csv_text
+
+from slangcli.cli import main
+from slangcli.sweep import make_point, points_of, read_spec, run_fit, run_sweep, write_results
+
+distributed = pytest.importorskip("distributed")
+
+FIT = ["--epochs", "2", "--test-fraction", "0.25", "--batch-size", "8"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two worker processes, one thread each, shared by the tests that do not kill workers."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  env={"OPENBLAS_NUM_THREADS": "1"}) as c:
+        yield c
+
+
+@pytest.fixture
+def data(tmp_path):
+    """Two small CSV files and one that cannot be read."""
+    (tmp_path / "a.csv").write_text(csv_text(*binary_problem(seed=0)))
+    (tmp_path / "b.csv").write_text(csv_text(*binary_problem(n=50, seed=1)))
+    (tmp_path / "bad.csv").write_text("a,b,label\n1,2,yes\n3,oops,no\n")
+    return tmp_path
+
+
+def sweep(args, cluster=None):
+    """``slang sweep ARGS --json`` in-process: (exit code, JSON summary, stderr)."""
+    extra = ["--scheduler", cluster.scheduler_address] if cluster is not None else []
+    result = CliRunner().invoke(main, ["sweep", *args, *extra, "--json"])
+    summary = json.loads(result.stdout) if result.stdout.strip() else None
+    return result.exit_code, summary, result.stderr
+
+
+def posterior_arrays(path) -> dict:
+    with h5py.File(path, "r") as f:
+        # everything but the timings
+        return {f"{g}/{k}": f[g][k][()] for g in ("posterior", "history") for k in f[g] if k != "seconds"}
+
+
+def metrics_without_time(path) -> dict:
+    with h5py.File(path, "r") as f:
+        m = json.loads(f["metrics"].attrs["metrics"])
+    m.pop("fit_seconds")
+    return m
+
+
+def timeless(csv_path) -> list[str]:
+    """The table's lines without its seconds and worker columns."""
+    lines = [line.split(",") for line in Path(csv_path).read_text().splitlines()]
+    drop = {lines[0].index("seconds"), lines[0].index("worker")}
+    return [",".join(v for j, v in enumerate(line) if j not in drop) for line in lines]
+
+
+def status(path):
+    try:
+        with h5py.File(path, "r") as f:
+            return f.attrs["status"]
+    except OSError:  # replaced while being opened
+        return None
+
+
+def no_temporaries(directory) -> bool:
+    return not [p for p in Path(directory).iterdir() if p.name.endswith(".tmp") or p.name.startswith(".")]
+
+
+# --------------------------------------------------------------------------------------------------- the grid
+
+
+def test_grid_lists_ranges_and_repeats(data):
+    a, b = str(data / "a.csv"), str(data / "b.csv")
+    points = points_of([{"data": [a, b], "method": ["slang,bbb"], "seed": ["0-2"], "hidden": ["5", "4,4"]}])
+    assert len(points) == 2 * 2 * 3 * 2 and len({p.name for p in points}) == len(points)
+    p = points[6 + 3 + 1]  # hidden, method, seed: the last varies fastest
+    assert p.params == {"data": a, "hidden": "4,4", "method": "bbb", "seed": "1"}
+    assert p.args == [a, "--hidden", "4,4", "--method", "bbb", "--seed", "1"]
+    # the name is the parameters' (readable) and does not depend on the order they were given in
+    assert p.name.startswith("a_hidden-4-4_method-bbb_seed-1_") and p.name.endswith(".h5")
+    assert make_point({"seed": "1", "method": "bbb", "hidden": "4,4", "data": a}).name == p.name
+    # an option at slang fit's default is the fit without it: same arguments, same run file
+    assert points[0].params == {"data": a, "hidden": "5", "method": "slang", "seed": "0"}
+    assert points[0].args == [a, "--hidden", "5"] and points[0].name == make_point({"data": a, "hidden": "5"}).name
+    floats = points_of([{"data": [a], "prior-precision": ["1e-5,0.5"], "standardize": [True, False]}])
+    # (options vary in slang fit's order of options, the last fastest)
+    assert [q.params["prior-precision"] for q in floats] == ["1e-05", "0.5", "1e-05", "0.5"]
+    assert floats[2].args == [a, "--no-standardize", "--prior-precision", "1e-05"]
+
+
+def test_spec_files_json_and_toml(data, tmp_path):
+    a = str(data / "a.csv")
+    (tmp_path / "s.toml").write_text(f'[[grid]]\ndata = "{a}"\nmethod = "slang"\nrank = [1, 2]\n\n'
+                                     f'[[grid]]\ndata = "{a}"\nmethod = "bbb"\nuci_split = 0\n')
+    toml = read_spec(tmp_path / "s.toml")
+    assert toml == [{"data": a, "method": "slang", "rank": [1, 2]}, {"data": a, "method": "bbb", "uci-split": 0}]
+    (tmp_path / "s.json").write_text(json.dumps(toml))
+    assert read_spec(tmp_path / "s.json") == toml
+    assert [p.params.get("rank") for p in points_of(toml)] == ["1", "2", None]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rank", "1,x"], "--rank"),
+    (["--method", "slang,nope"], "--method"),
+    (["--seed", "5-2"], "empty range"),
+])
+def test_bad_grid_is_a_usage_error(data, tmp_path, args, message):
+    code, _, err = sweep([str(data / "a.csv"), *args, "-o", str(tmp_path / "out"), "--dry-run"])
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_dask_says_how_to_install_it(data, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed raises ImportError
+    code, _, err = sweep([str(data / "a.csv"), "-o", str(tmp_path / "out")])
+    assert code == 2 and "pip install 'slangcli[dask]'" in err and len(err.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------------------------------- on Dask
+
+
+def test_sweep_equals_serial_fits_and_reruns_only_what_changed(cluster, data, tmp_path):
+    """Run files and table equal a serial run's; a bad file fails alone with its message; a rerun runs nothing;
+    a changed grid runs only its new fits."""
+    out, serial = tmp_path / "out", tmp_path / "serial"
+    grid = [str(data / "a.csv"), str(data / "b.csv"), str(data / "bad.csv"), "--method", "slang,bbb", *FIT]
+    code, summary, err = sweep([*grid, "-o", str(out)], cluster)
+    assert code == 1 and summary["ran"] == 6 and summary["complete"] == 4 and summary["failed"] == 2
+    assert all(f["name"].startswith("bad_") and "bad.csv:3: column 2" in f["error"]
+               for f in summary["failures"])
+    records = json.loads((out / "results.json").read_text())
+    assert len(records) == 6 and len({r["worker"] for r in records if r["status"] == "complete"}) >= 1
+
+    # the same fits one after another in this process
+    serial.mkdir()
+    points = points_of([{"data": [str(data / n) for n in ("a.csv", "b.csv", "bad.csv")],
+                         "method": ["slang,bbb"], "epochs": "2", "test-fraction": "0.25", "batch-size": "8"}])
+    write_results(serial, [run_fit({"path": str(serial / p.name), "args": p.args, "params": p.params,
+                                    "checkpoint_seconds": 60.0}) for p in points])
+    assert timeless(out / "results.csv") == timeless(serial / "results.csv")
+    run_files = sorted(p.name for p in out.glob("*.h5"))
+    assert run_files == sorted(p.name for p in serial.glob("*.h5")) and len(run_files) == 4
+    for name in run_files:
+        got, expected = posterior_arrays(out / name), posterior_arrays(serial / name)
+        assert got.keys() == expected.keys()
+        for key in got:
+            np.testing.assert_array_equal(got[key], expected[key], err_msg=f"{name} {key}")
+        assert metrics_without_time(out / name) == metrics_without_time(serial / name)
+    assert no_temporaries(out)
+
+    # the finished sweep again (without the bad file): nothing runs, the files stay as they are
+    stamps = {p.name: p.stat().st_mtime_ns for p in out.glob("*.h5")}
+    grid.remove(str(data / "bad.csv"))
+    code, summary, _ = sweep([*grid, "-o", str(out)], cluster)
+    assert code == 0 and summary["ran"] == 0 and summary["skipped"] == 4
+    assert stamps == {p.name: p.stat().st_mtime_ns for p in out.glob("*.h5")}
+    # a changed grid: a second seed adds four fits; only those run
+    code, summary, _ = sweep([*grid, "--seed", "0,1", "-o", str(out)], cluster)
+    assert code == 0 and summary["ran"] == 4 and summary["skipped"] == 4
+    assert all(p.stat().st_mtime_ns == stamps[p.name] for p in out.glob("*.h5") if p.name in stamps)
+    assert len(json.loads((out / "results.json").read_text())) == 8
+
+
+def test_worker_killed_mid_fit_is_retried_from_its_checkpoint(data, tmp_path):
+    """SIGKILL the worker process running a fit: the fit is rerun elsewhere (continuing from its checkpoint),
+    every fit is in the table once, complete, equal to the fit never stopped, and no temporary file is left."""
+    out = tmp_path / "out"
+    long_fit = {"iterations": "1500", "checkpoint-every": "100", "batch-size": "8", "test-fraction": "0.25"}
+    points = points_of([{"data": [str(data / "a.csv"), str(data / "b.csv")], **long_fit}])
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  env={"OPENBLAS_NUM_THREADS": "1"}) as cluster, distributed.Client(cluster) as client:
+        done = {}
+        thread = threading.Thread(target=lambda: done.update(result=run_sweep(points, out, client)))
+        thread.start()
+        victim = None
+        deadline = time.monotonic() + 60
+        while victim is None and time.monotonic() < deadline:
+            # a worker whose fit has written a checkpoint
+            busy = [w for w, keys in client.processing().items() if keys]
+            checkpointed = [p for p in out.glob("*.h5") if status(p) == "checkpoint"]
+            if busy and checkpointed:
+                victim = busy[0]
+            time.sleep(0.05)
+        assert victim is not None
+        pid = client.run(os.getpid, workers=[victim])[victim]
+        killed = next(iter(client.processing()[victim])).rsplit("-", 1)[0]  # the key is NAME-TOKEN
+        os.kill(pid, signal.SIGKILL)
+        thread.join(timeout=120)
+    records = done["result"].records
+    assert sorted(r["name"] for r in records) == sorted(p.name for p in points)
+    assert all(r["status"] == "complete" for r in records), [r["error"] for r in records]
+    table = json.loads((out / "results.json").read_text())
+    assert sorted(r["name"] for r in table) == sorted(p.name for p in points)
+    assert no_temporaries(out)
+    # the killed fit continued from its checkpoint and equals the one never stopped
+    resumed = {r["name"]: r["resumed_at_step"] for r in records}
+    assert 0 < resumed.pop(killed) < 1500 and set(resumed.values()) == {None}
+    serial = tmp_path / "serial"
+    serial.mkdir()
+    p = next(p for p in points if p.name == killed)
+    run_fit({"path": str(serial / p.name), "args": p.args, "params": p.params, "checkpoint_seconds": 0})
+    got, expected = posterior_arrays(out / p.name), posterior_arrays(serial / p.name)
+    for key in expected:
+        np.testing.assert_array_equal(got[key], expected[key], err_msg=f"{p.name} {key}")
+
+
+def test_interrupted_sweep_continues_with_the_missing_fits(cluster, data, tmp_path):
+    """Ctrl-C (SIGINT) of the client: exit 130, the finished fits in the table; the same command again runs
+    only the fits that were not finished."""
+    out = tmp_path / "out"
+    grid = [str(data / "a.csv"), "--seed", "0-3", "--iterations", "1500", "--batch-size", "8", "--test-fraction",
+            "0.25", "-o", str(out)]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "slangcli", "sweep", *grid, "--workers", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not (out / "results.json").exists():
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err
+    tabled = [r["name"] for r in json.loads((out / "results.json").read_text()) if r["status"] == "complete"]
+    # (a fit running when the client stopped may still have finished its run file)
+    finished = [p.name for p in out.glob("*.h5") if status(p) == "complete"]
+    assert 1 <= len(tabled) <= len(finished) < 4 and set(tabled) <= set(finished)
+    stamps = {name: (out / name).stat().st_mtime_ns for name in finished}
+    code, summary, _ = sweep(grid, cluster)
+    assert code == 0 and summary["skipped"] == len(finished) and summary["ran"] == 4 - len(finished)
+    assert stamps == {name: (out / name).stat().st_mtime_ns for name in finished}
+    assert len(json.loads((out / "results.json").read_text())) == 4 and no_temporaries(out)
