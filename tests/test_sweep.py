@@ -189,18 +189,17 @@ def test_worker_killed_mid_fit_is_retried_from_its_checkpoint(data, tmp_path):
         done = {}
         thread = threading.Thread(target=lambda: done.update(result=run_sweep(points, out, client)))
         thread.start()
-        victim = None
+        victim = killed = None
         deadline = time.monotonic() + 60
         while victim is None and time.monotonic() < deadline:
-            # a worker whose fit has written a checkpoint
-            busy = [w for w, keys in client.processing().items() if keys]
-            checkpointed = [p for p in out.glob("*.h5") if status(p) == "checkpoint"]
-            if busy and checkpointed:
-                victim = busy[0]
-            time.sleep(0.05)
+            # a worker whose fit has written its first checkpoint (and has far to go: 1500 steps)
+            for worker, keys in client.processing().items():
+                names = [key.rsplit("-", 1)[0] for key in keys]  # the key is NAME-TOKEN
+                if names and status(out / names[0]) == "checkpoint":
+                    victim, killed = worker, names[0]
+            time.sleep(0.02)
         assert victim is not None
         pid = client.run(os.getpid, workers=[victim])[victim]
-        killed = next(iter(client.processing()[victim])).rsplit("-", 1)[0]  # the key is NAME-TOKEN
         os.kill(pid, signal.SIGKILL)
         thread.join(timeout=120)
     records = done["result"].records
