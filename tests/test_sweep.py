@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from conftest import binary_problem, csv_text
 
 from slangcli.cli import main
-from slangcli.sweep import make_point, points_of, read_spec, run_fit, run_sweep, write_results
+from slangcli.cli.sweep_engine import make_point, points_of, read_spec, run_fit, run_sweep, write_results
 
 distributed = pytest.importorskip("distributed")
 

@@ -10,7 +10,7 @@ import click
 from slangcli.cli import main
 from slangcli.cli.output import emit_json, error, note, progress_bar
 from slangcli.errors import ConfigError
-from slangcli.sweep import (
+from slangcli.cli.sweep_engine import (
     RESULTS, dask_client, fit_parameters, option_key, points_of, read_spec, require_distributed, run_sweep,
 )
 
@@ -79,7 +79,7 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise click.BadParameter(f"{directory} is not a directory", param_hint="'-o'")
     if dry_run:
-        from slangcli.sweep import is_complete
+        from slangcli.cli.sweep_engine import is_complete
 
         rows = [{"name": p.name, **p.params, "complete": is_complete(os.path.join(directory, p.name), p.args)}
                 for p in points]

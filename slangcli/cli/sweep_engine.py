@@ -11,7 +11,8 @@ changed. A worker that dies mid-fit has its task rescheduled by Dask on another 
 checkpoints into its run file (``--checkpoint-seconds``), the retried task continues from the checkpoint
 (``slang fit --resume``) and gives the fit that was never stopped.
 
-Dask (``dask.distributed``) is an optional dependency, imported only when a sweep runs.
+Dask (``dask.distributed``) is an optional dependency, imported only when a sweep runs. This module belongs to the
+command line: a grid is made of ``slang fit``'s options and a task runs that command.
 """
 
 from __future__ import annotations
