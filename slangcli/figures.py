@@ -21,6 +21,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from slangcli.plotdata import Coverage
+
 COLUMN_WIDTH = 3.4  # inches
 PAGE_WIDTH = 7.0
 DPI = 200  # of PNG output: a column is 680 pixels wide
@@ -91,13 +93,13 @@ def marker_indices(n: int, log_x: bool) -> np.ndarray:
     return np.unique(np.round(spread).astype(int) - 1)
 
 
-def draw_training(ax, curves, log: str = "auto") -> None:
-    """Training records of several runs on shared axes: one line per run, with the final -ELBO / N (>) and the
-    final test NLL (*) of each as markers after its last point."""
+def draw_training(ax, curves, log: str = "auto", first_style: int = 0) -> None:
+    """Training records of several runs on shared axes: one line per run (styles from ``first_style`` on), with
+    the final -ELBO / N (>) and the final test NLL (*) of each as markers after its last point."""
     xs = np.concatenate([c.x for c in curves])
     log_x = _wants(log, "x", bool(np.all(xs > 0)) and xs.max() >= 100)
     finals = []
-    for i, c in enumerate(curves):
+    for i, c in enumerate(curves, start=first_style):
         st = series_style(i)
         ax.plot(c.x, c.y, label=c.label, markevery=list(marker_indices(c.x.size, log_x)), **st)
         if c.final_elbo is not None and c.axis == "epoch":
@@ -131,8 +133,10 @@ def training_figure(curves, *, title: str | None = None, log: str = "auto") -> F
         groups = [g for g in groups if g]
         fig = new_figure(COLUMN_WIDTH * len(groups) if len(groups) > 1 else COLUMN_WIDTH, 2.6)
         axes = fig.subplots(1, len(groups), squeeze=False)[0]
+        first = 0
         for ax, group in zip(axes, groups):
-            draw_training(ax, group, log)
+            draw_training(ax, group, log, first)  # styles continue across panels: no two runs share one
+            first += len(group)
             ax.set_title("step methods: mean minibatch NLL per epoch" if group[0].axis == "epoch"
                          else "exact solvers: -ELBO / N per iteration")
         fig.suptitle(title or "Training")
@@ -183,7 +187,7 @@ def draw_coverage(ax, items) -> None:
 def calibration_figure(items, *, title: str | None = None) -> Figure:
     """A reliability diagram with bin counts (classification) or a coverage curve (regression)."""
     with matplotlib.rc_context(STYLE):
-        if type(items[0]).__name__ == "Coverage":
+        if isinstance(items[0], Coverage):
             fig = new_figure(COLUMN_WIDTH, COLUMN_WIDTH)
             ax = fig.subplots()
             draw_coverage(ax, items)
