@@ -337,6 +337,15 @@ def test_a_method_without_the_swept_parameter_is_a_level(sweep_dir, runs, tmp_pa
 # ------------------------------------------------------------------------------------------------ the command
 
 
+def test_png_pixels_follow_dpi(runs, tmp_path):
+    import PIL.Image
+
+    out = tmp_path / "f.png"
+    ok("plot", runs["slang"], "--kind", "training", "--dpi", "100", "-o", out)
+    with PIL.Image.open(out) as image:
+        assert image.size == (340, 260) and image.mode == "P"  # 3.4 x 2.6 in, a 256-colour palette
+
+
 def test_svg_output_and_labels(runs, tmp_path):
     out = tmp_path / "f.svg"
     ok("plot", runs["slang"], "--kind", "training", "--label", "mine", "--title", "My title", "-o", out)

@@ -59,9 +59,11 @@ def _figures():
               help="spectrum: singular values shown per weight matrix.")
 @click.option("--label", "labels", multiple=True, help="Legend label of each run, in order (repeat the option).")
 @click.option("--title", default=None, help="Figure title (default: one naming what is shown).")
+@click.option("--dpi", type=click.IntRange(min=20, max=1200), default=200, show_default=True,
+              help="Pixels per inch of a PNG (a paper column is 3.4 in wide).")
 @click.option("--log", "log", type=click.Choice(("auto", "none", "x", "y", "xy")), default="auto",
               show_default=True, help="training, sweep: logarithmic axes (auto: where values span decades).")
-def plot(runs, kind, output, reference, data, bins, samples, seed, metric, param, block, top, labels, title, log):
+def plot(runs, kind, output, reference, data, bins, samples, seed, metric, param, block, top, labels, title, dpi, log):
     """Draw a figure of the runs in RUN.h5 files (a directory stands for every run file under it).
 
     \b
@@ -109,5 +111,5 @@ def plot(runs, kind, output, reference, data, bins, samples, seed, metric, param
             metric = "rmse" if loaded[0][1].model.likelihood == "gaussian" else "nll"
         result = plotdata.sweep(loaded, metric, param)
         fig = figures.sweep_figure(result, plotdata.metric_label(metric), title=title, log=log)
-    figures.save_figure(fig, output)
+    figures.save_figure(fig, output, dpi)
     note(f"wrote {output}")
