@@ -29,7 +29,7 @@ def _figures():
 
 @main.command()
 @click.argument("runs", nargs=-1, required=True, metavar="RUN.h5|DIR...", type=click.Path(path_type=str))
-@click.option("--kind", "-k", type=click.Choice(KINDS), required=True,
+@click.option("--kind", type=click.Choice(KINDS), required=True,
               help="training: the training record per epoch or solver iteration; calibration: reliability "
                    "diagram (classification) or interval coverage (regression); spectrum: explained variance per "
                    "singular value of each weight matrix's standard deviations; posterior: means, variances and "
