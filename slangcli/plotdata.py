@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slangcli import compress, divergence, metrics
+from slangcli import compress, divergence, metrics, streams
 from slangcli.errors import ConfigError, DataError
 from slangcli.io import Run, read_run
 
@@ -218,7 +218,6 @@ def _score_classifier(run, run_name, data, *, bins, samples, seed) -> dict:
 
 
 def _coverage(run, run_name, label, data, *, samples, seed) -> Coverage:
-    from slangcli import streams
     from slangcli.workflow import load_test
 
     X, y, source = load_test(run, run_name, data)
