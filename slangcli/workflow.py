@@ -127,7 +127,7 @@ def _read_sources(opts: DataOptions, notify):
 
 def load_training(opts: DataOptions, *, likelihood: str = "auto",
                   notify: Callable[[str], None] = lambda msg: None) -> Prepared:
-    """Read, split, code and standardise the training (and test) data."""
+    """Read, split, code and standardise the training (and test) data of the files in ``opts``."""
     table, test_table, train_index, test_index = _read_sources(opts, notify)
     if train_index is not None:
         X_train, y_train_raw = table.X[train_index], table.y[train_index]
@@ -136,35 +136,6 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
         X_train, y_train_raw = table.X, table.y
         X_test = test_table.X if test_table is not None else None
         y_test_raw = test_table.y if test_table is not None else None
-    test_path = opts.test or opts.path
-
-    likelihood = choose_likelihood(likelihood, y_train_raw, opts.path)
-    arrays, targets = {}, {"likelihood": likelihood}
-    if likelihood == "gaussian":
-        if y_train_raw.dtype.kind not in "fiu" or (y_test_raw is not None and y_test_raw.dtype.kind not in "fiu"):
-            raise DataError(f"{opts.path}: a regression target must be numeric")
-        y_mean, y_scale = float(np.mean(y_train_raw)), float(np.std(y_train_raw))
-        if not y_scale > 0:
-            raise DataError(f"{opts.path}: the regression target is constant in the training data")
-        arrays["target_mean"], arrays["target_scale"] = np.array([y_mean]), np.array([y_scale])
-        y_train = (y_train_raw.astype(float) - y_mean) / y_scale
-        y_test = None if y_test_raw is None else (y_test_raw.astype(float) - y_mean) / y_scale
-        n_outputs = 1
-    else:
-        labels = fit_labels(y_train_raw, path=opts.path, n_classes=2 if likelihood == "bernoulli" else None)
-        dtype = float if likelihood == "bernoulli" else np.int64
-        y_train = labels.encode(y_train_raw, path=opts.path).astype(dtype)
-        y_test = None if y_test_raw is None else labels.encode(y_test_raw, path=test_path).astype(dtype)
-        targets["classes"] = list(labels.classes)
-        n_outputs = 1 if likelihood == "bernoulli" else len(labels.classes)
-
-    if opts.standardize:
-        std = Standardizer.fit(X_train)
-        X_train = std.apply(X_train)
-        X_test = None if X_test is None else std.apply(X_test)
-        arrays["feature_mean"], arrays["feature_scale"] = std.mean, std.scale
-    if train_index is not None:
-        arrays["train_index"], arrays["test_index"] = train_index, test_index
 
     if test_table is not None:
         test = {"source": "file", **test_table.provenance}
@@ -176,14 +147,61 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
             test.update(uci_split=opts.uci_split)
     else:
         test = None
+    prepared = prepare(X_train, y_train_raw, X_test, y_test_raw, likelihood=likelihood,
+                       standardize=opts.standardize, name=opts.path, test_name=opts.test or opts.path,
+                       train_provenance=table.provenance, test_provenance=test,
+                       feature_names=table.feature_names, options=asdict(opts))
+    if train_index is not None:
+        prepared.arrays["train_index"], prepared.arrays["test_index"] = train_index, test_index
+    return prepared
+
+
+def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: str = "auto",
+            standardize: bool = False, name: str = "training data", test_name: str = "test data",
+            train_provenance: dict | None = None, test_provenance: dict | None = None, feature_names=(),
+            options: dict | None = None) -> Prepared:
+    """Code the targets and standardise the features of raw arrays: the one preparation behind the files of
+    ``slang fit`` and the arrays of ``slangcli.fit``.
+
+    ``X_* : (N, P)`` float64 features; ``y_*_raw`` the raw targets (label values of any kind, or numbers).
+    ``likelihood="auto"`` is resolved by :func:`choose_likelihood`. Classification codes the label values, sorted,
+    as 0..K-1 (the classes are stored); regression standardises the target with training statistics (stored), so
+    the noise precision acts on the standardised scale. ``name`` and ``test_name`` are what messages call the data.
+    """
+    likelihood = choose_likelihood(likelihood, y_train_raw, name)
+    arrays, targets = {}, {"likelihood": likelihood}
+    if likelihood == "gaussian":
+        if y_train_raw.dtype.kind not in "fiu" or (y_test_raw is not None and y_test_raw.dtype.kind not in "fiu"):
+            raise DataError(f"{name}: a regression target must be numeric")
+        y_mean, y_scale = float(np.mean(y_train_raw)), float(np.std(y_train_raw))
+        if not y_scale > 0:
+            raise DataError(f"{name}: the regression target is constant in the training data")
+        arrays["target_mean"], arrays["target_scale"] = np.array([y_mean]), np.array([y_scale])
+        y_train = (y_train_raw.astype(float) - y_mean) / y_scale
+        y_test = None if y_test_raw is None else (y_test_raw.astype(float) - y_mean) / y_scale
+        n_outputs = 1
+    else:
+        labels = fit_labels(y_train_raw, path=name, n_classes=2 if likelihood == "bernoulli" else None)
+        dtype = float if likelihood == "bernoulli" else np.int64
+        y_train = labels.encode(y_train_raw, path=name).astype(dtype)
+        y_test = None if y_test_raw is None else labels.encode(y_test_raw, path=test_name).astype(dtype)
+        targets["classes"] = list(labels.classes)
+        n_outputs = 1 if likelihood == "bernoulli" else len(labels.classes)
+
+    if standardize:
+        std = Standardizer.fit(X_train)
+        X_train = std.apply(X_train)
+        X_test = None if X_test is None else std.apply(X_test)
+        arrays["feature_mean"], arrays["feature_scale"] = std.mean, std.scale
+
     data = {
-        "train": {**table.provenance, "rows_used": int(len(X_train))},
-        "test": test,
+        "train": {**(train_provenance or {}), "rows_used": int(len(X_train))},
+        "test": test_provenance,
         "targets": targets,
         "labels": {"classes": targets["classes"]} if "classes" in targets else None,
-        "feature_names": list(table.feature_names),
-        "standardize": bool(opts.standardize),
-        "options": asdict(opts),
+        "feature_names": list(feature_names),
+        "standardize": bool(standardize),
+        "options": options if options is not None else {},
     }
     return Prepared(X_train, y_train, X_test, y_test, likelihood, n_outputs, data, arrays)
 
@@ -319,7 +337,8 @@ def parse_hidden(hidden) -> tuple[int, ...]:
         return ()
     if isinstance(hidden, str):
         try:
-            widths = tuple(int(h) for h in hidden.split(",") if h.strip())
+            # every part is a width: "50," is a typo, not a network with an empty last layer
+            widths = tuple(int(h) for h in hidden.split(","))
         except ValueError:
             raise ConfigError(f"--hidden takes comma-separated layer widths like 400,400, got {hidden!r}") from None
     else:
@@ -372,8 +391,23 @@ class _Setup:
     command: list
 
 
-def fit(
-    opts: DataOptions,
+def fit(opts: DataOptions, *, likelihood: str = "auto", notify: Callable[[str], None] = lambda msg: None,
+        **options) -> Run:
+    """Fit a posterior to the data files in ``opts`` and score it; returns the :class:`Run` to be written.
+
+    ``options`` are those of :func:`fit_prepared`; they are all checked before any data are read.
+    """
+    check_fit_options(likelihood=likelihood, **options)
+    prepared = load_training(opts, likelihood=likelihood, notify=notify)
+    return fit_prepared(prepared, notify=notify, **options)
+
+
+def check_fit_options(**options) -> None:
+    """Refuse invalid fit options (:func:`fit_prepared`'s) with one ConfigError, before any data are read."""
+    _checked(**options)
+
+
+def _checked(
     *,
     method: str = "slang",
     hyper: dict | None = None,
@@ -384,14 +418,9 @@ def fit(
     batch_size: int | None = None,
     epochs: int | None = None,
     iterations: int | None = None,
-    seed: int = 0,
     prior_precision: float = 1.0,
     bias_prior_precision: float = 1e-5,
-    eval_samples: int = 1000,
-    command: list | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    notify: Callable[[str], None] = lambda msg: None,
-    checkpointing: Checkpointing | None = None,
+    checkpointing=None,
     tune: str | None = None,
     tune_folds: int = 5,
     tune_epochs: int | None = None,
@@ -399,16 +428,9 @@ def fit(
     restarts: int = 1,
     snr_every: int | None = None,
     snr_draws: int = 10,
-) -> Run:
-    """Fit a posterior to the data in ``opts`` and score it; returns the :class:`Run` to be written.
-
-    ``hyper`` holds the method's hyperparameters by name (``slangcli.methods.METHODS[method].Hyper``); the others
-    take the method's defaults, and a name the method does not have is a ConfigError. Step methods train for
-    ``epochs`` (default 200) or ``iterations`` steps on minibatches of ``batch_size`` (default 32); the exact
-    solvers use the whole training set at once and refuse these three (and checkpoints). ``snr_every`` steps
-    (methods with ``std_gradients``: ``bbb``, ``ktied``) the gradient SNR of the standard-deviation parameters is
-    recorded in the history from ``snr_draws`` independent gradient draws (``slangcli.train.gradient_snr``).
-    """
+    **_,
+):
+    """The checks of :func:`check_fit_options`; returns ``(module, widths, hyper)``."""
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
     if activation not in ACTIVATIONS:
@@ -457,7 +479,57 @@ def fit(
     if tune_rounds is not None and not 1 <= tune_rounds <= tune_folds:
         raise ConfigError(f"--tune-rounds must be between 1 and --tune-folds ({tune_folds}), got {tune_rounds}")
 
-    prepared = load_training(opts, likelihood=likelihood, notify=notify)
+    if likelihood != "auto" and likelihood not in LIKELIHOODS:
+        raise ConfigError(f"unknown likelihood {likelihood!r} (choose from auto, {', '.join(LIKELIHOODS)})")
+    return module, widths, hyper
+
+
+def fit_prepared(
+    prepared: Prepared,
+    *,
+    method: str = "slang",
+    hyper: dict | None = None,
+    hidden=(),
+    activation: str = "relu",
+    noise_precision: float = 1.0,
+    batch_size: int | None = None,
+    epochs: int | None = None,
+    iterations: int | None = None,
+    seed: int = 0,
+    prior_precision: float = 1.0,
+    bias_prior_precision: float = 1e-5,
+    eval_samples: int = 1000,
+    command: list | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    notify: Callable[[str], None] = lambda msg: None,
+    checkpointing: Checkpointing | None = None,
+    tune: str | None = None,
+    tune_folds: int = 5,
+    tune_epochs: int | None = None,
+    tune_rounds: int | None = None,
+    restarts: int = 1,
+    snr_every: int | None = None,
+    snr_draws: int = 10,
+) -> Run:
+    """Fit a posterior to prepared data (:func:`prepare`, :func:`load_training`) and score it; returns the
+    :class:`Run` to be written.
+
+    ``hyper`` holds the method's hyperparameters by name (``slangcli.methods.METHODS[method].Hyper``); the others
+    take the method's defaults, and a name the method does not have is a ConfigError. Step methods train for
+    ``epochs`` (default 200) or ``iterations`` steps on minibatches of ``batch_size`` (default 32); the exact
+    solvers use the whole training set at once and refuse these three (and checkpoints). ``snr_every`` steps
+    (methods with ``std_gradients``: ``bbb``, ``ktied``) the gradient SNR of the standard-deviation parameters is
+    recorded in the history from ``snr_draws`` independent gradient draws (``slangcli.train.gradient_snr``).
+    """
+    module, widths, hyper = _checked(
+        method=method, hyper=hyper, hidden=hidden, activation=activation, noise_precision=noise_precision,
+        batch_size=batch_size, epochs=epochs, iterations=iterations, prior_precision=prior_precision,
+        bias_prior_precision=bias_prior_precision, checkpointing=checkpointing, tune=tune, tune_folds=tune_folds,
+        tune_epochs=tune_epochs, tune_rounds=tune_rounds, restarts=restarts, snr_every=snr_every,
+        snr_draws=snr_draws)
+    solver = is_solver(module)
+    if not solver:
+        batch_size = 32 if batch_size is None else batch_size
     n = len(prepared.X_train)
     sizes = (prepared.X_train.shape[1], *widths, prepared.n_outputs)
     model = MLP(sizes, activation=activation, likelihood=prepared.likelihood, noise_precision=noise_precision)
