@@ -1,4 +1,4 @@
-"""Run files: one HDF5 file per fit or compression, format version 1.2 (described in ``docs/FORMAT.md``).
+"""Run files: one HDF5 file per fit or compression, format version 1.3 (described in ``docs/FORMAT.md``).
 
 Every group carries ``encoding-type`` and ``encoding-version`` attributes; the reader dispatches on them and
 refuses, with a :class:`FormatError`, files that are not slang runs, that a newer major format wrote, or whose
@@ -26,8 +26,10 @@ from slangcli.errors import DataError, FormatError
 from slangcli.models import MLP
 from slangcli.posteriors import DiagonalGaussian, FullGaussian, KTiedGaussian, LowRankGaussian
 
-FORMAT_VERSION = "1.2"
+FORMAT_VERSION = "1.3"
 RUN_TYPE = "slang-run"
+# the data format and test source of a run fitted to arrays from Python (format 1.3)
+ARRAYS = "arrays"
 
 # posterior encoding -> (class, datasets in order of the constructor)
 POSTERIOR_ENCODINGS = {
@@ -389,9 +391,13 @@ class _Reader:
         """What the provenance promises must be there, with the model's shapes and the types the commands use."""
         if not isinstance(data.get("options"), dict) or not isinstance(data.get("train"), dict):
             self.fail("/data provenance lacks 'train' or 'options'")
-        self.require(data["options"], "path", _is_str, "the data path", "/data provenance 'options'")
         train = data["train"]
-        for key in ("path", "sha256", "format"):
+        self.require(train, "format", _is_str, "a string", "/data provenance 'train'")
+        # a run fitted to arrays from Python has no data file (format "arrays", path null)
+        from_arrays = train["format"] == ARRAYS
+        if not from_arrays:
+            self.require(data["options"], "path", _is_str, "the data path", "/data provenance 'options'")
+        for key in ("sha256",) if from_arrays else ("path", "sha256"):
             self.require(train, key, _is_str, "a string", "/data provenance 'train'")
         rows = self.require(train, "rows", _is_count, "a row count", "/data provenance 'train'")
         self.require(train, "features", _is_count, "a feature count", "/data provenance 'train'")
@@ -435,9 +441,12 @@ class _Reader:
         test = data.get("test")
         if test is None:
             return
-        source = self.require(test, "source", lambda s: s in ("file", "split"), "'file' or 'split'",
+        source = self.require(test, "source", lambda s: s in ("file", "split", ARRAYS), "'file', 'split' or 'arrays'",
                               "/data provenance 'test'")
         self.require(test, "rows", _is_count, "a row count", "/data provenance 'test'")
+        if source == ARRAYS:
+            self.require(test, "sha256", _is_str, "a string", "/data provenance 'test'")
+            return
         if source == "file":
             for key in ("path", "sha256"):
                 self.require(test, key, _is_str, "a string", "/data provenance 'test'")

@@ -25,7 +25,7 @@ from slangcli import __version__, divergence, metrics, streams, train, tuning
 from slangcli import compress as compression
 from slangcli import predict as predictive_uncertainty
 from slangcli.errors import ConfigError, DataError, DivergenceError, FormatError, Interrupted
-from slangcli.io import POSTERIOR_NAMES, Run
+from slangcli.io import ARRAYS, POSTERIOR_NAMES, Run
 from slangcli.methods import METHODS
 from slangcli.methods.base import Problem, hyper_names, is_solver
 from slangcli.models import ACTIVATIONS, LIKELIHOODS, MLP
@@ -213,7 +213,7 @@ def _stored_options(run: Run) -> DataOptions:
     return DataOptions(**{key: value for key, value in run.data["options"].items() if key in known})
 
 
-def _transform(run: Run, X, y_raw, path) -> tuple[np.ndarray, np.ndarray | None]:
+def transform(run: Run, X, y_raw, path) -> tuple[np.ndarray, np.ndarray | None]:
     """Apply the run's feature standardisation and target coding to raw ``(X, y)`` read from ``path`` (``y``
     may be None: data without a target column)."""
     width = run.model.sizes[0]
@@ -248,6 +248,8 @@ def _reread_training(run: Run, run_name: str):
     """The run's training source re-read, refusing files whose contents changed since the fit."""
     opts = _stored_options(run)
     info = run.data["train"]
+    if info["format"] == ARRAYS:
+        raise DataError(f"{run_name}: fitted to arrays from Python, so there is no training file to re-read")
     _verify(run_name, "training", info["path"], info.get("sha256"))
     if info["format"] == "uci":
         return read_uci_folder(info["folder"], opts.uci_split)[0]
@@ -262,27 +264,29 @@ def load_test(run: Run, run_name: str, data_path=None):
             if opts.uci_split is None:
                 raise DataError(f"{data_path}: a folder; this run was not fitted on a UCI folder")
             table, _, idx = read_uci_folder(data_path, opts.uci_split)
-            X, y = _transform(run, table.X[idx], table.y[idx], data_path)
+            X, y = transform(run, table.X[idx], table.y[idx], data_path)
             return X, y, {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
         width = run.model.sizes[0]
         fmt = opts.format if opts.format in ("csv", "libsvm", "idx") else "auto"
         table = read_table(data_path, format=fmt, target=opts.target, delimiter=opts.delimiter, header=opts.header)
         if table.provenance["format"] == "libsvm" and table.X.shape[1] < width:
             table = widen(table, width)
-        X, y = _transform(run, table.X, table.y, data_path)
+        X, y = transform(run, table.X, table.y, data_path)
         return X, y, {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"]}
     test = run.data.get("test")
     if test is None:
         raise DataError(f"{run_name}: the run has no test data; pass a data file")
+    if test["source"] == ARRAYS:
+        raise DataError(f"{run_name}: its test data were arrays passed from Python; pass a data file")
     if test["source"] == "file":
         _verify(run_name, "test", test["path"], test["sha256"])
         opts = _stored_options(run)
         table = _read(test["path"], opts, n_features=test.get("widened_from") and test["features"])
-        X, y = _transform(run, table.X, table.y, test["path"])
+        X, y = transform(run, table.X, table.y, test["path"])
         return X, y, {"source": "file", "path": test["path"], "sha256": test["sha256"]}
     table = _reread_training(run, run_name)
     idx = run.arrays["test_index"]
-    X, y = _transform(run, table.X[idx], table.y[idx], run.data["train"]["path"])
+    X, y = transform(run, table.X[idx], table.y[idx], run.data["train"]["path"])
     return X, y, {"source": "split", "path": run.data["train"]["path"], "rows": int(len(idx))}
 
 
@@ -291,7 +295,7 @@ def load_train(run: Run, run_name: str):
     table = _reread_training(run, run_name)
     idx = run.arrays.get("train_index")
     X, y_raw = (table.X, table.y) if idx is None else (table.X[idx], table.y[idx])
-    return _transform(run, X, y_raw, run.data["train"]["path"])
+    return transform(run, X, y_raw, run.data["train"]["path"])
 
 
 def versions() -> dict:
@@ -667,7 +671,7 @@ def _snapshot(setup: _Setup, state, history: train.History, fit_seconds: float) 
     return Run(model=setup.model, prior_precision=setup.problem.prior_precision,
                posterior=setup.module.posterior(state), config=setup.config, data=setup.prepared.data,
                arrays=setup.prepared.arrays, history=history.as_arrays(), metrics=metrics, command=setup.command,
-               meta=_meta(), status="checkpoint", state={"arrays": arrays, "scalars": scalars})
+               meta=meta(), status="checkpoint", state={"arrays": arrays, "scalars": scalars})
 
 
 def _snr_options(cfg: dict) -> dict:
@@ -752,7 +756,7 @@ def _train_restarts(setup: _Setup, restarts: int, progress, notify) -> Run:
     return _finish(setup, posterior, history.as_arrays(), steps, time.perf_counter() - started)
 
 
-def _meta() -> dict:
+def meta() -> dict:
     return {"slang_version": __version__, "versions": versions(),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
@@ -770,7 +774,7 @@ def _finish(setup: _Setup, posterior, history: dict, steps: int, fit_seconds: fl
         scores["solver"] = solver
     return Run(model=setup.model, prior_precision=setup.problem.prior_precision, posterior=posterior,
                config=cfg, data=p.data, arrays=p.arrays, history=history, metrics=scores, command=setup.command,
-               meta=_meta())
+               meta=meta())
 
 
 def check_comparable(run: Run, run_name: str, reference: Run, reference_name: str) -> None:
@@ -880,6 +884,27 @@ class Compressed:
     scores: dict | None = None
 
 
+def compressed_run(run: Run, k: int, source: dict, *, command: list | None = None, path: str | None = None
+                   ) -> Compressed:
+    """The run of ``run``'s posterior compressed to rank ``k`` (``slangcli.compress``); ``source`` describes the
+    run it came from (``path``, ``sha256``, ``posterior``, ``method``)."""
+    before = compression.n_variational_params(run.posterior)
+    posterior, layers = compression.compress(run.posterior, run.model, k)
+    summary = {
+        "source": {key: source.get(key) for key in ("path", "sha256", "posterior", "method")},
+        "rank": k, "floor_relative": compression.FLOOR_RELATIVE, "params_before": before,
+        "params_after": compression.n_variational_params(posterior),
+        "layers": [c.summary() for c in layers],
+    }
+    arrays = {}
+    for l, c in enumerate(layers):
+        arrays[f"singular_values_{l}"] = c.singular_values
+        arrays[f"explained_variance_{l}"] = c.explained_variance
+    new = replace(run, posterior=posterior, metrics={}, command=list(command or []), meta=meta(),
+                  compression=summary, compression_arrays=arrays, status="complete", state=None)
+    return Compressed(rank=k, path=path, run=new, layers=layers)
+
+
 def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, evaluate: bool = False,
              samples: int = 100, seed: int = 0, command: list | None = None,
              notify: Callable[[str], None] = lambda msg: None) -> tuple[dict, list[Compressed]]:
@@ -901,23 +926,7 @@ def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, e
                    + ("it keeps its" if len(over) == 1 else "they keep their") + " full rank (exact reconstruction)")
     source = {"path": os.path.abspath(run_name), "sha256": sha, "posterior": POSTERIOR_NAMES[type(run.posterior)],
               "method": run.config.get("method"), "params": before, "layer_full_ranks": limits}
-    meta = _meta()
-    results = []
-    for k, path in zip(ranks, outputs):
-        posterior, layers = compression.compress(run.posterior, run.model, k)
-        summary = {
-            "source": {key: source[key] for key in ("path", "sha256", "posterior", "method")},
-            "rank": k, "floor_relative": compression.FLOOR_RELATIVE, "params_before": before,
-            "params_after": compression.n_variational_params(posterior),
-            "layers": [c.summary() for c in layers],
-        }
-        arrays = {}
-        for l, c in enumerate(layers):
-            arrays[f"singular_values_{l}"] = c.singular_values
-            arrays[f"explained_variance_{l}"] = c.explained_variance
-        new = replace(run, posterior=posterior, metrics={}, command=list(command or []), meta=meta,
-                      compression=summary, compression_arrays=arrays, status="complete", state=None)
-        results.append(Compressed(rank=k, path=path, run=new, layers=layers))
+    results = [compressed_run(run, k, source, command=command, path=path) for k, path in zip(ranks, outputs)]
     if evaluate:
         X_test, y_test, _, X_train, y_train, target_scale = _scoring_data(run, run_name, None, notify,
                                                                           "the -ELBO is not reported")
@@ -975,7 +984,7 @@ def load_inputs(run: Run, data_path, *, notify: Callable[[str], None] = lambda m
             _check_targetless_header(run, table, data_path, notify)
         X_raw, y_raw = table.X, table.y
         source = {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"]}
-    X, y = _transform(run, X_raw, y_raw, data_path)
+    X, y = transform(run, X_raw, y_raw, data_path)
     if y is None:
         target = None
     elif run.model.likelihood == "gaussian":
@@ -1014,6 +1023,21 @@ def predict(run: Run, run_name: str, data_path, *, samples: int = 1000, seed: in
     if not 0.0 < interval < 1.0:
         raise ConfigError(f"--interval must lie strictly between 0 and 1, got {interval}")
     X, target, source = load_inputs(run, data_path, notify=notify)
+    out = predict_arrays(run, X, samples=samples, seed=seed, interval=interval)
+    if target is not None:
+        out.arrays["target"] = target
+    out.info.update(run=run_name, data=source)
+    return out
+
+
+def predict_arrays(run: Run, X: np.ndarray, *, samples: int = 1000, seed: int = 0,
+                   interval: float = 0.95) -> Predictions:
+    """Per-example predictions of ``run`` on features ``X`` prepared as in the fit (:func:`transform`): the one
+    predictive behind ``slang predict``, ``slang evaluate`` and the Python API."""
+    if samples < 1:
+        raise ConfigError(f"--samples must be >= 1, got {samples}")
+    if not 0.0 < interval < 1.0:
+        raise ConfigError(f"--interval must lie strictly between 0 and 1, got {interval}")
     model = run.model
     with blas_threads(model.n_params, min(samples, predictive_uncertainty.SAMPLE_CHUNK), max(len(X), 1)):
         if model.likelihood == "gaussian":
@@ -1029,10 +1053,8 @@ def predict(run: Run, run_name: str, data_path, *, samples: int = 1000, seed: in
             arrays = {"probabilities": out["probs"], "predicted": labels.decode(np.argmax(out["probs"], axis=1))}
             arrays.update((name, out[name]) for name in ("entropy_total", "entropy_aleatoric", "entropy_epistemic"))
             classes = list(labels.classes)
-    if target is not None:
-        arrays["target"] = target
     mc = out["predictive"] == "mc"
-    info = {"run": run_name, "likelihood": model.likelihood, "predictive": out["predictive"],
+    info = {"run": None, "likelihood": model.likelihood, "predictive": out["predictive"],
             "samples": samples if mc else None, "seed": seed if mc else None,
-            "interval": interval if model.likelihood == "gaussian" else None, "data": source}
+            "interval": interval if model.likelihood == "gaussian" else None, "data": {"rows": int(len(X))}}
     return Predictions(arrays=arrays, classes=classes, info=info)

@@ -76,12 +76,13 @@ def inspect(run_file, as_json):
          f"{m['solver']['grad_max']:.2g} (tol {m['solver']['tol']:g})" if "solver" in m else
          f"training   {c.get('n_steps')} steps, batch {c.get('batch_size')}, seed {c.get('seed')}, "
          f"{s['history']['epochs']} epochs recorded"),
-        f"train data {d['train']['path']}  sha256 {d['train']['sha256'][:16]}…  "
+        f"train data {d['train']['path'] or 'arrays from Python'}  sha256 {d['train']['sha256'][:16]}…  "
         f"{d['train']['rows']} rows x {d['train']['features']} features ({d['train']['format']})",
     ]
     t = d.get("test")
     if t:
         lines.append(f"test data  {t['path']} ({t['rows']} rows)" if t["source"] == "file"
+                     else f"test data  arrays from Python ({t['rows']} rows)" if t["source"] == "arrays"
                      else f"test data  {t['rows']} rows split off "
                           + (f"(UCI split {t['uci_split']})" if "uci_split" in t
                              else f"(fraction {t['test_fraction']}, seed {t['split_seed']})"))

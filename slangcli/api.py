@@ -1,0 +1,298 @@
+"""The Python API: fit a posterior on arrays, then predict, score, sample, compress, save and load.
+
+``slang fit`` reads files and calls the same preparation and fit as :func:`fit` (``workflow.prepare`` and
+``workflow.fit_prepared``), so the same arrays, options and seed give the same posterior bit for bit from the
+command line and from Python. A :class:`FitResult` saves to the run files the commands read, and :func:`load`
+reads any run file the commands write.
+
+Inputs are anything ``numpy.asarray`` accepts; a pandas DataFrame's column names become the feature names and a
+Series' name the target's (read through the ``columns`` and ``name`` attributes, without importing pandas).
+Features are converted to float64 and must be finite; targets are label values of any kind (classification) or
+numbers (regression), as in the files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, replace
+from typing import Callable
+
+import numpy as np
+
+from slangcli import workflow
+from slangcli.errors import DataError
+from slangcli.io import POSTERIOR_NAMES, Run, read_run, write_run
+from slangcli.predict import weight_samples
+
+__all__ = ["fit", "load", "FitResult"]
+
+
+def _features(X, what: str = "X") -> tuple[np.ndarray, tuple[str, ...] | None]:
+    """``X`` as a C-ordered float64 ``(N, P)`` array, and its column names if it has them (a DataFrame)."""
+    columns = getattr(X, "columns", None)
+    names = tuple(str(c) for c in columns) if columns is not None else None
+    try:
+        A = np.asarray(X)
+    except Exception as exc:  # ragged nested lists and the like
+        raise DataError(f"{what}: not an array of numbers ({exc})") from None
+    if A.dtype.kind == "c":
+        raise DataError(f"{what}: complex numbers are not supported")
+    if A.ndim != 2:
+        raise DataError(f"{what}: expected a 2-D array of shape (examples, features), got {A.ndim} dimension(s); "
+                        "reshape a single feature with X.reshape(-1, 1)")
+    try:
+        A = np.ascontiguousarray(A, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DataError(f"{what}: the features must be numbers") from None
+    if A.shape[0] == 0 or A.shape[1] == 0:
+        raise DataError(f"{what}: no {'examples' if A.shape[0] == 0 else 'features'} (shape {A.shape})")
+    bad = ~np.isfinite(A)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise DataError(f"{what}: row {row}, column {col}: {A[row, col]} (features must be finite)")
+    return A, names
+
+
+def _targets(y, n: int, what: str = "y") -> np.ndarray:
+    """``y`` as a 1-D array of ``n`` label values or numbers."""
+    if y is None:
+        raise DataError(f"{what}: the targets are required (got None)")
+    a = np.asarray(y)
+    if a.ndim == 2 and a.shape[1] == 1:
+        a = a[:, 0]
+    if a.ndim != 1:
+        raise DataError(f"{what}: expected a 1-D array of targets, got shape {a.shape}")
+    if len(a) != n:
+        raise DataError(f"{what}: {len(a)} targets for {n} examples")
+    if a.dtype.kind == "c":
+        raise DataError(f"{what}: complex numbers are not supported")
+    if a.dtype.kind == "b":
+        a = a.astype(np.int64)
+    if a.dtype.kind == "O":
+        items = a.tolist()
+        if all(isinstance(v, str) for v in items):
+            a = np.array(items, dtype=str)
+        elif all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in items):
+            a = np.array(items, dtype=np.float64)
+    if a.dtype.kind == "f" and not np.isfinite(a).all():
+        i = int(np.flatnonzero(~np.isfinite(a))[0])
+        raise DataError(f"{what}: row {i}: {a[i]} (targets must be finite)")
+    return a
+
+
+def _digest(X: np.ndarray, y: np.ndarray) -> str:
+    """sha256 of the arrays' values, so that runs fitted to the same arrays are recognised as comparable."""
+    h = hashlib.sha256(X.tobytes())
+    h.update(np.asarray(y).astype(str).tobytes())
+    return h.hexdigest()
+
+
+def _provenance(X: np.ndarray, y: np.ndarray) -> dict:
+    return {"path": None, "sha256": _digest(X, y), "format": "arrays", "rows": int(X.shape[0]),
+            "features": int(X.shape[1]), "header": None, "delimiter": None, "target": None, "compressed": False}
+
+
+def fit(
+    X,
+    y,
+    *,
+    X_test=None,
+    y_test=None,
+    method: str = "slang",
+    hidden=(),
+    activation: str = "relu",
+    likelihood: str = "auto",
+    standardize: bool = False,
+    noise_precision: float = 1.0,
+    prior_precision: float = 1.0,
+    bias_prior_precision: float = 1e-5,
+    batch_size: int | None = None,
+    epochs: int | None = None,
+    iterations: int | None = None,
+    seed: int = 0,
+    eval_samples: int = 1000,
+    tune: str | None = None,
+    tune_folds: int = 5,
+    tune_epochs: int | None = None,
+    tune_rounds: int | None = None,
+    restarts: int = 1,
+    snr_every: int | None = None,
+    snr_draws: int = 10,
+    progress: Callable[[int, int], None] | None = None,
+    notify: Callable[[str], None] | None = None,
+    **hyper,
+) -> FitResult:
+    """Fit a Gaussian posterior to ``X : (N, P)`` and targets ``y : (N,)``; the options of ``slang fit``.
+
+    Parameters
+    ----------
+    X, y : array_like
+        Training features (numbers) and targets (label values, or numbers for regression).
+    X_test, y_test : array_like, optional
+        Test data, scored at the end of the fit (stored in ``metrics["test"]``).
+    method : str
+        ``slang`` (default), ``full-ef``, ``full-hessian``, ``mf-ef``, ``mf-hessian``, ``bbb``, ``ktied``,
+        ``exact-full``, ``exact-mf`` (``slangcli.methods.METHODS``).
+    hidden : int, sequence of int or str
+        Hidden-layer widths (``50``, ``(400, 400)`` or ``"400,400"``); none gives a linear model.
+    likelihood : str
+        ``auto`` (two label values: bernoulli; a few integers or strings: categorical; else gaussian),
+        ``bernoulli``, ``categorical`` or ``gaussian``.
+    standardize : bool
+        Standardise the features with training statistics (stored, and applied again by every prediction).
+    **hyper
+        The method's own hyperparameters by name (``rank=10``, ``samples=4``, ``lr=0.1``); a name the method does
+        not have is an error. ``slang fit --help`` lists them with their defaults.
+
+    The remaining options are those of ``slang fit`` with ``-`` written ``_`` (``prior_precision``,
+    ``epochs``, ``tune``, ...). ``progress(step, n_steps)`` and ``notify(message)`` are called during the fit.
+
+    Returns
+    -------
+    FitResult
+    """
+    if isinstance(hidden, (int, np.integer)):
+        hidden = (int(hidden),)
+    options = dict(method=method, hyper=hyper, hidden=hidden, activation=activation,
+                   noise_precision=noise_precision, prior_precision=prior_precision,
+                   bias_prior_precision=bias_prior_precision, batch_size=batch_size, epochs=epochs,
+                   iterations=iterations, seed=seed, eval_samples=eval_samples, tune=tune, tune_folds=tune_folds,
+                   tune_epochs=tune_epochs, tune_rounds=tune_rounds, restarts=restarts, snr_every=snr_every,
+                   snr_draws=snr_draws)
+    workflow.check_fit_options(likelihood=likelihood, **options)
+    X, names = _features(X, "X")
+    y = _targets(y, len(X), "y")
+    if (X_test is None) != (y_test is None):
+        raise DataError("give both X_test and y_test, or neither")
+    test = None
+    if X_test is not None:
+        X_test, _ = _features(X_test, "X_test")
+        y_test = _targets(y_test, len(X_test), "y_test")
+        if X_test.shape[1] != X.shape[1]:
+            raise DataError(f"X_test: {X_test.shape[1]} features, but X has {X.shape[1]}")
+        test = {"source": "arrays", **_provenance(X_test, y_test)}
+    train = _provenance(X, y)
+    train["target"] = getattr(y, "name", None) if isinstance(getattr(y, "name", None), str) else None
+    names = names or tuple(f"x{j}" for j in range(X.shape[1]))
+    data_options = asdict(workflow.DataOptions(path=None, standardize=bool(standardize)))
+    prepared = workflow.prepare(X, y, X_test, y_test, likelihood=likelihood, standardize=standardize, name="y",
+                                test_name="y_test", train_provenance=train, test_provenance=test,
+                                feature_names=names, options=data_options)
+    notify = notify or (lambda msg: None)
+    run = workflow.fit_prepared(prepared, command=[], progress=progress, notify=notify, **options)
+    return FitResult(run)
+
+
+def load(path) -> FitResult:
+    """The run file at ``path`` (written by ``slang fit``, ``slang compress`` or :meth:`FitResult.save`)."""
+    return FitResult(read_run(path), path=str(path))
+
+
+class Predictions(workflow.Predictions):
+    """Per-example predictions: the arrays of ``slang predict`` as attributes.
+
+    Classification: ``probabilities : (N, C)`` (columns in the order of ``classes``), ``predicted`` (label
+    values), ``entropy_total``, ``entropy_aleatoric``, ``entropy_epistemic`` (nats). Regression, in the target's
+    units: ``mean``, ``std`` (= ``std_total``), ``std_aleatoric``, ``std_epistemic``, and ``lower``, ``upper``
+    of the central predictive interval.
+    """
+
+    def __getattr__(self, name):
+        arrays = self.__dict__.get("arrays")
+        if arrays is not None:
+            if name == "std" and "std_total" in arrays:
+                return arrays["std_total"]
+            if name in arrays:
+                return arrays[name]
+        raise AttributeError(name)
+
+
+class FitResult:
+    """A fitted posterior with its model, data preparation, history and metrics (one run file's contents).
+
+    Attributes: ``run`` (the :class:`slangcli.io.Run` a run file holds), and from it ``posterior`` (its ``mean``
+    and ``marginal_variances()``), ``model``, ``metrics``, ``history``, ``config``, ``classes`` (label values of a
+    classifier), ``feature_names`` and ``n_features``.
+    """
+
+    def __init__(self, run: Run, path: str | None = None):
+        self.run = run
+        self.path = path
+
+    # ------------------------------------------------------------------ what it holds
+    posterior = property(lambda self: self.run.posterior)
+    model = property(lambda self: self.run.model)
+    metrics = property(lambda self: self.run.metrics)
+    history = property(lambda self: self.run.history)
+    config = property(lambda self: self.run.config)
+    likelihood = property(lambda self: self.run.model.likelihood)
+    n_features = property(lambda self: self.run.model.sizes[0])
+
+    @property
+    def classes(self) -> list | None:
+        labels = self.run.data.get("labels")
+        return list(labels["classes"]) if labels else None
+
+    @property
+    def feature_names(self) -> list[str]:
+        return list(self.run.data.get("feature_names", []))
+
+    def __repr__(self) -> str:
+        where = f" from {self.path}" if self.path else ""
+        return (f"<FitResult{where}: {self.config.get('method')} {self.posterior.kind} posterior, "
+                f"{self.model.likelihood} model {'-'.join(map(str, self.model.sizes))}, "
+                f"{self.model.n_params} parameters>")
+
+    # ------------------------------------------------------------------ using it
+    def _inputs(self, X, what="X") -> np.ndarray:
+        X, _ = _features(X, what)
+        return workflow.transform(self.run, X, None, what)[0]
+
+    def predict(self, X, *, samples: int = 1000, seed: int = 0, interval: float = 0.95) -> Predictions:
+        """Predictions with their uncertainty for every row of ``X``, the same as ``slang predict`` (same
+        ``samples`` and ``seed``: the same numbers)."""
+        inputs = self._inputs(X)
+        out = workflow.predict_arrays(self.run, inputs, samples=samples, seed=seed, interval=interval)
+        return Predictions(arrays=out.arrays, classes=out.classes, info=out.info)
+
+    def predict_proba(self, X, *, samples: int = 1000, seed: int = 0):
+        """Predictive class probabilities ``(N, C)``, columns in the order of :attr:`classes`."""
+        if self.likelihood == "gaussian":
+            raise DataError("predict_proba needs a classification model; this one is a regression")
+        return self.predict(X, samples=samples, seed=seed).probabilities
+
+    def score(self, X, y, *, predictive: str = "auto", samples: int = 1000, seed: int = 0, bins: int = 15) -> dict:
+        """Test scores of the posterior predictive on ``(X, y)``, as ``slang evaluate`` computes them:
+        classification ``nll``, ``accuracy``, ``ece`` and its bins; regression ``rmse``, ``loglik`` and interval
+        ``coverage`` (original units)."""
+        X, _ = _features(X, "X")
+        y = _targets(y, len(X), "y")
+        X, y = workflow.transform(self.run, X, y, "y")
+        target_scale = float(self.run.arrays["target_scale"][0]) if "target_scale" in self.run.arrays else 1.0
+        out = workflow.score(self.model, self.posterior, self.run.prior_precision, X_train=None, y_train=None,
+                             X_test=X, y_test=y, target_scale=target_scale, predictive=predictive,
+                             samples=samples, seed=seed, bins=bins)
+        return out["test"]
+
+    def sample(self, n: int, *, seed: int = 0) -> np.ndarray:
+        """``n`` parameter vectors ``theta ~ q`` as rows ``(n, D)``: the draws behind :meth:`predict` with the same
+        ``seed`` (the flat layout is ``model.layout``)."""
+        if not int(n) >= 1:
+            raise DataError(f"n must be >= 1, got {n}")
+        return np.concatenate(list(weight_samples(self.posterior, seed, int(n))))
+
+    def compress(self, rank: int) -> FitResult:
+        """The k-tied posterior with rank-``rank`` standard deviations of every weight matrix (``slang
+        compress``)."""
+        source = {"path": self.path, "sha256": None, "posterior": POSTERIOR_NAMES[type(self.posterior)],
+                  "method": self.config.get("method")}
+        return FitResult(workflow.compressed_run(self.run, int(rank), source).run)
+
+    def save(self, path) -> None:
+        """Write the run file ``path`` (atomically), readable by every ``slang`` command."""
+        run = self.run
+        if not run.meta:
+            run = replace(run, meta=workflow.meta())
+        write_run(path, run)
+        self.path = str(path)
+
