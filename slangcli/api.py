@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from slangcli import workflow
-from slangcli.errors import DataError
+from slangcli.errors import DataError, DataTypeError
 from slangcli.io import POSTERIOR_NAMES, Run, read_run, write_run
 from slangcli.predict import weight_samples
 
@@ -29,6 +29,8 @@ __all__ = ["fit", "load", "FitResult"]
 
 def _features(X, what: str = "X") -> tuple[np.ndarray, tuple[str, ...] | None]:
     """``X`` as a C-ordered float64 ``(N, P)`` array, and its column names if it has them (a DataFrame)."""
+    if hasattr(X, "tocsr") or hasattr(X, "todense"):
+        raise DataTypeError(f"{what}: sparse input is not supported; pass a dense array ({what}.toarray())")
     columns = getattr(X, "columns", None)
     names = tuple(str(c) for c in columns) if columns is not None else None
     try:
@@ -36,20 +38,26 @@ def _features(X, what: str = "X") -> tuple[np.ndarray, tuple[str, ...] | None]:
     except Exception as exc:  # ragged nested lists and the like
         raise DataError(f"{what}: not an array of numbers ({exc})") from None
     if A.dtype.kind == "c":
-        raise DataError(f"{what}: complex numbers are not supported")
+        raise DataTypeError(f"{what}: Complex data not supported")
     if A.ndim != 2:
-        raise DataError(f"{what}: expected a 2-D array of shape (examples, features), got {A.ndim} dimension(s); "
-                        "reshape a single feature with X.reshape(-1, 1)")
+        raise DataError(f"{what}: expected a 2-D array of shape (examples, features), got {A.ndim} dimension(s). "
+                        "Reshape your data: X.reshape(-1, 1) for a single feature, X.reshape(1, -1) for a single "
+                        "example")
     try:
         A = np.ascontiguousarray(A, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise DataError(f"{what}: the features must be numbers") from None
-    if A.shape[0] == 0 or A.shape[1] == 0:
-        raise DataError(f"{what}: no {'examples' if A.shape[0] == 0 else 'features'} (shape {A.shape})")
+    except TypeError as exc:
+        raise DataTypeError(f"{what}: the features must be numbers ({exc})") from None
+    except ValueError as exc:
+        raise DataError(f"{what}: the features must be numbers ({exc})") from None
+    if A.shape[1] == 0:
+        raise DataError(f"{what}: 0 feature(s) (shape={A.shape}) while a minimum of 1 is required.")
+    if A.shape[0] == 0:
+        raise DataError(f"{what}: 0 sample(s) (shape={A.shape}) while a minimum of 1 is required.")
     bad = ~np.isfinite(A)
     if bad.any():
         row, col = np.argwhere(bad)[0]
-        raise DataError(f"{what}: row {row}, column {col}: {A[row, col]} (features must be finite)")
+        word = "NaN" if np.isnan(A[row, col]) else "inf"
+        raise DataError(f"{what}: row {row}, column {col} is {word} (the features must be finite)")
     return A, names
 
 
@@ -65,7 +73,7 @@ def _targets(y, n: int, what: str = "y") -> np.ndarray:
     if len(a) != n:
         raise DataError(f"{what}: {len(a)} targets for {n} examples")
     if a.dtype.kind == "c":
-        raise DataError(f"{what}: complex numbers are not supported")
+        raise DataTypeError(f"{what}: Complex data not supported")
     if a.dtype.kind == "b":
         a = a.astype(np.int64)
     if a.dtype.kind == "O":
@@ -76,7 +84,7 @@ def _targets(y, n: int, what: str = "y") -> np.ndarray:
             a = np.array(items, dtype=np.float64)
     if a.dtype.kind == "f" and not np.isfinite(a).all():
         i = int(np.flatnonzero(~np.isfinite(a))[0])
-        raise DataError(f"{what}: row {i}: {a[i]} (targets must be finite)")
+        raise DataError(f"{what}: row {i} is {'NaN' if np.isnan(a[i]) else 'inf'} (the targets must be finite)")
     return a
 
 

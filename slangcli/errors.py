@@ -10,8 +10,14 @@ class SlangError(Exception):
     """Base class of every error ``slang`` reports to its user without a traceback."""
 
 
-class DataError(SlangError):
-    """Input data that cannot be used: malformed file, non-finite value, bad labels, shape mismatch."""
+class DataError(SlangError, ValueError):
+    """Input data that cannot be used: malformed file, non-finite value, bad labels, shape mismatch (a ValueError,
+    as Python callers of the API expect)."""
+
+
+class DataTypeError(DataError, TypeError):
+    """Input of the wrong type: non-numbers where numbers are needed, sparse or complex arrays (also a
+    TypeError)."""
 
 
 class FormatError(SlangError):
@@ -22,8 +28,8 @@ class DivergenceError(SlangError):
     """Training produced non-finite values."""
 
 
-class ConfigError(SlangError):
-    """An invalid combination of hyperparameters or options."""
+class ConfigError(SlangError, ValueError):
+    """An invalid combination of hyperparameters or options (a ValueError)."""
 
 
 class ConvergenceError(SlangError):

@@ -28,11 +28,14 @@ Calibration:
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import numpy as np
 import scipy.special
 
 from slangcli.models import MLP
 from slangcli.quadrature import expect_sigmoid, expect_softplus
+from slangcli.streams import PREDICT, derive_rng
 
 PREDICTIVES = ("auto", "quadrature", "mc")
 # central predictive intervals whose coverage `slang evaluate` reports for regression
@@ -63,6 +66,17 @@ def logit_moments(posterior, X):
     """Mean and variance ``(N,)`` of the logit ``f = x~^T theta`` under q (a model without hidden layer)."""
     Xb = _with_bias(X)
     return Xb @ posterior.mean, posterior.quadratic_forms(Xb)
+
+
+# weight samples drawn at once by the predictive (memory stays bounded for large S)
+SAMPLE_CHUNK = 64
+
+
+def weight_samples(posterior, seed: int, samples: int) -> Iterator[np.ndarray]:
+    """The predictive's ``samples`` weight draws ``theta_s ~ q`` as chunks ``(<= SAMPLE_CHUNK, D)``, chunk ``k``
+    from the generator ``(seed, PREDICT, k)``: the same on every call, whatever the data."""
+    for k, start in enumerate(range(0, samples, SAMPLE_CHUNK)):
+        yield posterior.sample(derive_rng(seed, PREDICT, k), min(SAMPLE_CHUNK, samples - start))
 
 
 def _sample_chunks(posterior, rng, samples):
@@ -160,20 +174,23 @@ def neg_elbo_per_example(posterior, model: MLP, prior_precision, X, y, *, predic
     return (enll + posterior.kl_to_prior(prior_precision)) / X.shape[0]
 
 
-def regression_scores(posterior, model: MLP, X, y, *, samples=1000, rng=None, target_scale=1.0,
+def regression_scores(posterior, model: MLP, X, y, *, samples=1000, rng=None, seed=None, target_scale=1.0,
                       levels=COVERAGE_LEVELS) -> dict:
     """RMSE of the predictive mean and per-point predictive log-likelihood, in the original target units.
 
     ``y`` is on the standardised scale the model was fitted on (``y_orig = mean + target_scale * y``). The
     log-likelihood is ``(1/N) sum_n log((1/S) sum_s N(y_n | f_s(x_n), 1/tau))``, moved to the original units by
     the change of variables (``- log target_scale``). ``coverage`` is that of the central intervals of
-    ``levels`` (default ``COVERAGE_LEVELS``) of the same mixture (invariant under the affine change of units).
+    ``levels`` (default ``COVERAGE_LEVELS``) of the same mixture (invariant under the affine change of units). With
+    ``seed`` the weight samples are the predictive's own (:func:`weight_samples`, those of ``slang predict``), else
+    drawn from ``rng``.
     """
     tau = model.noise_precision
     total_f = np.zeros(X.shape[0])
     log_sum = np.full(X.shape[0], -np.inf)
     cdf_sum = np.zeros(X.shape[0])
-    for theta in _sample_chunks(posterior, rng, samples):
+    draws = weight_samples(posterior, seed, samples) if seed is not None else _sample_chunks(posterior, rng, samples)
+    for theta in draws:
         for rows in row_chunks(model, X.shape[0], theta.shape[0]):
             f = model.forward(theta, X[rows])[0][..., 0]  # (S, n)
             total_f[rows] += f.sum(0)

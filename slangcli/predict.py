@@ -33,22 +33,15 @@ import numpy as np
 import scipy.special
 
 from slangcli import metrics, mixture
+from slangcli.metrics import SAMPLE_CHUNK, weight_samples
 from slangcli.models import MLP
 from slangcli.quadrature import bernoulli_entropy, expect_bernoulli_entropy, expect_sigmoid
-from slangcli.streams import PREDICT, derive_rng
 
-SAMPLE_CHUNK = 64
 # outputs f_s(x_n) held at once by regression (S x rows), 32 MB in float64; the quantile search holds a few
 # temporaries of the same shape
 BLOCK_BUDGET = 1 << 22
 # rows per quadrature pass: the Gauss-Hermite nodes make it (rows x 96) temporaries
 QUADRATURE_ROWS = 1 << 14
-
-
-def weight_samples(posterior, seed: int, samples: int) -> Iterator[np.ndarray]:
-    """The ``samples`` weight draws ``theta_s ~ q`` as chunks ``(<= SAMPLE_CHUNK, D)``, the same on every call."""
-    for k, start in enumerate(range(0, samples, SAMPLE_CHUNK)):
-        yield posterior.sample(derive_rng(seed, PREDICT, k), min(SAMPLE_CHUNK, samples - start))
 
 
 def uses_quadrature(model: MLP) -> bool:
@@ -61,13 +54,18 @@ def _entropy_split(probs, aleatoric):
             "entropy_epistemic": np.maximum(total - aleatoric, 0.0)}
 
 
-def classify(posterior, model: MLP, X: np.ndarray, *, samples: int = 1000, seed: int = 0) -> dict:
+def classify(posterior, model: MLP, X: np.ndarray, *, samples: int = 1000, seed: int = 0,
+             predictive: str = "auto") -> dict:
     """Predictive class probabilities ``probs : (N, C)`` and ``entropy_total``, ``entropy_aleatoric``,
-    ``entropy_epistemic : (N,)`` (nats), plus ``predictive``: ``"quadrature"`` or ``"mc"``."""
+    ``entropy_epistemic : (N,)`` (nats), plus ``predictive``: ``"quadrature"`` or ``"mc"``.
+
+    The one predictive of classification: ``slang predict``, ``slang evaluate`` and the Python API all call this,
+    so the same ``seed`` and ``samples`` give the same probabilities. ``predictive="auto"`` is exact quadrature
+    for logistic regression and Monte Carlo otherwise (``metrics.resolve_predictive``)."""
     if model.likelihood == "gaussian":
         raise ValueError("class probabilities need a classification model")
     n = X.shape[0]
-    if uses_quadrature(model):
+    if metrics.resolve_predictive(model, predictive) == "quadrature":
         probs, aleatoric = np.empty((n, 2)), np.empty(n)
         for lo in range(0, n, QUADRATURE_ROWS):
             rows = slice(lo, lo + QUADRATURE_ROWS)

@@ -319,13 +319,13 @@ def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y
     out = {"predictive": predictive, "samples": samples if predictive == "mc" else None}
     with blas_threads(model.n_params, min(samples, 64), max(len(X_train) if X_train is not None else 1, 1)):
         if X_test is not None:
-            rng = streams.derive_rng(seed, streams.EVAL, 0)
+            # the one predictive (the weight samples and probabilities of slang predict for the same seed)
             if model.likelihood == "gaussian":
-                out["test"] = metrics.regression_scores(posterior, model, X_test, y_test, samples=samples, rng=rng,
+                out["test"] = metrics.regression_scores(posterior, model, X_test, y_test, samples=samples, seed=seed,
                                                         target_scale=target_scale)
             else:
-                probs = metrics.predictive_probs(posterior, model, X_test, predictive=predictive, samples=samples,
-                                                 rng=rng)
+                probs = predictive_uncertainty.classify(posterior, model, X_test, samples=samples, seed=seed,
+                                                        predictive=predictive)["probs"]
                 out["test"] = {**metrics.classification_scores(probs, y_test),
                                **metrics.calibration(probs, y_test, bins)}
         if X_train is not None:

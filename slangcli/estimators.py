@@ -1,0 +1,281 @@
+"""scikit-learn estimators over :func:`slangcli.fit`: ``SLANGClassifier`` and ``SLANGRegressor``.
+
+They follow scikit-learn's estimator contract without importing scikit-learn (it is not a dependency of slang):
+``__init__`` only stores its arguments; ``fit`` validates, fits, sets the attributes ending in ``_`` and returns
+``self``; ``get_params``/``set_params`` come from the ``__init__`` signature, so ``clone``, ``Pipeline``,
+``cross_val_score`` and ``GridSearchCV`` work; ``predict(X, return_std=True)`` returns ``(mean, std)`` as
+``BayesianRidge`` and ``GaussianProcessRegressor`` do. Only ``__sklearn_tags__``, which scikit-learn alone calls,
+imports it.
+
+Every method of ``slang fit`` is reachable through ``method``; its own hyperparameters go in ``method_params``
+(``SLANGClassifier(method="slang", method_params={"rank": 10})``), so a new method needs nothing here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import warnings
+
+import numpy as np
+
+from slangcli import api
+
+
+class NotFittedError(ValueError, AttributeError):
+    """An estimator used before ``fit`` (a ValueError and an AttributeError, as scikit-learn's is)."""
+
+
+def _not_fitted(message: str) -> NotFittedError:
+    """The error to raise; when scikit-learn is loaded it is also scikit-learn's ``NotFittedError``, so that its
+    tools (``check_is_fitted``-style handling, the estimator checks) recognise it."""
+    sklearn_exceptions = sys.modules.get("sklearn.exceptions")
+    if sklearn_exceptions is None:
+        return NotFittedError(message)
+    cls = _BOTH.get(sklearn_exceptions.NotFittedError)
+    if cls is None:
+        cls = _BOTH[sklearn_exceptions.NotFittedError] = type(
+            "NotFittedError", (NotFittedError, sklearn_exceptions.NotFittedError), {"__module__": __name__})
+    return cls(message)
+
+
+_BOTH: dict = {}
+
+
+class DataConversionWarning(UserWarning):
+    """A column-vector ``y`` was passed where a 1-D array was expected (named as scikit-learn names it)."""
+
+
+def _seed(random_state) -> int:
+    """``random_state`` as slang's integer seed: None is 0 (slang's default), an int itself, a NumPy generator
+    one draw."""
+    if random_state is None:
+        return 0
+    if isinstance(random_state, (int, np.integer)):
+        return int(random_state)
+    if hasattr(random_state, "integers"):
+        return int(random_state.integers(2**31))
+    if hasattr(random_state, "randint"):
+        return int(random_state.randint(2**31))
+    raise ValueError(f"random_state must be None, an int or a NumPy random generator, got {random_state!r}")
+
+
+class _SLANGEstimator:
+    _likelihood = None  # set by the subclasses
+
+    # ------------------------------------------------------------------ parameters (scikit-learn's contract)
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        return sorted(p.name for p in inspect.signature(cls.__init__).parameters.values() if p.name != "self")
+
+    def get_params(self, deep: bool = True) -> dict:
+        return {name: getattr(self, name) for name in self._get_param_names()}
+
+    def set_params(self, **params):
+        valid = self._get_param_names()
+        for name, value in params.items():
+            if name not in valid:
+                raise ValueError(f"invalid parameter {name!r} for estimator {type(self).__name__} "
+                                 f"(valid: {', '.join(valid)})")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
+        given = [f"{k}={v!r}" for k, v in self.get_params().items() if not _same(v, defaults.get(k))]
+        return f"{type(self).__name__}({', '.join(given)})"
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import ClassifierTags, InputTags, RegressorTags, Tags, TargetTags
+
+        classifier = self._likelihood != "gaussian"
+        return Tags(estimator_type="classifier" if classifier else "regressor",
+                    target_tags=TargetTags(required=True, single_output=True, multi_output=False),
+                    transformer_tags=None,
+                    classifier_tags=ClassifierTags(multi_class=True, multi_label=False) if classifier else None,
+                    regressor_tags=None if classifier else RegressorTags(),
+                    input_tags=InputTags(two_d_array=True, allow_nan=False),
+                    non_deterministic=False, requires_fit=True)
+
+    # ------------------------------------------------------------------ fitting
+    def _fit(self, X, y, likelihood):
+        X_arr, names = api._features(X, "X")
+        y_arr = np.asarray(y) if y is not None else None
+        if y_arr is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        if y_arr.ndim == 2 and y_arr.shape[1] == 1:
+            warnings.warn(DataConversionWarning("A column-vector y was passed when a 1d array was expected. Please "
+                                                "change the shape of y to (n_samples, ), for example using ravel()."),
+                          stacklevel=3)
+        y_arr = api._targets(y, len(X_arr), "y")
+        if len(X_arr) < 2:
+            raise ValueError(f"{type(self).__name__}: n_samples=1; a fit needs at least 2 examples")
+        hyper = dict(self.method_params or {})
+        self.result_ = api.fit(X_arr, self._encode(y_arr) if likelihood != "gaussian" else y_arr,
+                               method=self.method, hidden=self.hidden, activation=self.activation,
+                               likelihood=likelihood, standardize=self.standardize,
+                               prior_precision=self.prior_precision, bias_prior_precision=self.bias_prior_precision,
+                               noise_precision=getattr(self, "noise_precision", 1.0), epochs=self.epochs,
+                               batch_size=self.batch_size, seed=_seed(self.random_state),
+                               eval_samples=self.predict_samples, **hyper)
+        self.n_features_in_ = X_arr.shape[1]
+        if names is not None and all(isinstance(c, str) for c in X.columns):
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+        return self
+
+    def _check_fitted(self):
+        if not hasattr(self, "result_"):
+            raise _not_fitted(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with "
+                              "appropriate arguments before using this estimator.")
+
+    def _predictions(self, X):
+        self._check_fitted()
+        X_arr, _ = api._features(X, "X")
+        if X_arr.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X_arr.shape[1]} features, but {type(self).__name__} is expecting "
+                             f"{self.n_features_in_} features as input")
+        return self.result_.predict(X_arr, samples=self.predict_samples, seed=_seed(self.random_state))
+
+
+class SLANGClassifier(_SLANGEstimator):
+    """Bayesian classification by variational inference (logistic/softmax regression or an MLP).
+
+    Parameters
+    ----------
+    method : str
+        ``slang`` (default), ``full-ef``, ``full-hessian``, ``mf-ef``, ``mf-hessian``, ``bbb``, ``ktied``,
+        ``exact-full``, ``exact-mf``.
+    hidden : tuple of int
+        Hidden-layer widths; ``()`` is logistic (softmax) regression.
+    activation : str
+        ``relu``, ``tanh`` or ``sigmoid``.
+    prior_precision, bias_prior_precision : float
+        Precisions of the Gaussian prior on the weights and on the biases.
+    epochs, batch_size : int or None
+        Training length and minibatch size of the step methods (None: slang's defaults, 200 and 32).
+    standardize : bool
+        Standardise the features with training statistics (or put a ``StandardScaler`` in a ``Pipeline``).
+    method_params : dict or None
+        The method's own hyperparameters, e.g. ``{"rank": 10, "samples": 4}`` (``slang fit --help`` lists them).
+    predict_samples : int
+        Monte-Carlo weight samples of the predictive (logistic regression uses exact quadrature).
+    random_state : int, NumPy generator or None
+        Seed of the fit and of the predictive's samples (None: 0).
+
+    Attributes
+    ----------
+    classes_ : ndarray
+        The label values, sorted; the columns of :meth:`predict_proba`.
+    result_ : slangcli.FitResult
+        The fitted posterior (``result_.save("run.h5")`` writes a run file the commands read).
+    n_features_in_ : int
+    """
+
+    _likelihood = "categorical"
+
+    def __init__(self, method="slang", hidden=(), activation="relu", prior_precision=1.0, bias_prior_precision=1e-5,
+                 epochs=None, batch_size=None, standardize=False, method_params=None, predict_samples=1000,
+                 random_state=None):
+        self.method = method
+        self.hidden = hidden
+        self.activation = activation
+        self.prior_precision = prior_precision
+        self.bias_prior_precision = bias_prior_precision
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.standardize = standardize
+        self.method_params = method_params
+        self.predict_samples = predict_samples
+        self.random_state = random_state
+
+    def _encode(self, y):
+        if y.dtype.kind == "f" and not np.array_equal(y, np.round(y)):
+            raise ValueError(f"Unknown label type: continuous. {type(self).__name__} takes class labels; "
+                             "use SLANGRegressor for a continuous target")
+        self.classes_ = np.unique(y)
+        if len(self.classes_) < 2:
+            raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in the data, but the data "
+                             f"contain only one class: {self.classes_[0]!r}")
+        return np.searchsorted(self.classes_, y)
+
+    def fit(self, X, y):
+        """Fit the posterior to ``X : (n, p)`` and labels ``y : (n,)`` (any label values); returns self."""
+        y_arr = np.asarray(y) if y is not None else None
+        likelihood = "categorical"
+        if y_arr is not None and y_arr.ndim in (1, 2) and y_arr.size and len(np.unique(y_arr)) == 2:
+            likelihood = "bernoulli"
+        return self._fit(X, y, likelihood)
+
+    def predict_proba(self, X):
+        """Predictive class probabilities ``(n, len(classes_))``."""
+        return self._predictions(X).probabilities
+
+    def predict(self, X):
+        """The most probable label of every row of ``X``."""
+        probabilities = self.predict_proba(X)
+        return self.classes_[np.argmax(probabilities, axis=1)]
+
+    def score(self, X, y, sample_weight=None):
+        """Accuracy of :meth:`predict` (weighted by ``sample_weight``)."""
+        return float(np.average(self.predict(X) == np.asarray(y).ravel(), weights=sample_weight))
+
+
+class SLANGRegressor(_SLANGEstimator):
+    """Bayesian regression by variational inference (linear regression or an MLP), Gaussian noise.
+
+    The parameters are those of :class:`SLANGClassifier`, plus ``noise_precision``: the precision of the
+    Gaussian noise on the standardised target (the target is standardised with training statistics).
+    ``predict(X, return_std=True)`` returns the predictive mean and total standard deviation; ``result_.predict``
+    gives the aleatoric/epistemic split and intervals.
+    """
+
+    _likelihood = "gaussian"
+
+    def __init__(self, method="slang", hidden=(), activation="relu", prior_precision=1.0, bias_prior_precision=1e-5,
+                 noise_precision=1.0, epochs=None, batch_size=None, standardize=False, method_params=None,
+                 predict_samples=1000, random_state=None):
+        self.method = method
+        self.hidden = hidden
+        self.activation = activation
+        self.prior_precision = prior_precision
+        self.bias_prior_precision = bias_prior_precision
+        self.noise_precision = noise_precision
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.standardize = standardize
+        self.method_params = method_params
+        self.predict_samples = predict_samples
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        """Fit the posterior to ``X : (n, p)`` and numeric targets ``y : (n,)``; returns self."""
+        if y is not None:
+            y = np.asarray(y)
+            if y.dtype.kind not in "biufc":
+                try:
+                    y = y.astype(np.float64)
+                except (TypeError, ValueError):
+                    raise ValueError(f"Unknown label type: {type(self).__name__} needs a numeric target, got "
+                                     f"dtype {y.dtype}") from None
+        return self._fit(X, y, "gaussian")
+
+    def predict(self, X, return_std: bool = False):
+        """Predictive mean of every row of ``X``; with ``return_std``, also its standard deviation (aleatoric and
+        epistemic together)."""
+        p = self._predictions(X)
+        return (p.mean, p.std_total) if return_std else p.mean
+
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R^2 of :meth:`predict`."""
+        y = np.asarray(y, dtype=float).ravel()
+        residual = np.average((y - self.predict(X)) ** 2, weights=sample_weight)
+        spread = np.average((y - np.average(y, weights=sample_weight)) ** 2, weights=sample_weight)
+        return float(1.0 - residual / spread) if spread > 0 else 0.0
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b) and type(a) is type(b)
+    except (TypeError, ValueError):
+        return a is b
+
