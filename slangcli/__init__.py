@@ -1,7 +1,40 @@
-"""slang: scalable Gaussian variational inference for logistic regression and MLPs.
+"""slang: Gaussian posteriors for logistic regression and neural networks by scalable variational inference.
+
+The Python API (the ``slang`` command line is one client of it)::
+
+    import slangcli
+    result = slangcli.fit(X, y, hidden=50, standardize=True, epochs=100)   # any array-like X, y
+    pred = result.predict(X_new)           # .probabilities, or .mean / .std / .std_aleatoric / .std_epistemic
+    result.score(X_test, y_test)           # the metrics of `slang evaluate`
+    result.sample(10)                      # parameter vectors theta ~ q, rows (10, D)
+    result.compress(rank=2)                # a k-tied posterior (`slang compress`)
+    result.save("run.h5")                  # a run file every `slang` command reads
+    slangcli.load("run.h5")                # a run file written by `slang fit` or by save()
+
+    from slangcli import SLANGClassifier, SLANGRegressor     # scikit-learn estimators
+
+fit(X, y, **options)
+    Fit a posterior with any method of ``slang fit`` (``method="slang"``, ``"bbb"``, ``"ktied"``, ...); the
+    method's own hyperparameters are keywords (``rank=10``). Returns a :class:`FitResult`.
+load(path)
+    A :class:`FitResult` from a run file.
+FitResult
+    A fitted posterior: ``predict``, ``predict_proba``, ``score``, ``sample``, ``compress``, ``save``; and
+    ``posterior``, ``model``, ``metrics``, ``history``, ``config``, ``classes``.
+SLANGClassifier, SLANGRegressor
+    scikit-learn estimators (``fit``/``predict``/``predict_proba``/``predict(X, return_std=True)``/``score``),
+    usable in ``Pipeline``, ``cross_val_score`` and ``GridSearchCV``; scikit-learn itself is not required.
+METHODS
+    The inference methods by name.
 
 The numerical engine (``readers``, ``prepare``, ``models``, ``lowrank``, ``posteriors``, ``methods``, ``train``,
 ``metrics``, ``io``) never imports the command-line layer (``slangcli.cli``).
 """
 
 __version__ = "0.1.0"
+
+from slangcli.api import FitResult, fit, load  # noqa: E402
+from slangcli.estimators import SLANGClassifier, SLANGRegressor  # noqa: E402
+from slangcli.methods import METHODS  # noqa: E402
+
+__all__ = ["fit", "load", "FitResult", "SLANGClassifier", "SLANGRegressor", "METHODS", "__version__"]

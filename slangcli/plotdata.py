@@ -221,8 +221,8 @@ def _coverage(run, run_name, label, data, *, samples, seed) -> Coverage:
     from slangcli.workflow import load_test
 
     X, y, source = load_test(run, run_name, data)
-    rng = streams.derive_rng(seed, streams.EVAL, 0)  # the samples `slang evaluate --seed` draws
-    out = metrics.regression_scores(run.posterior, run.model, X, y, samples=samples, rng=rng,
+    # the weight samples of `slang evaluate --seed` and `slang predict --seed` (the one predictive)
+    out = metrics.regression_scores(run.posterior, run.model, X, y, samples=samples, seed=seed,
                                     levels=COVERAGE_GRID)
     levels = np.array(COVERAGE_GRID)
     observed = np.array([out["coverage"][f"{c:g}"] for c in COVERAGE_GRID])

@@ -1,0 +1,201 @@
+"""The Python API (``slangcli.fit`` and ``FitResult``): the README's example as written, the same posterior bit for
+bit from the command line and from Python for every method, run files in both directions, and one predictive."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import slangcli
+from slangcli.cli import main
+from slangcli.errors import DataError
+from slangcli.io import read_run
+from slangcli.methods import METHODS
+from slangcli.methods.base import is_solver
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _readme_blocks() -> list[tuple[str, str]]:
+    """The fenced blocks of the README's "From Python" section, as ``(language, code)``."""
+    text = README.read_text()
+    section = text[text.index("## From Python"):]
+    section = section[: section.index("\n## ", 3)]
+    return re.findall(r"```(\w+)\n(.*?)```", section, flags=re.S)
+
+
+def test_readme_from_python_runs_as_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    blocks = _readme_blocks()
+    assert [lang for lang, _ in blocks][:2] == ["python", "sh"]
+    namespace: dict = {}
+    exec(compile(blocks[0][1], "README From Python", "exec"), namespace)  # noqa: S102 - the README's own code
+    assert Path("from-python.h5").is_file() and Path("test.csv").is_file()
+    for line in blocks[1][1].strip().splitlines():
+        args = line.split("#")[0].split()
+        assert args[0] == "slang"
+        done = subprocess.run([sys.executable, "-m", "slangcli", *args[1:], "--json"], capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr
+        test = json.loads(done.stdout)["metrics"]["test"]
+        # the command scores the saved posterior as Python does
+        expected = namespace["result"].score(namespace["X_test"], namespace["y_test"])
+        assert test["rmse"] == pytest.approx(expected["rmse"], rel=1e-9)
+    if len(blocks) > 2:  # the scikit-learn example, where scikit-learn is installed
+        pytest.importorskip("sklearn")
+        exec(compile(blocks[2][1], "README scikit-learn", "exec"), namespace)  # noqa: S102
+        assert namespace["std"].shape == (5,) and (namespace["std"] > 0).all()
+
+
+def _data(tmp_path, likelihood):
+    """Train and test CSV files with exactly representable numbers, and the same arrays."""
+    rng = np.random.default_rng(3)
+    X = np.round(rng.normal(size=(60, 3)), 6)
+    f = X @ np.array([1.5, -1.0, 0.5])
+    y = (f + 0.3 * rng.normal(size=60) > 0).astype(int) if likelihood == "bernoulli" else np.round(f, 6)
+    paths = []
+    for name, rows in (("train.csv", slice(0, 40)), ("test.csv", slice(40, 60))):
+        path = tmp_path / name
+        np.savetxt(path, np.column_stack([X[rows], y[rows]]), delimiter=",", header="a,b,c,y", comments="",
+                   fmt="%.6f")
+        paths.append(path)
+    return paths, X[:40], y[:40], X[40:], y[40:]
+
+
+# tiny settings per method: few steps, small samples
+TINY = {"slang": {"rank": 2, "samples": 2}, "bbb": {"samples": 2}, "ktied": {"samples": 2, "rank": 1}}
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_cli_and_api_give_the_same_posterior_bit_for_bit(tmp_path, method):
+    """``slang fit`` on files and ``slangcli.fit`` on the same arrays: identical posterior arrays and metrics."""
+    (train, test), X, y, X_test, y_test = _data(tmp_path, "bernoulli")
+    hyper = TINY.get(method, {})
+    hidden = () if method.startswith("exact") else (3,)
+    args = ["fit", str(train), "--test", str(test), "--method", method, "-o", str(tmp_path / "cli.h5"),
+            "--eval-samples", "20", "--seed", "4"]
+    if hidden:
+        args += ["--hidden", "3"]
+    if not is_solver(METHODS[method]):
+        args += ["--epochs", "2", "--batch-size", "8"]
+    for name, value in hyper.items():
+        args += ["--" + name.replace("_", "-"), str(value)]
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 0, done.output
+    cli = read_run(tmp_path / "cli.h5")
+    steps = {} if is_solver(METHODS[method]) else {"epochs": 2, "batch_size": 8}
+    api = slangcli.fit(X, y, X_test=X_test, y_test=y_test, method=method, hidden=hidden, eval_samples=20, seed=4,
+                       **steps, **hyper)
+    assert type(api.posterior) is type(cli.posterior)
+    for name, value in vars(cli.posterior).items():
+        if isinstance(value, np.ndarray):
+            assert np.array_equal(getattr(api.posterior, name), value), name
+        elif isinstance(value, tuple) and value and isinstance(value[0], np.ndarray):
+            assert all(np.array_equal(a, b) for a, b in zip(getattr(api.posterior, name), value)), name
+    assert api.metrics["test"] == cli.metrics["test"]
+    assert api.config["hyper"] == cli.config["hyper"]
+
+
+def test_a_command_line_run_loads_and_predicts_in_python(run_file):
+    result = slangcli.load(run_file)
+    run = read_run(run_file)
+    X = np.random.default_rng(0).normal(size=(7, result.n_features))
+    pred = result.predict(X, samples=50, seed=2)
+    assert pred.probabilities.shape == (7, len(result.classes))
+    np.testing.assert_allclose(pred.probabilities.sum(axis=1), 1.0, rtol=1e-12)
+    assert set(pred.predicted) <= set(result.classes)
+    assert result.posterior.mean.tobytes() == run.posterior.mean.tobytes()
+    assert result.sample(5, seed=1).shape == (5, result.model.n_params)
+
+
+def test_predict_and_evaluate_give_the_same_predictive(tmp_path):
+    """`slang predict` and `slang evaluate` (and the API) draw the same weight samples for the same seed: the
+    evaluate NLL is that of predict's probabilities."""
+    (train, test), X, y, X_test, y_test = _data(tmp_path, "bernoulli")
+    out = tmp_path / "run.h5"
+    runner = CliRunner()
+    assert runner.invoke(main, ["fit", str(train), "--test", str(test), "--hidden", "3", "--epochs", "3",
+                                "-o", str(out)]).exit_code == 0
+    done = runner.invoke(main, ["evaluate", str(out), "--samples", "37", "--seed", "5", "--json"])
+    nll = json.loads(done.stdout)["metrics"]["test"]["nll"]
+    assert runner.invoke(main, ["predict", str(out), str(test), "--samples", "37", "--seed", "5",
+                                "-o", str(tmp_path / "p.h5")]).exit_code == 0
+    import h5py
+
+    with h5py.File(tmp_path / "p.h5") as f:
+        probs = f["probabilities"][()]
+    codes = y_test.astype(int)
+    assert nll == pytest.approx(-np.mean(np.log(probs[np.arange(len(codes)), codes])), rel=1e-12)
+    api_probs = slangcli.load(out).predict_proba(X_test, samples=37, seed=5)
+    assert np.array_equal(api_probs, probs)
+
+
+def test_python_saved_run_is_read_by_every_command(tmp_path):
+    (train, test), X, y, X_test, y_test = _data(tmp_path, "gaussian")
+    result = slangcli.fit(X, y, likelihood="gaussian", hidden=4, epochs=3, method="bbb", noise_precision=7.5,
+                          standardize=True)
+    path = tmp_path / "py.h5"
+    result.save(path)
+    run = read_run(path)
+    assert run.model.noise_precision == 7.5  # a non-default noise precision survives the run file
+    runner = CliRunner()
+    for args in (["evaluate", str(path), str(test), "--samples", "20"],
+                 ["predict", str(path), str(test), "-o", str(tmp_path / "p.csv"), "--samples", "20"],
+                 ["compress", str(path), "--rank", "1", "-o", str(tmp_path / "k1.h5")],
+                 ["inspect", str(path)]):
+        done = runner.invoke(main, args)
+        assert done.exit_code == 0, (args, done.output)
+    done = runner.invoke(main, ["evaluate", str(path)])
+    assert done.exit_code == 1 and "pass a data file" in done.output
+
+
+def test_noise_precision_round_trips_through_a_command_line_run_file(tmp_path):
+    (train, test), *_ = _data(tmp_path, "gaussian")
+    out = tmp_path / "r.h5"
+    done = CliRunner().invoke(main, ["fit", str(train), "--likelihood", "gaussian", "--noise-precision", "12.5",
+                                     "--epochs", "1", "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    assert read_run(out).model.noise_precision == 12.5
+    assert slangcli.load(out).model.noise_precision == 12.5
+
+
+def test_dataframe_like_inputs_keep_their_names(tmp_path):
+    class Frame:
+        """What slang reads of a DataFrame: ``columns`` and ``__array__``."""
+
+        def __init__(self, values, columns):
+            self.values, self.columns = values, columns
+
+        def __array__(self, dtype=None, copy=None):
+            return np.asarray(self.values, dtype=dtype)
+
+    (_, _), X, y, *_ = _data(tmp_path, "bernoulli")
+    result = slangcli.fit(Frame(X, ["height", "width", "depth"]), ["no" if v == 0 else "yes" for v in y],
+                          epochs=2, rank=1)
+    assert result.feature_names == ["height", "width", "depth"]
+    assert result.classes == ["no", "yes"]
+
+
+@pytest.mark.parametrize("X, message", [
+    (np.ones(5), "Reshape your data"),
+    (np.array([[1.0, np.nan]] * 4), "NaN"),
+    (np.array([[1.0 + 1j, 0]] * 4), "Complex"),
+    (np.ones((4, 0)), "0 feature"),
+])
+def test_bad_arrays_are_value_errors_naming_the_problem(X, message):
+    with pytest.raises(ValueError, match=message):
+        slangcli.fit(X, [0, 1, 0, 1][: len(X)] if np.ndim(X) == 2 else [0, 1, 0, 1, 0])
+
+
+def test_unknown_option_of_a_method_is_refused_before_the_data():
+    with pytest.raises(ValueError, match="--tol does not apply to --method slang"):
+        slangcli.fit(np.ones((4, 2)), [0, 1, 0, 1], tol=1e-3)
+    with pytest.raises(DataError):
+        slangcli.fit(np.ones((4, 2)), [0, 1, 0])

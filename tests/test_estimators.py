@@ -1,0 +1,73 @@
+"""The scikit-learn estimators, checked by scikit-learn itself (a test dependency only)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from slangcli import SLANGClassifier, SLANGRegressor
+
+sklearn = pytest.importorskip("sklearn")
+from sklearn.model_selection import GridSearchCV, cross_val_score  # noqa: E402
+from sklearn.pipeline import Pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+from sklearn.utils.estimator_checks import check_estimator  # noqa: E402
+
+# Checks scikit-learn skips on its own here: check_array_api_input (it needs SCIPY_ARRAY_API set and an array
+# API library; slang computes in NumPy only). None is skipped by slang.
+SKIPPED_BY_SKLEARN = {"check_array_api_input"}
+
+
+@pytest.mark.filterwarnings("ignore:Estimator .* does not inherit from:UserWarning",
+                            "ignore::sklearn.exceptions.SkipTestWarning")
+@pytest.mark.parametrize("estimator", [SLANGClassifier(epochs=10, predict_samples=50),
+                                       SLANGRegressor(epochs=10, predict_samples=50)], ids=lambda e: type(e).__name__)
+def test_check_estimator(estimator):
+    results = check_estimator(estimator, on_fail=None)
+    failed = {r["check_name"]: repr(r["exception"]) for r in results if r["status"] == "failed"}
+    skipped = {r["check_name"] for r in results if r["status"] == "skipped"}
+    assert not failed, failed
+    assert skipped <= SKIPPED_BY_SKLEARN, skipped
+    assert len(results) > 40  # the whole suite ran
+
+
+def _regression(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(loc=5.0, scale=3.0, size=(n, 3))
+    return X, X @ np.array([1.0, -2.0, 0.5]) + rng.normal(scale=0.3, size=n)
+
+
+def test_pipeline_cross_val_score_and_return_std():
+    X, y = _regression()
+    model = Pipeline([("scale", StandardScaler()),
+                      ("slang", SLANGRegressor(noise_precision=10.0, epochs=50, method="bbb", method_params={"lr": 0.05},
+                                                predict_samples=100))])
+    scores = cross_val_score(model, X, y, cv=3)
+    assert scores.shape == (3,) and np.all(scores > 0.99), scores
+    mean, std = model.fit(X, y).predict(X[:6], return_std=True)
+    assert mean.shape == std.shape == (6,) and np.all(std > 0)
+    split = model[-1].result_.predict(StandardScaler().fit(X).transform(X[:6]), samples=100)
+    np.testing.assert_allclose(split.std_total ** 2, split.std_aleatoric ** 2 + split.std_epistemic ** 2, rtol=1e-9)
+
+
+def test_grid_search_over_methods_and_their_hyperparameters():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(90, 2))
+    y = np.where(X[:, 0] - X[:, 1] > 0, "pos", "neg")
+    search = GridSearchCV(SLANGClassifier(epochs=5, predict_samples=20),
+                          {"method": ["slang", "mf-ef"], "method_params": [{"samples": 2}, {"samples": 4}]}, cv=2)
+    search.fit(X, y)
+    assert set(search.best_estimator_.classes_) == {"neg", "pos"}
+    assert search.predict(X[:3]).dtype.kind == "U"
+    assert search.best_estimator_.predict_proba(X[:3]).shape == (3, 2)
+
+
+def test_the_estimators_fit_what_slangcli_fit_fits():
+    """The estimator is a thin layer: its posterior is that of slangcli.fit on the same arrays and seed."""
+    import slangcli
+
+    X, y = _regression(60)
+    est = SLANGRegressor(epochs=3, method_params={"rank": 2}, random_state=3).fit(X, y)
+    direct = slangcli.fit(X, y, likelihood="gaussian", epochs=3, rank=2, seed=3)
+    assert np.array_equal(est.result_.posterior.mean, direct.posterior.mean)
+    assert np.array_equal(est.result_.posterior.U, direct.posterior.U)
