@@ -46,3 +46,20 @@ def test_restarts_refuse_checkpoints_and_solvers(write_file):
         fit(DataOptions(path=str(train)), restarts=2, checkpointing=ck, **KW)
     with pytest.raises(ConfigError, match="--restarts"):
         fit(DataOptions(path=str(train)), restarts=0, **KW)
+
+
+def test_restarts_from_the_command_line(write_file, tmp_path):
+    """``slang fit --restarts N`` fits without the time-based checkpoints (on by default, which restarts do not
+    take); asking for step checkpoints as well is refused."""
+    from click.testing import CliRunner
+
+    from slangcli.cli import main
+    from slangcli.io import read_run
+
+    train = _csv(write_file, "train.csv", 30, seed=1)
+    args = ["fit", str(train), "-o", str(tmp_path / "run.h5"), "--hidden", "4", "--epochs", "2", "--restarts", "2"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert len(read_run(tmp_path / "run.h5").config["restarts"]["seeds"]) == 2
+    result = CliRunner().invoke(main, [*args, "--checkpoint-every", "5"])
+    assert result.exit_code == 2 and "--restarts" in result.output

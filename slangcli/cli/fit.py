@@ -190,6 +190,8 @@ def fit(data, output, fmt, target, delimiter, header, n_features, test_path, tes
                        n_features=n_features, test=test_path, test_fraction=test_fraction, split_seed=split_seed,
                        standardize=os.path.isdir(data) if standardize is None else standardize, uci_split=uci_split)
     hyper = {name: value for name, value in hyper_values.items() if value is not None}
+    if restarts > 1 and checkpoint_every is None:
+        checkpoint = None  # restarts are not checkpointed; the time-based checkpoints (on by default) do not apply
     if is_solver(METHODS[method]):
         if checkpoint_every is not None:
             raise click.UsageError(f"--checkpoint-every does not apply to --method {method}: it is solved at once")
