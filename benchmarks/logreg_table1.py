@@ -22,27 +22,29 @@ The table prints ours beside the authors' (``../shared/reference/slang_table1_au
 data directory or given with ``--authors``), and for ELBO and NLL how many combined standard errors
 sqrt(se_ours^2 + se_authors^2) apart they are (a1a has one split, so there the relative difference is shown).
 USPS 3 vs 5 is a substitute for the authors' file (see the data mirror's README): compare, but do not tune to it.
-``--jobs 2`` runs two fits at a time (each fit uses one core at these sizes).
+The fits run as a ``slang sweep`` (one ``slang fit`` each) on a local Dask cluster of ``--jobs`` processes (each
+fit uses one core at these sizes) or on the cluster at ``--scheduler``; ``--runs DIR`` keeps their run files, and a
+rerun with the same DIR does only the missing fits.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import math
 import os
 import sys
+import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from results import table_stream, write_json
-from slangcli import workflow
-from slangcli.threads import keep_freed_memory
+from slangcli.cli.sweep_engine import sweep_fits
 from slangcli.divergence import symmetric_kl
-from slangcli.workflow import DataOptions
+from slangcli.io import read_run
 
 BIAS_PRIOR = 1e-5
 SETS = {  # name: (prior precision, minibatch size, test file or None for 50/50 splits, authors' row label)
@@ -98,25 +100,31 @@ def method_label(method: str, hyper: dict) -> str:
     return f"slang-L{hyper['rank']}" if method == "slang" else method
 
 
-def fit_one(job: dict) -> dict:
-    """One (data set, split, method) fit; returns its posterior's metrics (and the posterior for the KL)."""
+def fit_options(job: dict) -> dict:
+    """The ``slang fit`` options of one (data set, split, method) fit of the protocol."""
     libsvm = Path(job["data_dir"]) / "libsvm"
     lam, batch, test, _ = SETS[job["set"]]
-    opts = DataOptions(path=str(libsvm / job["set"]), format="libsvm",
-                       test=str(libsvm / test) if test else None,
-                       test_fraction=None if test else 0.5, split_seed=job["split"])
     method, hyper = job["method"], dict(job["hyper"])
-    iterative = not method.startswith("exact")
-    if iterative:
+    options = {"data": str(libsvm / job["set"]), "format": "libsvm", "method": method, "seed": job["split"],
+               "prior-precision": lam, "bias-prior-precision": BIAS_PRIOR, "likelihood": "bernoulli"}
+    if test:
+        options["test"] = str(libsvm / test)
+    else:
+        options.update({"test-fraction": 0.5, "split-seed": job["split"]})
+    if not method.startswith("exact"):  # the step methods' schedule and rates
         hyper.update(STEP_HYPER)
-    t0 = time.perf_counter()
-    schedule = {"batch_size": batch, "epochs": job["epochs"]} if iterative else {}
-    run = workflow.fit(opts, method=method, hyper=hyper, seed=job["split"], prior_precision=lam,
-                       bias_prior_precision=BIAS_PRIOR, likelihood="bernoulli", **schedule)
-    return {"set": job["set"], "split": job["split"], "method": method_label(method, job["hyper"]),
-            "elbo": run.metrics["train"]["neg_elbo_per_example"], "nll": run.metrics["test"]["nll"],
-            "accuracy": run.metrics["test"]["accuracy"], "n_train": run.metrics["train"]["n"],
-            "seconds": time.perf_counter() - t0, "posterior": run.posterior}
+        options.update({"batch-size": batch, "epochs": job["epochs"]})
+    return {**options, **hyper}
+
+
+def result_row(job: dict, record: dict, path: Path) -> dict:
+    """The script's row of one finished fit: its metrics from the sweep's table, its posterior (for the KL)."""
+    run = read_run(path)
+    return {"set": job["set"], "split": job["split"], "method": method_label(job["method"], job["hyper"]),
+            "elbo": record["train_neg_elbo_per_example"], "nll": record["test_nll"],
+            "accuracy": record["test_accuracy"], "n_train": record["train_n"],
+            "seconds": record["seconds"] if record["seconds"] is not None else run.metrics["fit_seconds"],
+            "posterior": run.posterior}
 
 
 def mean_se(values) -> tuple[float, float]:
@@ -125,7 +133,6 @@ def mean_se(values) -> tuple[float, float]:
 
 
 def main(argv=None):
-    keep_freed_memory()  # as the slang command does (forked workers inherit it)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", default=os.environ.get("SLANG_DATA_DIR", "../shared/datasets"))
     p.add_argument("--authors", default=None, help="the authors' Table 1 CSV (default: beside the data dir)")
@@ -133,7 +140,13 @@ def main(argv=None):
     p.add_argument("--splits", type=int, default=20, help="random splits per data set (a1a always has one)")
     p.add_argument("--epochs", type=int, default=10000, help="epochs of every iterative method")
     p.add_argument("--methods", default=None, help="comma-separated subset (e.g. slang-L1,mf-ef,exact-full)")
-    p.add_argument("--jobs", type=int, default=1, help="fits run at a time")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="worker processes of the local Dask cluster (each runs one fit at a time on one core)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the fits on this Dask cluster instead (slang sweep's machinery)")
+    p.add_argument("--runs", default=None, metavar="DIR",
+                   help="keep the run files and results table here; rerunning with the same DIR runs only the "
+                        "fits not complete in it (default: a temporary directory)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the table as JSON ('-' for stdout)")
     a = p.parse_args(argv)
 
@@ -154,12 +167,22 @@ def main(argv=None):
     jobs = [{"data_dir": a.data_dir, "set": s, "split": k, "method": m, "hyper": h, "epochs": a.epochs}
             for s in sets for k in range(1 if SETS[s][2] else a.splits) for m, h, _ in methods]
     started = time.perf_counter()
-    results = []
-    with ProcessPoolExecutor(max_workers=a.jobs) as pool:
-        for i, r in enumerate(pool.map(fit_one, jobs) if a.jobs > 1 else map(fit_one, jobs)):
-            results.append(r)
-            print(f"[{i + 1}/{len(jobs)}] {r['set']} split {r['split']} {r['method']}: -ELBO/N {r['elbo']:.6f} "
-                  f"NLL {r['nll']:.6f} ({r['seconds']:.1f} s)", file=sys.stderr)
+    with contextlib.ExitStack() as stack:
+        runs = Path(a.runs) if a.runs else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="table1-")))
+
+        def progress(record, done, total):
+            print(f"[{done}/{total}] {record['name']}: {record['status']}"
+                  + (f" ({record['error']})" if record["error"] else
+                     f" -ELBO/N {record['train_neg_elbo_per_example']:.6f} NLL {record['test_nll']:.6f} "
+                     f"({record['seconds']:.1f} s)"), file=sys.stderr)
+
+        points, swept = sweep_fits([fit_options(job) for job in jobs], runs, scheduler=a.scheduler,
+                                   workers=a.jobs, on_record=progress)
+        failed = [r for r in swept.records if r["status"] != "complete"]
+        if failed:
+            sys.exit(f"logreg_table1.py: {len(failed)} fits failed, e.g. {failed[0]['name']}: {failed[0]['error']}")
+        results = [result_row(job, record, runs / point.name)
+                   for job, point, record in zip(jobs, points, swept.records)]
     wall = time.perf_counter() - started
 
     reference = {(r["set"], r["split"]): r["posterior"] for r in results if r["method"] == "exact-full"}
@@ -208,9 +231,12 @@ def main(argv=None):
         print(f"{e['set']:20s} {e['method']:13s} {fmt(e['elbo'], e['elbo_se']):>16s} {a_elbo:>16s} {diff('elbo')} "
               f"{fmt(e['nll'], e['nll_se']):>16s} {a_nll:>16s} {diff('nll')} {e['kl']:11.3g} {a_kl:>11s}",
               file=report)
-    print(f"wall time {wall:.0f} s ({len(jobs)} fits, {a.jobs} at a time, {a.epochs} epochs)", file=report)
+    where = f"on {a.scheduler}" if a.scheduler else f"{a.jobs} at a time"
+    print(f"wall time {wall:.0f} s ({len(jobs)} fits, {where}, {a.epochs} epochs; {swept.skipped} already complete)",
+          file=report)
     if a.json:
-        out = {"epochs": a.epochs, "splits": a.splits, "jobs": a.jobs, "wall_seconds": wall, "table": table,
+        out = {"epochs": a.epochs, "splits": a.splits, "jobs": a.jobs, "scheduler": a.scheduler,
+               "wall_seconds": wall, "fits_run": swept.ran, "fits_already_complete": swept.skipped, "table": table,
                "runs": [{k: v for k, v in r.items() if k != "posterior"} for r in results]}
         write_json(out, a.json)
 

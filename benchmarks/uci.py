@@ -1,6 +1,6 @@
 """Bayesian neural-network regression on Gal-layout UCI folders: SLANG (L = 1) and Bayes by Backprop, every split.
 
-    python benchmarks/uci.py --data-dir ../shared/datasets/uci --jobs 2 --json uci.json
+    python benchmarks/uci.py --data-dir ../shared/datasets/uci --jobs 2 --runs uci-runs --json uci.json
 
 Every folder of ``--data-dir`` holding a Gal-layout data set (``data.txt``, ``index_features.txt``,
 ``index_target.txt``, ``index_train_K.txt`` / ``index_test_K.txt``) is run on all its splits (or the first
@@ -21,6 +21,9 @@ noise precisions about one SLANG fit in seven from a given seed ends far from th
 example above 2 where the rest reach about -1). BBB (``--bbb-tune*``): the two precisions, 3-fold, 30-epoch tuning
 fits. The paper used 30 rounds of Bayesian optimisation with 5 folds and full-length fits for both.
 
+The fits run as a ``slang sweep`` (one ``slang fit`` each, on a local Dask cluster of ``--jobs`` processes or the
+cluster at ``--scheduler``); with ``--runs DIR`` their run files stay in DIR and a rerun does only the missing ones.
+
 Reports per data set and method: test RMSE and per-point predictive log-likelihood, mean +- standard error over
 splits, beside the paper's (``../shared/reference/slang_table2_uci.csv``, found next to the data directory or given
 with ``--paper``, matched by folder name), and the wall time.
@@ -29,20 +32,20 @@ with ``--paper``, matched by folder name), and the wall time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import math
 import os
 import sys
+import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from results import table_stream, write_json
-from slangcli import workflow
-from slangcli.threads import keep_freed_memory
-from slangcli.workflow import DataOptions
+from slangcli.cli.sweep_engine import sweep_fits
+from slangcli.io import read_run
 
 LARGE = 5000  # rows above which the authors used S = 2 and rates 0.005
 
@@ -70,7 +73,8 @@ def read_paper(path: Path) -> dict:
                 for r in csv.DictReader(fh)}
 
 
-def fit_one(job: dict) -> dict:
+def fit_options(job: dict) -> dict:
+    """The ``slang fit`` options of one (folder, split, method) fit of the protocol."""
     folder, split, method = Path(job["folder"]), job["split"], job["method"]
     rows = sum(1 for _ in open(folder / "data.txt"))
     large = rows > LARGE
@@ -82,17 +86,24 @@ def fit_one(job: dict) -> dict:
     else:
         hyper = {"samples": samples}
     tune = job["tune"][method]
-    t0 = time.perf_counter()
-    run = workflow.fit(DataOptions(path=str(folder), uci_split=split, standardize=True), method=method, hyper=hyper,
-                       hidden="50", activation="relu", likelihood="gaussian", batch_size=10, epochs=job["epochs"],
-                       seed=split, bias_prior_precision=1e-6, eval_samples=job["eval_samples"],
-                       tune=tune["params"], tune_folds=tune["folds"], tune_rounds=tune["rounds"],
-                       tune_epochs=tune["epochs"], restarts=tune["restarts"])
-    test = run.metrics["test"]
-    return {"folder": folder.name, "split": split, "method": method, "rmse": test["rmse"], "loglik": test["loglik"],
+    options = {"data": str(folder), "uci-split": split, "standardize": True, "method": method, **hyper,
+               "hidden": "50", "activation": "relu", "likelihood": "gaussian", "batch-size": 10,
+               "epochs": job["epochs"], "seed": split, "bias-prior-precision": 1e-6,
+               "eval-samples": job["eval_samples"], "restarts": tune["restarts"]}
+    if tune["params"]:
+        options.update({"tune": tune["params"], "tune-folds": tune["folds"]})
+        options.update({f"tune-{k}": tune[k] for k in ("rounds", "epochs") if tune[k] is not None})
+    return options
+
+
+def result_row(job: dict, record: dict, path: Path) -> dict:
+    """The script's row of one finished fit: its record in the sweep's table and what its run file chose."""
+    run = read_run(path)
+    return {"folder": Path(job["folder"]).name, "split": job["split"], "method": job["method"],
+            "rmse": record["test_rmse"], "loglik": record["test_loglik"],
             "prior_precision": run.config["prior_precision"], "noise_precision": run.model.noise_precision,
             "lr": run.config["hyper"].get("lr"), "beta": run.config["hyper"].get("beta"),
-            "seconds": time.perf_counter() - t0}
+            "seconds": record["seconds"] if record["seconds"] is not None else run.metrics["fit_seconds"]}
 
 
 def mean_se(values) -> tuple[float, float]:
@@ -101,7 +112,6 @@ def mean_se(values) -> tuple[float, float]:
 
 
 def main(argv=None):
-    keep_freed_memory()  # as the slang command does (forked workers inherit it)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_dir = Path(os.environ.get("SLANG_DATA_DIR", "../shared/datasets")) / "uci"
     p.add_argument("--data-dir", default=str(default_dir), help="a Gal-layout folder or a folder of them")
@@ -125,7 +135,13 @@ def main(argv=None):
     p.add_argument("--slang-beta", type=float, default=None,
                    help="SLANG's precision rate beta, or the start of its search (default: the protocol's, equal "
                         "to its rate alpha)")
-    p.add_argument("--jobs", type=int, default=1, help="fits run at a time (each uses one core)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="worker processes of the local Dask cluster (each runs one fit at a time on one core)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the fits on this Dask cluster instead (slang sweep's machinery)")
+    p.add_argument("--runs", default=None, metavar="DIR",
+                   help="keep the run files and results table here; rerunning with the same DIR runs only the "
+                        "fits not complete in it (default: a temporary directory)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON ('-' for stdout)")
     a = p.parse_args(argv)
 
@@ -146,14 +162,21 @@ def main(argv=None):
              "tune": tune, "slang_beta": a.slang_beta}
             for f in folders for k in range(min(n_splits(f), a.splits or n_splits(f))) for m in methods]
     started = time.perf_counter()
-    results = []
-    with ProcessPoolExecutor(max_workers=a.jobs) as pool:
-        for i, r in enumerate(pool.map(fit_one, jobs) if a.jobs > 1 else map(fit_one, jobs)):
-            results.append(r)
-            print(f"[{i + 1}/{len(jobs)}] {r['folder']} split {r['split']} {r['method']}: RMSE {r['rmse']:.3f} "
-                  f"loglik {r['loglik']:.3f} (prior {r['prior_precision']:g}, tau {r['noise_precision']:g}, "
-                  f"lr {r['lr']:g}" + (f", beta {r['beta']:g}" if r["beta"] is not None else "") + "; "
-                  f"{r['seconds']:.1f} s)", file=sys.stderr)
+    with contextlib.ExitStack() as stack:
+        runs = Path(a.runs) if a.runs else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="uci-runs-")))
+
+        def progress(record, done, total):
+            print(f"[{done}/{total}] {record['name']}: {record['status']}"
+                  + (f" ({record['error']})" if record["error"] else f" RMSE {record['test_rmse']:.3f} loglik "
+                     f"{record['test_loglik']:.3f} ({record['seconds']:.1f} s)"), file=sys.stderr)
+
+        points, swept = sweep_fits([fit_options(job) for job in jobs], runs, scheduler=a.scheduler,
+                                   workers=a.jobs, on_record=progress)
+        failed = [r for r in swept.records if r["status"] != "complete"]
+        if failed:
+            sys.exit(f"uci.py: {len(failed)} fits failed, e.g. {failed[0]['name']}: {failed[0]['error']}")
+        results = [result_row(job, record, runs / point.name)
+                   for job, point, record in zip(jobs, points, swept.records)]
     wall = time.perf_counter() - started
 
     table = []
@@ -180,10 +203,13 @@ def main(argv=None):
         ok = ("yes" if e["loglik_within_1se_or_better"] else "no") if "paper_loglik" in e else "-"
         print(f"{e['folder']:16s} {e['method']:6s} {e['rmse']:7.3f}±{e['rmse_se']:.3f} {pr:>12s} "
               f"{e['loglik']:8.3f}±{e['loglik_se']:.3f} {pl:>13s} {ok:>3s} {e['seconds']:6.0f}s", file=report)
-    print(f"wall time {wall:.0f} s ({len(jobs)} fits with tuning, {a.jobs} at a time)", file=report)
+    where = f"on {a.scheduler}" if a.scheduler else f"{a.jobs} at a time"
+    print(f"wall time {wall:.0f} s ({len(jobs)} fits with tuning, {where}; {swept.skipped} already complete)",
+          file=report)
     if a.json:
         out = {"epochs": a.epochs, "eval_samples": a.eval_samples, "slang_beta": a.slang_beta,
-               "tune": tune, "jobs": a.jobs, "wall_seconds": wall,
+               "tune": tune, "jobs": a.jobs, "scheduler": a.scheduler, "wall_seconds": wall,
+               "fits_run": swept.ran, "fits_already_complete": swept.skipped,
                "table": table, "runs": results}
         write_json(out, a.json)
 

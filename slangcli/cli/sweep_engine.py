@@ -501,3 +501,17 @@ def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: flo
     # cancelled tasks may still be writing; the next sweep's start removes those)
     remove_temporaries(directory, points)
     return SweepResult([records[p.name] for p in points], ran=len(todo), skipped=skipped)
+
+
+def sweep_fits(fits: list[dict], directory, *, scheduler: str | None = None, workers: int | None = None,
+               checkpoint_seconds: float = 60.0, on_record: Callable[[dict, int, int], None] | None = None
+               ) -> tuple[list[Point], SweepResult]:
+    """Run the ``slang fit`` of each of ``fits`` (``{"data": path, option key: value}``, one value each) as a
+    sweep in ``directory``, on the cluster at ``scheduler`` or a local one of ``workers`` processes; for scripts
+    (the benchmarks) that make their own grids. Returns the points, in order, and the sweep's result."""
+    points = points_of(fits)
+    if len(points) != len(fits):
+        raise ConfigError("sweep_fits: every fit must be one distinct slang fit (one value per option)")
+    result = run_sweep(points, directory, lambda: dask_client(scheduler, workers),
+                       checkpoint_seconds=checkpoint_seconds, on_record=on_record)
+    return points, result
