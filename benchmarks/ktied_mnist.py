@@ -30,7 +30,9 @@ Protocol (``../shared/reference/README.md`` and the paper's Sections 2-3, Append
   window of the last 10 training batches). The paper's SNR table is for the second layer ("Dense 2").
 
 Variational parameter counts follow the paper's Table 1 (mean field 2 D; k-tied D + sum_l k (m_l + n_l) + biases).
-The printed table sets every row beside the paper's (``ktied_results.csv``).
+The printed table sets every row beside the paper's (``ktied_results.csv``). The four training runs (bbb and
+ktied at each rank) are independent tasks of ``slang sweep``'s machinery, on a local Dask cluster of ``--jobs``
+processes or on the cluster at ``--scheduler``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import numpy as np
 import scipy.special
 
 from results import write_json
+from slangcli.cli.sweep_engine import dask_client, run_tasks
 from slangcli import compress, streams, train
 from slangcli.readers import read_idx
 from slangcli.metrics import ACTIVATION_BUDGET
@@ -82,6 +85,8 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--reference", type=Path, default=HERE.parents[1] / "shared" / "reference" / "ktied_results.csv")
     p.add_argument("--json", type=Path, default=None, help="write the results as JSON to this file ('-': stdout)")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes of the local Dask cluster (runs at a time)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS", help="run on this Dask cluster instead")
     return p.parse_args(argv)
 
 
@@ -179,10 +184,8 @@ def fmt(m) -> str:
     return f"{m['mean']:.3f} ± {m['sem']:.3f}" if m["sem"] is not None else f"{m['mean']:.3f}"
 
 
-def main(argv=None):
-    a = parse_args(argv)
-    keep_freed_memory()  # as the slang command does
-    ranks = [int(k) for k in a.ranks.split(",")]
+def setup(a):
+    """The data, problem, step count and shared hyperparameters of every run."""
     data, val, test = load(a)
     model = MLP(SIZES, activation="relu", likelihood="categorical")
     lam = model.prior_precision(1.0 / a.prior_std**2, 1.0 / a.prior_std**2)
@@ -191,23 +194,55 @@ def main(argv=None):
     if a.iterations is not None:
         n_steps = min(n_steps, a.iterations)
     common = {"samples": a.samples, "lr": a.lr, "init_std": a.init_std, "kl_anneal_steps": a.kl_anneal_steps}
-    out = {"config": {**vars(a), "data_dir": str(a.data_dir), "reference": str(a.reference),
-                      "json": str(a.json) if a.json else None, "n_steps": n_steps, "n_train": problem.n_data,
-                      "n_test": len(test[0]), "sizes": SIZES},
-           "posthoc": {}, "ktied": {}}
+    return data, val, test, problem, n_steps, common
 
+
+def run_one(job: dict) -> dict:
+    """One training run (a Dask task): ``bbb`` with its post-hoc compressions to every rank, or ``ktied`` at one
+    rank; returns its part of the results."""
+    keep_freed_memory()  # as the slang command does
+    a, ranks = job["args"], job["ranks"]
+    data, val, test, problem, n_steps, common = setup(a)
+    if job["method"] == "ktied":
+        post, info = train_with_curves("ktied", METHODS["ktied"].Hyper(rank=job["rank"], **common), problem, data,
+                                       val, a, n_steps)
+        return {**info, "test": score(post, problem, *test, a.eval_samples, a.seed)}
     bbb_post, info = train_with_curves("bbb", METHODS["bbb"].Hyper(**common), problem, data, val, a, n_steps)
-    out["bbb"] = {**info, "test": score(bbb_post, problem, *test, a.eval_samples, a.seed)}
+    out = {"bbb": {**info, "test": score(bbb_post, problem, *test, a.eval_samples, a.seed)}, "posthoc": {},
+           "sizes": {"n_steps": n_steps, "n_train": problem.n_data, "n_test": len(test[0])}}
     for k in ranks:
-        post, layers = compress.compress(bbb_post, model, k)
+        post, layers = compress.compress(bbb_post, problem.model, k)
         out["posthoc"][k] = {"test": score(post, problem, *test, a.eval_samples, a.seed),
                              "layers": [c.summary() for c in layers]}
     out["spectrum"] = [{"shape": list(c.shape), "explained_variance_top5": c.explained_variance[:5].tolist()}
-                       for c in compress.compress(bbb_post, model, 1)[1]]
-    for k in ranks:
-        post, info = train_with_curves("ktied", METHODS["ktied"].Hyper(rank=k, **common), problem, data, val, a,
-                                       n_steps)
-        out["ktied"][k] = {**info, "test": score(post, problem, *test, a.eval_samples, a.seed)}
+                       for c in compress.compress(bbb_post, problem.model, 1)[1]]
+    return out
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    ranks = [int(k) for k in a.ranks.split(",")]
+    out = {"config": {**vars(a), "data_dir": str(a.data_dir), "reference": str(a.reference),
+                      "json": str(a.json) if a.json else None, "sizes": SIZES},
+           "posthoc": {}, "ktied": {}}
+    # the four training runs are independent: tasks of slang sweep's machinery, on a local Dask cluster of
+    # --jobs processes or on the cluster at --scheduler
+    jobs = {"bbb": {"args": a, "ranks": ranks, "method": "bbb"},
+            **{f"ktied-{k}": {"args": a, "ranks": ranks, "method": "ktied", "rank": k} for k in ranks}}
+    results = {}
+
+    def finished(key, result):
+        if isinstance(result, BaseException):
+            sys.exit(f"ktied_mnist.py: the {key} run failed: {type(result).__name__}: {result}")
+        results[key] = result
+        print(f"[{len(results)}/{len(jobs)}] {key} done", file=sys.stderr)
+
+    with dask_client(a.scheduler, a.jobs) as client:
+        run_tasks(client, run_one, jobs, finished)
+    out["config"].update(results["bbb"]["sizes"])
+    out.update({"bbb": results["bbb"]["bbb"], "posthoc": results["bbb"]["posthoc"],
+                "spectrum": results["bbb"]["spectrum"]})
+    out["ktied"] = {k: results[f"ktied-{k}"] for k in ranks}
     report(out, reference_rows(a.reference))
     if a.json is not None:
         write_json(out, a.json)
