@@ -222,17 +222,19 @@ def draw_spectrum(ax, layer: int, spectra, top: int) -> None:
         ev = 100 * s.explained[layer][:top]
         idx = np.arange(1, ev.size + 1)
         if len(spectra) == 1:
-            ax.bar(idx, ev, color="0.55", edgecolor="black", linewidth=0.5, label=s.label)
-            ax.annotate(f"{ev[0]:.2f} %", (1, ev[0]), xytext=(3, 2), textcoords="offset points", fontsize=6.5)
+            # one run: named in the title, so the legend holds only the kept rank
+            ax.bar(idx, ev, color="0.55", edgecolor="black", linewidth=0.5, label="_" + s.label)
+            ax.annotate(f"{ev[0]:.3g} %", (1, ev[0]), xytext=(0, 2), textcoords="offset points", ha="center",
+                        va="bottom", fontsize=6.5)
         else:
             ax.plot(idx, ev, label=s.label, **series_style(i))
         if s.kept is not None:
             k = s.kept[layer]
             ax.axvline(k + 0.5, color="black", linestyle="--", linewidth=1,
-                       label=f"kept rank ({s.label})" if len(spectra) > 1 else "kept rank")
+                       label=f"kept rank ({s.label})" if len(spectra) > 1 else "kept rank k")
     ax.set_yscale("log")
     ax.set_xlim(0.4, min(top, max(x.explained[layer].size for x in spectra)) + 0.6)
-    ax.set_ylim(top=150)
+    ax.set_ylim(top=400)  # room for the label of the first bar
     shown = min(top, max(x.explained[layer].size for x in spectra))
     ax.set_xticks(range(1, shown + 1) if shown <= 10 else range(1, shown + 1, max(1, shown // 5)))
     ax.set_title(f"weight matrix {layer + 1} ({m} x {n})")
@@ -248,9 +250,13 @@ def spectrum_figure(spectra, *, top: int = 10, title: str | None = None) -> Figu
         for layer, ax in enumerate(axes):
             draw_spectrum(ax, layer, spectra, top)
         axes[0].set_ylabel("explained variance (%)")
-        axes[-1].legend(loc="upper right")
-        fig.suptitle(title or ("Spectrum of the posterior standard deviations" if n_layers == 1 else
-                               "Explained variance per singular value of the posterior standard deviations"))
+        if axes[0].get_legend_handles_labels()[0]:
+            axes[0].legend(loc="upper right")  # where the small singular values leave room
+        default = ("Spectrum of the posterior standard deviations" if n_layers == 1 else
+                   "Explained variance per singular value of the posterior standard deviations")
+        if len(spectra) == 1:
+            default += f"\n{spectra[0].label}"
+        fig.suptitle(title or default)
     return fig
 
 
@@ -381,5 +387,6 @@ def sweep_figure(sweep, metric_label: str, *, title: str | None = None, log: str
         draw_sweep(ax, sweep, log)
         ax.set_ylabel(metric_label)
         reps = f"mean +- s.e. over {sweep.replicates} seeds or splits" if sweep.replicates > 1 else "one run each"
-        fig.suptitle(title or f"{metric_label.split(' (')[0]} against {sweep.param} ({reps})")
+        what = PARAM_LABELS.get(sweep.param, sweep.param)
+        fig.suptitle(title or f"{metric_label.split(' (')[0]} against {what}\n({reps})")
     return fig

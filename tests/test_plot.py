@@ -219,7 +219,7 @@ def test_spectrum_of_a_compressed_run_marks_the_kept_rank(runs, tmp_path):
     (bar,) = ax.containers
     np.testing.assert_allclose([p.get_height() for p in bar.patches],
                                100 * run.compression_arrays["explained_variance_0"], rtol=1e-12)
-    (kept,) = [line for line in ax.get_lines() if line.get_label() == "kept rank"]
+    (kept,) = [line for line in ax.get_lines() if line.get_label() == "kept rank k"]
     assert kept.get_xdata()[0] == 1.5
     # several runs: one line each
     both = plotdata.load_runs([runs["compressed"], runs["bbb"]])
