@@ -25,6 +25,7 @@ Data sets (``--data-dir``, default ``$SLANG_DATA_DIR`` or ``../shared/datasets``
 - ``mnist``: 784-400-400-10 ReLU on the training images, scored on a held-out sixth (10 000 validation images,
   split seed 0); the test images are never read.
 
+The mean and standard error of each figure are over the splits and ``--seeds`` (default: seed 0 only).
 Prior precision ``--prior-precision`` (1) on the weights and 1e-5 on the biases (slang fit's defaults), batch size
 32. torch and ivon-opt are this script's own requirements (``pip install torch ivon-opt``), not slang's.
 """
@@ -37,6 +38,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import itertools  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -224,7 +226,8 @@ def main(argv=None):
     p.add_argument("--prior-precision", type=float, default=1.0)
     p.add_argument("--noise-precision", type=float, default=1.0, help="regression, on the standardised target")
     p.add_argument("--eval-samples", type=int, default=100)
-    p.add_argument("--seed", type=int, default=0, help="seed of initialisation, minibatches and samples")
+    p.add_argument("--seeds", default="0", help="comma-separated seeds of initialisation, minibatches and samples "
+                   "(one fit per seed and split)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON ('-' for stdout)")
     a = p.parse_args(argv)
 
@@ -239,6 +242,7 @@ def main(argv=None):
         if m != REFERENCE and m not in METHODS:
             p.error(f"--methods: unknown method {m!r}")
     epochs = [int(e) for e in a.epochs.split(",")]
+    seeds = [int(e) for e in a.seeds.split(",")]
     data_dir = Path(a.data_dir)
 
     results = []
@@ -247,45 +251,44 @@ def main(argv=None):
         for opts, hidden, k in splits:
             s = load(name, opts, hidden, k, a.noise_precision)
             problem = Problem(s.model, s.model.prior_precision(a.prior_precision, BIAS_PRIOR), len(s.X_train))
-            for n_epochs in epochs:
+            for n_epochs, seed, m in itertools.product(epochs, seeds, methods):
                 n_steps = n_epochs * streams.steps_per_epoch(len(s.X_train), a.batch_size)
-                for m in methods:
-                    kw = dict(seed=a.seed, batch_size=a.batch_size, n_steps=n_steps)
-                    if m == REFERENCE:
-                        post, cpu, wall, used = fit_reference(hyper["ivon"], s, problem, **kw)
-                    else:
-                        post, cpu, wall, used = fit_slang(m, hyper[m], s, problem, **kw)
-                    r = {"dataset": name, "split": k, "method": m, "epochs": n_epochs, "steps": n_steps,
-                         "cpu_seconds": cpu, "seconds": wall, "hyper": used, "held_out": s.held_out,
-                         **score(post, s, problem, samples=a.eval_samples, seed=a.seed)}
-                    results.append(r)
-                    extra = f"accuracy {r['accuracy']:.4f}" if "accuracy" in r else f"RMSE {r['rmse']:.3f}"
-                    print(f"{name} split {k} {m} {n_epochs} epochs: {s.held_out} NLL {r['nll']:.4f} {extra} "
-                          f"({cpu:.2f} s CPU, {wall:.2f} s wall)", file=sys.stderr)
+                kw = dict(seed=seed, batch_size=a.batch_size, n_steps=n_steps)
+                if m == REFERENCE:
+                    post, cpu, wall, used = fit_reference(hyper["ivon"], s, problem, **kw)
+                else:
+                    post, cpu, wall, used = fit_slang(m, hyper[m], s, problem, **kw)
+                r = {"dataset": name, "split": k, "seed": seed, "method": m, "epochs": n_epochs, "steps": n_steps,
+                     "cpu_seconds": cpu, "seconds": wall, "hyper": used, "held_out": s.held_out,
+                     **score(post, s, problem, samples=a.eval_samples, seed=seed)}
+                results.append(r)
+                extra = f"accuracy {r['accuracy']:.4f}" if "accuracy" in r else f"RMSE {r['rmse']:.3f}"
+                print(f"{name} split {k} seed {seed} {m} {n_epochs} epochs: {s.held_out} NLL {r['nll']:.4f} "
+                      f"{extra} ({cpu:.2f} s CPU, {wall:.2f} s wall)", file=sys.stderr)
 
     table = []
     for key in dict.fromkeys((r["dataset"], r["method"], r["epochs"]) for r in results):
         rows = [r for r in results if (r["dataset"], r["method"], r["epochs"]) == key]
-        e = {"dataset": key[0], "method": key[1], "epochs": key[2], "splits": len(rows),
-             "held_out": rows[0]["held_out"]}
+        e = {"dataset": key[0], "method": key[1], "epochs": key[2], "runs": len(rows),
+             "splits": len({r["split"] for r in rows}), "held_out": rows[0]["held_out"]}
         for metric in ("nll", "accuracy", "rmse", "cpu_seconds", "seconds"):
             if metric in rows[0]:
                 e[metric], e[metric + "_se"] = mean_se([r[metric] for r in rows])
         table.append(e)
 
     report = table_stream(a.json)
-    print(f"{'data set':9s} {'method':9s} {'epochs':>6s} {'splits':>6s} {'NLL':>16s} {'acc / RMSE':>17s} "
+    print(f"{'data set':9s} {'method':9s} {'epochs':>6s} {'runs':>6s} {'NLL':>16s} {'acc / RMSE':>17s} "
           f"{'CPU s':>7s} {'wall s':>7s}", file=report)
     for e in table:
         second = (f"{e['accuracy']:.4f}±{e['accuracy_se']:.4f}" if "accuracy" in e
                   else f"{e['rmse']:.3f}±{e['rmse_se']:.3f}")
-        print(f"{e['dataset']:9s} {e['method']:9s} {e['epochs']:6d} {e['splits']:6d} "
+        print(f"{e['dataset']:9s} {e['method']:9s} {e['epochs']:6d} {e['runs']:6d} "
               f"{e['nll']:8.4f}±{e['nll_se']:.4f} {second:>17s} {e['cpu_seconds']:7.2f} {e['seconds']:7.2f}",
               file=report)
     if a.json:
         write_json({"epochs": epochs, "batch_size": a.batch_size, "prior_precision": a.prior_precision,
                     "bias_prior_precision": BIAS_PRIOR, "noise_precision": a.noise_precision,
-                    "eval_samples": a.eval_samples, "seed": a.seed, "methods": methods, "table": table,
+                    "eval_samples": a.eval_samples, "seeds": seeds, "methods": methods, "table": table,
                     "runs": results}, a.json)
 
 

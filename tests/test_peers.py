@@ -38,19 +38,19 @@ def _data_dir(tmp_path):
 def test_slang_methods_run_on_both_kinds_of_data(tmp_path, capsys, monkeypatch):
     peers = _load("peers", monkeypatch)
     peers.main(["--data-dir", str(_data_dir(tmp_path)), "--dataset", "usps,boston", "--methods", "ivon,mf-ef",
-                "--hyper", "mf-ef:samples=2", "--epochs", "1,2", "--splits", "2", "--eval-samples", "5",
+                "--hyper", "mf-ef:samples=2", "--epochs", "1", "--splits", "2", "--seeds", "0,1", "--eval-samples", "5",
                 "--json", "-"])
     out = json.loads(capsys.readouterr().out)
-    runs = {(r["dataset"], r["split"], r["method"], r["epochs"]) for r in out["runs"]}
-    assert runs == {(d, k, m, e) for d in ("usps", "boston") for k in (0, 1) for m in ("ivon", "mf-ef")
-                    for e in (1, 2)}
+    runs = {(r["dataset"], r["split"], r["seed"], r["method"], r["epochs"]) for r in out["runs"]}
+    assert runs == {(d, k, s, m, e) for d in ("usps", "boston") for k in (0, 1) for s in (0, 1)
+                    for m in ("ivon", "mf-ef") for e in (1,)}
     for r in out["runs"]:
         assert np.isfinite(r["nll"]) and r["cpu_seconds"] >= 0 and r["seconds"] > 0
         assert ("accuracy" in r) == (r["dataset"] == "usps") and ("rmse" in r) == (r["dataset"] == "boston")
     assert {r["hyper"]["samples"] for r in out["runs"] if r["method"] == "mf-ef"} == {2}
     assert {r["hyper"]["lr"] for r in out["runs"] if r["method"] == "ivon"} == {0.2}  # the script's default
-    assert {(e["dataset"], e["method"], e["epochs"], e["splits"]) for e in out["table"]} == \
-        {(d, m, e, 2) for d in ("usps", "boston") for m in ("ivon", "mf-ef") for e in (1, 2)}
+    assert {(e["dataset"], e["method"], e["epochs"], e["splits"], e["runs"]) for e in out["table"]} == \
+        {(d, m, e, 2, 4) for d in ("usps", "boston") for m in ("ivon", "mf-ef") for e in (1,)}
 
 
 def test_hyper_options_keep_whole_numbers_whole(monkeypatch):
