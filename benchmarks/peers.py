@@ -25,6 +25,9 @@ Data sets (``--data-dir``, default ``$SLANG_DATA_DIR`` or ``../shared/datasets``
 - ``mnist``: 784-400-400-10 ReLU on the training images, scored on a held-out sixth (10 000 validation images,
   split seed 0); the test images are never read.
 
+``--validation`` trains on four fifths of each split's training part and scores on the remaining fifth: the way
+to compare settings without the test data.
+
 The mean and standard error of each figure are over the splits and ``--seeds`` (default: seed 0 only).
 Prior precision ``--prior-precision`` (1) on the weights and 1e-5 on the biases (slang fit's defaults), batch size
 32. torch and ivon-opt are this script's own requirements (``pip install torch ivon-opt``), not slang's.
@@ -59,6 +62,7 @@ from slangcli.workflow import DataOptions  # noqa: E402
 
 BIAS_PRIOR = 1e-5
 REFERENCE = "ivon-ref"
+VALIDATION_SEED = 2024  # of --validation's hold-out fifth of each training part
 
 
 @dataclass
@@ -90,7 +94,10 @@ def dataset_splits(name: str, data_dir: Path, noise_precision: float) -> list[tu
     raise SystemExit(f"peers.py: unknown data set {name!r} (usps, boston, concrete, mnist)")
 
 
-def load(name: str, opts: DataOptions, hidden: tuple, k: int, noise_precision: float) -> Split:
+def load(name: str, opts: DataOptions, hidden: tuple, k: int, noise_precision: float,
+         validation: bool = False) -> Split:
+    """Split ``k`` of data set ``name``; with ``validation``, a seeded fifth of its training part is held out
+    and scored instead of its test part (which is then not used at all)."""
     try:
         p = workflow.load_training(opts)
     except SlangError as exc:
@@ -98,8 +105,15 @@ def load(name: str, opts: DataOptions, hidden: tuple, k: int, noise_precision: f
     sizes = (p.X_train.shape[1], *hidden, p.n_outputs)
     model = MLP(sizes, "relu", p.likelihood, noise_precision=noise_precision)
     scale = float(p.arrays["target_scale"][0]) if "target_scale" in p.arrays else 1.0
+    X_train, y_train, X_test, y_test = p.X_train, p.y_train, p.X_test, p.y_test
     held_out = "validation" if name == "mnist" else "test"
-    return Split(name, k, p.X_train, p.y_train, p.X_test, p.y_test, model, scale, held_out)
+    if validation:
+        order = np.random.default_rng([VALIDATION_SEED, k]).permutation(len(X_train))
+        cut = len(X_train) // 5
+        X_test, y_test = X_train[order[:cut]], y_train[order[:cut]]
+        X_train, y_train = X_train[order[cut:]], y_train[order[cut:]]
+        held_out = "validation"
+    return Split(name, k, X_train, y_train, X_test, y_test, model, scale, held_out)
 
 
 def parse_hyper(items: list[str]) -> dict:
@@ -226,6 +240,9 @@ def main(argv=None):
     p.add_argument("--prior-precision", type=float, default=1.0)
     p.add_argument("--noise-precision", type=float, default=1.0, help="regression, on the standardised target")
     p.add_argument("--eval-samples", type=int, default=100)
+    p.add_argument("--validation", action="store_true",
+                   help="hold out a fifth of each split's training part and score there (for choosing settings; "
+                        "the test part is not used)")
     p.add_argument("--seeds", default="0", help="comma-separated seeds of initialisation, minibatches and samples "
                    "(one fit per seed and split)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON ('-' for stdout)")
@@ -249,7 +266,7 @@ def main(argv=None):
     for name in [d.strip() for d in a.dataset.split(",") if d.strip()]:
         splits = dataset_splits(name, data_dir, a.noise_precision)[: a.splits]
         for opts, hidden, k in splits:
-            s = load(name, opts, hidden, k, a.noise_precision)
+            s = load(name, opts, hidden, k, a.noise_precision, a.validation)
             problem = Problem(s.model, s.model.prior_precision(a.prior_precision, BIAS_PRIOR), len(s.X_train))
             for n_epochs, seed, m in itertools.product(epochs, seeds, methods):
                 n_steps = n_epochs * streams.steps_per_epoch(len(s.X_train), a.batch_size)

@@ -87,3 +87,15 @@ def test_unreadable_data_is_a_message(tmp_path, monkeypatch):
     peers = _load("peers", monkeypatch)
     with pytest.raises(SystemExit, match="no such file"):
         peers.main(["--data-dir", str(tmp_path), "--dataset", "usps", "--methods", "ivon", "--epochs", "1"])
+
+
+def test_validation_holds_out_a_fifth_of_the_training_part(tmp_path, monkeypatch):
+    peers = _load("peers", monkeypatch)
+    opts, hidden, k = peers.dataset_splits("usps", _data_dir(tmp_path), 1.0)[1]
+    full = peers.load("usps", opts, hidden, k, 1.0)
+    val = peers.load("usps", opts, hidden, k, 1.0, validation=True)
+    assert val.held_out == "validation" and len(val.X_test) == len(full.X_train) // 5
+    assert len(val.X_train) + len(val.X_test) == len(full.X_train)
+    rows = {tuple(r) for r in full.X_train}
+    assert all(tuple(r) in rows for r in np.vstack([val.X_train, val.X_test]))  # the test part is not used
+    assert not any(tuple(r) in {tuple(t) for t in val.X_train} for r in val.X_test)
