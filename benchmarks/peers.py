@@ -117,15 +117,21 @@ def load(name: str, opts: DataOptions, hidden: tuple, k: int, noise_precision: f
 
 
 def parse_hyper(items: list[str]) -> dict:
-    """``["ivon:lr=0.2,samples=1", ...]`` -> ``{"ivon": {"lr": 0.2, "samples": 1}}`` (ints stay ints)."""
+    """``["ivon:lr=0.2,samples=1", ...]`` -> ``{"ivon": {"lr": 0.2, "samples": 1}}`` (whole numbers written
+    without a point or exponent are ints; what is not a number stays a string)."""
     out: dict = {}
     for item in items:
         method, _, pairs = item.partition(":")
         for pair in filter(None, pairs.split(",")):
             key, _, value = pair.partition("=")
-            number = float(value)
-            out.setdefault(method, {})[key.strip().replace("-", "_")] = int(number) if number.is_integer() and \
-                "." not in value and "e" not in value.lower() else number
+            try:
+                number = float(value)
+            except ValueError:  # a word, e.g. slang:dtype=float32
+                parsed = value.strip()
+            else:
+                whole = number.is_integer() and not any(c in value.lower() for c in ".e")
+                parsed = int(number) if whole else number
+            out.setdefault(method, {})[key.strip().replace("-", "_")] = parsed
     return out
 
 

@@ -55,8 +55,9 @@ def test_slang_methods_run_on_both_kinds_of_data(tmp_path, capsys, monkeypatch):
 
 def test_hyper_options_keep_whole_numbers_whole(monkeypatch):
     peers = _load("peers", monkeypatch)
-    assert peers.parse_hyper(["ivon:lr=0.2,samples=4,hess-init=1e-1", "slang:rank=8", "ivon:beta1=1.0"]) == \
-        {"ivon": {"lr": 0.2, "samples": 4, "hess_init": 0.1, "beta1": 1.0}, "slang": {"rank": 8}}
+    assert peers.parse_hyper(["ivon:lr=0.2,samples=4,hess-init=1e-1", "slang:rank=8,dtype=float32",
+                              "ivon:beta1=1.0"]) == \
+        {"ivon": {"lr": 0.2, "samples": 4, "hess_init": 0.1, "beta1": 1.0}, "slang": {"rank": 8, "dtype": "float32"}}
 
 
 def test_reference_starts_where_slang_starts(tmp_path, monkeypatch):
