@@ -41,6 +41,7 @@ LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (3, 1)))
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 HATCHES = ("", "////", "....", "xxxx", "\\\\\\\\", "++++")
 MARKED_POINTS = 8  # markers per training curve (a marker on every epoch would hide the line)
+LEGEND_INSIDE = 6  # most runs whose legend sits inside the training axes
 
 
 def series_style(i: int) -> dict:
@@ -134,7 +135,10 @@ def draw_training(ax, curves, log: str = "auto", first_style: int = 0) -> None:
     if "test" in finals:
         handles.append(Line2D([], [], color="0.3", marker="*", linestyle="none", markersize=7,
                               label="final test NLL (per test example)"))
-    ax.legend(handles=handles)
+    if len(curves) > LEGEND_INSIDE:  # a sweep's many runs: the legend below the axes, in two columns
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=5.5)
+    else:
+        ax.legend(handles=handles)
 
 
 def training_figure(curves, *, title: str | None = None, log: str = "auto") -> Figure:
@@ -142,7 +146,9 @@ def training_figure(curves, *, title: str | None = None, log: str = "auto") -> F
     with matplotlib.rc_context(STYLE):
         groups = [[c for c in curves if c.axis == a] for a in ("epoch", "iteration")]
         groups = [g for g in groups if g]
-        fig = new_figure(COLUMN_WIDTH * len(groups) if len(groups) > 1 else COLUMN_WIDTH, 2.6)
+        # legend rows under the axes (the runs and two marker entries, in two columns)
+        below = max([(len(g) + 3) // 2 for g in groups if len(g) > LEGEND_INSIDE], default=0)
+        fig = new_figure(COLUMN_WIDTH * len(groups) if len(groups) > 1 else COLUMN_WIDTH, 2.6 + 0.11 * below)
         axes = fig.subplots(1, len(groups), squeeze=False)[0]
         first = 0
         for ax, group in zip(axes, groups):

@@ -102,12 +102,23 @@ def method_label(run: Run, *, rank=True, compression=True) -> str:
 
 
 def labels_for(runs, given=()) -> list[str]:
-    """One legend label per run: ``given`` ones first, then :func:`method_label`, made unique by the file name
-    where two runs would share one."""
+    """One legend label per run: ``given`` ones first, then :func:`method_label`; runs that would share a label
+    get the settings in which they differ (``"SLANG L = 2, split_seed = 1"``), and the file name if even these
+    are equal."""
     given = list(given)
     if len(given) > len(runs):
         raise ConfigError(f"{len(given)} --label values for {len(runs)} runs")
     labels = given + [method_label(run) for _, run in runs[len(given):]]
+    params = [run_parameters(run) for _, run in runs]
+    base = list(labels)
+    for label in set(base[len(given):]):
+        same = [i for i in range(len(given), len(runs)) if base[i] == label]
+        if len(same) < 2:
+            continue
+        differ = [k for k in sorted({k for i in same for k in params[i]} - {"method", "rank"})
+                  if len({_key(params[i].get(k)) for i in same}) > 1]
+        for i in same:
+            labels[i] = ", ".join([label, *(f"{k} = {params[i].get(k)}" for k in differ)])
     for i, (path, _) in enumerate(runs):
         if i >= len(given) and labels.count(labels[i]) > 1:
             labels[i] = f"{labels[i]} ({Path(path).stem})"

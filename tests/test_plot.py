@@ -130,6 +130,20 @@ def test_training_figure_matches_histories(runs, tmp_path):
     assert lines["SLANG L = 2"].get_marker() != lines["mf-ef"].get_marker()
 
 
+def test_training_overlay_of_a_sweep(sweep_dir, tmp_path):
+    """Many runs: labels name the settings in which runs of one method differ, the legend goes below the axes."""
+    render(tmp_path, sweep_dir, "--kind", "training")
+    loaded = plotdata.load_runs([sweep_dir])
+    labels = plotdata.labels_for(loaded)
+    assert len(set(labels)) == len(labels) == 8
+    assert "SLANG L = 1, prior_precision = 10.0, seed = 1, split_seed = 1" in labels
+    slang = [(p, r) for p, r in loaded if r.config["method"] == "slang"]
+    curves = [plotdata.training_curve(r, f"run {i}", p) for i, (p, r) in enumerate(slang * 2)]
+    fig = figures.training_figure(curves)
+    assert fig.get_figheight() > 2.6
+    assert len(fig.axes[0].get_legend().get_texts()) == 8 + 2
+
+
 def test_training_log_axes_follow_the_option(runs):
     loaded = plotdata.load_runs([runs["slang"]])
     curve = plotdata.training_curve(loaded[0][1], "run", "run.h5")
