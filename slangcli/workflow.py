@@ -615,8 +615,8 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
         raise FormatError(f"{run_name}: a checkpoint of an unknown or non-resumable method {method!r}")
     module = METHODS[method]
     hyper_obj = module.Hyper(**config["hyper"])
-    opts = DataOptions(**run.data["options"])
-    prepared = load_training(opts, likelihood=run.model.likelihood, notify=notify)
+    # options a newer minor format added are ignored here too, as the format promises
+    prepared = load_training(_stored_options(run), likelihood=run.model.likelihood, notify=notify)
     for part in ("train", "test"):
         old, new = run.data.get(part) or {}, prepared.data.get(part) or {}
         if old.get("sha256") != new.get("sha256"):

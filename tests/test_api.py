@@ -199,3 +199,19 @@ def test_unknown_option_of_a_method_is_refused_before_the_data():
         slangcli.fit(np.ones((4, 2)), [0, 1, 0, 1], tol=1e-3)
     with pytest.raises(DataError):
         slangcli.fit(np.ones((4, 2)), [0, 1, 0])
+
+
+@pytest.mark.parametrize("hidden", ["50,", ",50", "50,,20", "a", "0"])
+def test_malformed_hidden_widths_are_usage_errors(tmp_path, hidden):
+    """``--hidden 50,`` is a typo, not a network with an extra (empty) layer: refused before any data are read."""
+    done = CliRunner().invoke(main, ["fit", str(tmp_path / "absent.csv"), "--hidden", hidden, "-o",
+                                     str(tmp_path / "r.h5")])
+    assert done.exit_code == 2 and "--hidden" in done.output, done.output
+    assert not (tmp_path / "r.h5").exists()
+
+
+def test_hidden_widths_are_parsed_alike_everywhere():
+    from slangcli.workflow import parse_hidden
+
+    assert parse_hidden("400,400") == parse_hidden((400, 400)) == parse_hidden(" 400, 400 ") == (400, 400)
+    assert parse_hidden("") == parse_hidden(()) == ()

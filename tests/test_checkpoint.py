@@ -7,6 +7,7 @@ random moments (the output path holds nothing or the last valid checkpoint, neve
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -270,3 +271,23 @@ def test_divergence_keeps_the_last_checkpoint_and_says_where(tmp_path, data_csv)
     assert len(result.stderr.strip().splitlines()) == 1
     run = read_run(out)
     assert run.status == "checkpoint" and np.isfinite(run.posterior.mean).all()
+
+
+def test_resume_ignores_data_options_it_does_not_know(tmp_path, data_csv):
+    """A checkpoint whose stored data options carry a key this slang does not know (a newer minor format) resumes,
+    as ``slang evaluate`` reads it: the format promises that a 1.x reader ignores what it does not know."""
+    opts = DataOptions(path=str(data_csv))
+    written, polls = [], []
+    with pytest.raises(Interrupted):
+        fit(opts, **_fit_kwargs("slang", {"rank": 2}),
+            checkpointing=Checkpointing(write=written.append, stop=lambda: polls.append(1) or len(polls) > 3))
+    path = tmp_path / "ck.h5"
+    write_run(path, written[-1])
+    with h5py.File(path, "r+") as f:
+        provenance = json.loads(f["data"].attrs["provenance"])
+        provenance["options"]["resample"] = "bootstrap"
+        f["data"].attrs["provenance"] = json.dumps(provenance)
+    result = CliRunner().invoke(main, ["fit", "--resume", str(path), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    assert read_run(path).status == "complete"
