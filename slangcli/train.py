@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from slangcli.errors import DivergenceError
-from slangcli.methods.base import Problem
+from slangcli.methods.base import Problem, finite_fields
 from slangcli.methods.reparam import snr
 from slangcli.streams import INIT, SNR, STEP, derive_rng, epoch_order, steps_per_epoch
 
@@ -83,11 +83,12 @@ def _diverged(step: int, epoch: int, what: str) -> str:
             "try a smaller --lr or --beta, or a larger --prior-precision")
 
 
-def _check_finite(state, step: int, epoch: int) -> None:
-    """O(D) per step: the mean and the diagonal precision (a non-finite U reaches d through its correction), or
-    the log standard deviations (Bayes by Backprop) or log scales (k-tied). A non-finite dense precision fails its Cholesky
-    factorisation, which is reported as a failed linear-algebra routine."""
-    for name in ("mu", "d", "log_sigma", "log_scale"):
+def _check_finite(method, state, step: int, epoch: int) -> None:
+    """O(D) per step: the state arrays the method declares (``methods.base.finite_fields``): the mean and the
+    diagonal precision (a non-finite U reaches d through its correction), or the log standard deviations (Bayes by
+    Backprop) or log scales (k-tied). A non-finite dense precision fails its Cholesky factorisation, which is
+    reported as a failed linear-algebra routine."""
+    for name in finite_fields(method):
         value = getattr(state, name, None)
         if value is not None and not np.isfinite(value).all():
             raise DivergenceError(_diverged(step, epoch, f"non-finite parameters ({name})"))
@@ -142,7 +143,7 @@ def run(
                 raise DivergenceError(_diverged(t + 1, epoch, "a linear-algebra routine failed")) from None
             if not np.isfinite(info["nll"]):
                 raise DivergenceError(_diverged(t + 1, epoch, "the loss is not finite"))
-            _check_finite(state, t + 1, epoch)
+            _check_finite(method, state, t + 1, epoch)
             now = time.perf_counter()
             history.open_sum += info["nll"]
             history.open_count += 1

@@ -30,8 +30,7 @@ import numpy as np
 
 from slangcli import metrics, streams, train
 from slangcli.errors import ConfigError, DivergenceError
-from slangcli.methods import slang, slang_stacked
-from slangcli.methods.base import Problem, hyper_names
+from slangcli.methods.base import Problem, hyper_names, samples_per_step
 from slangcli.models import MLP
 from slangcli.threads import blas_threads
 
@@ -182,17 +181,19 @@ def _fold_scores(candidates: list[dict], build, method, hyper, X, y, fit_rows, v
     hypers = [replace(hyper, **{p: c[p] for p in RATES if p in c}) for c in candidates]
     Xf, yf = X[fit_rows], y[fit_rows]
     model0 = built[0][0]
-    if method is slang and len(candidates) > 1 and slang_stacked.stackable(model0, hyper, batch):
+    stacked = getattr(method, "stacked", None)
+    slang_stacked = stacked() if stacked is not None else None
+    if slang_stacked is not None and len(candidates) > 1 and slang_stacked.stackable(model0, hyper, batch):
         runs = slang_stacked.Runs(prior_precision=np.stack([lam for _, lam in built]),
                                   noise_precision=np.array([m.noise_precision for m, _ in built]),
                                   lr=np.array([h.lr for h in hypers]), beta=np.array([h.beta for h in hypers]))
-        with blas_threads(model0.n_params, hyper.samples, batch):
+        with blas_threads(model0.n_params, samples_per_step(hyper), batch):
             states = slang_stacked.run(runs, model0, hyper, Xf, yf, seed=fold_seed, batch_size=batch,
                                        n_steps=n_steps)
     else:
         states = []
         for (model, lam), h in zip(built, hypers):
-            with blas_threads(model.n_params, h.samples, batch):
+            with blas_threads(model.n_params, samples_per_step(h), batch):
                 try:
                     state, _ = train.run(method, h, Problem(model, lam, len(fit_rows)), Xf, yf, seed=fold_seed,
                                          batch_size=batch, n_steps=n_steps)

@@ -27,7 +27,7 @@ from slangcli import predict as predictive_uncertainty
 from slangcli.errors import ConfigError, DataError, DivergenceError, FormatError, Interrupted
 from slangcli.io import ARRAYS, POSTERIOR_NAMES, Run
 from slangcli.methods import METHODS
-from slangcli.methods.base import Problem, hyper_names, is_solver
+from slangcli.methods.base import Problem, adapt, cache_fields, hyper_names, is_solver, samples_per_step
 from slangcli.models import ACTIVATIONS, LIKELIHOODS, MLP
 from slangcli.prepare import LabelMap, Standardizer, fit_labels, train_test_split
 from slangcli.readers import is_uci_folder, read_table, read_uci_folder, sha256_file, widen
@@ -538,13 +538,9 @@ def fit_prepared(
     sizes = (prepared.X_train.shape[1], *widths, prepared.n_outputs)
     model = MLP(sizes, activation=activation, likelihood=prepared.likelihood, noise_precision=noise_precision)
     hyper_obj = module.Hyper(**hyper)
-    method_note = getattr(module, "note", None)
-    if method_note is not None and method_note(model, hyper_obj):
-        notify(method_note(model, hyper_obj))
-    elif getattr(hyper_obj, "rank", 0) > model.n_params:
-        notify(f"--rank {hyper_obj.rank} exceeds the {model.n_params} parameters; using rank {model.n_params} "
-               "(a full-rank precision)")
-        hyper_obj = replace(hyper_obj, rank=model.n_params)
+    hyper_obj, method_note = adapt(module, model, hyper_obj)
+    if method_note:
+        notify(method_note)
     if solver:
         batch = n_steps = None
     else:
@@ -643,7 +639,7 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
             # rounding of every later step, depend on the layout
             order = "F" if value.flags.f_contiguous and not value.flags.c_contiguous else "C"
             values[name] = np.array(got, dtype=value.dtype, order=order)
-        elif isinstance(value, np.ndarray) and name != "WtW":
+        elif isinstance(value, np.ndarray) and name not in cache_fields(module):
             raise FormatError(f"{run_name}: /state lacks {name!r}")
         elif isinstance(value, (int, float)) and name in scalars:
             values[name] = type(value)(scalars[name])
@@ -703,7 +699,7 @@ def _train(setup: _Setup, state, history, elapsed: float, progress, checkpointin
 
     stopped = checkpointing is not None and checkpointing.stop()
     if not stopped:
-        with blas_threads(setup.model.n_params, setup.hyper.samples, cfg["batch_size"]):
+        with blas_threads(setup.model.n_params, samples_per_step(setup.hyper), cfg["batch_size"]):
             state, history = train.run(setup.module, setup.hyper, setup.problem, p.X_train, p.y_train,
                                        seed=cfg["seed"], batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
                                        state=state, history=history, progress=progress, after_step=after_step,
@@ -730,7 +726,7 @@ def _train_restarts(setup: _Setup, restarts: int, progress, notify) -> Run:
     best, elbos, error = None, [], None
     for r, seed in enumerate(seeds):
         try:
-            with blas_threads(setup.model.n_params, setup.hyper.samples, cfg["batch_size"]):
+            with blas_threads(setup.model.n_params, samples_per_step(setup.hyper), cfg["batch_size"]):
                 state, history = train.run(setup.module, setup.hyper, setup.problem, p.X_train, p.y_train,
                                            seed=seed, batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
                                            progress=progress, **_snr_options(cfg))

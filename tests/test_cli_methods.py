@@ -191,10 +191,10 @@ def test_control_runs_differ_in_one_thing_only(pair, train_csv, out_dir):
 
 def test_every_hyperparameter_has_an_option():
     """Each field of each method's Hyper is a ``slang fit`` option (``init_std -> --init-std``)."""
-    from slangcli.cli.fit import HYPER_OPTIONS
+    from slangcli.cli.fit import method_options
 
     fields = {f.name for method in METHODS.values() for f in dataclasses.fields(method.Hyper)}
-    assert fields == set(HYPER_OPTIONS)
+    assert fields == {option.name for option in method_options()}
     shown = invoke("fit", "--help").stdout
     for name in fields:
         assert "--" + name.replace("_", "-") in shown

@@ -209,9 +209,9 @@ def test_initialisation_follows_appendix_a2():
 
 def test_clamp_note_names_the_layers():
     model = MLP((10, 6, 1))
-    assert ktied.note(model, ktied.Hyper(rank=2)) is not None and "layer 2 (6 x 1): rank 1" in ktied.note(
-        model, ktied.Hyper(rank=2))
-    assert ktied.note(model, ktied.Hyper(rank=1)) is None
+    hyper, note = ktied.adapt(model, ktied.Hyper(rank=2))
+    assert hyper == ktied.Hyper(rank=2) and "layer 2 (6 x 1): rank 1" in note
+    assert ktied.adapt(model, ktied.Hyper(rank=1))[1] is None
 
 
 def test_step_is_adam_on_the_concatenated_gradient():

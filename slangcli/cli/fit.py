@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import signal
 import sys
@@ -17,60 +16,76 @@ from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, no
 from slangcli.errors import DivergenceError, Interrupted
 from slangcli.io import read_run, write_run
 from slangcli.methods import METHODS
-from slangcli.methods.base import is_solver
+from slangcli.methods.base import is_solver, option_specs
 from slangcli.models import ACTIVATIONS, LIKELIHOODS
 from slangcli.workflow import Checkpointing, DataOptions, fit as fit_run, resume as resume_run
 
 
-# One option per hyperparameter of any method: (declarations, type, help). The default is None, "not given": the
-# method's own default applies (its Hyper), and the help lists those defaults per method from the registry, so it
-# cannot drift. workflow.check_hyper refuses an option the chosen method does not have.
-HYPER_OPTIONS = {
-    "rank": (("--rank", "-L"), click.IntRange(min=0),
-             "slang: rank L of the low-rank part of the precision (0: diagonal); ktied: rank k of each weight "
-             "matrix's standard deviations U V^T (at most min(m, n) per layer)."),
-    "samples": (("--samples", "-S"), click.IntRange(min=1), "Monte-Carlo weight samples per step."),
-    "lr": (("--lr",), float,
-           "Initial rate alpha_0 of the mean; for bbb, Adam's learning rate; for ivon, its learning rate."),
-    "beta": (("--beta",), float, "Initial rate beta_0 of the precision."),
-    "decay": (("--decay",), float, "Rates decay as r_0 / (1 + t^decay) at step t."),
-    "momentum": (("--momentum",), float, "Momentum of the likelihood gradient."),
-    "init_precision": (("--init-precision",), float, "Initial diagonal precision of q."),
-    "beta1": (("--beta1",), float, "Adam's decay rate of the first moment; ivon: of the gradient momentum."),
-    "beta2": (("--beta2",), float, "Adam's decay rate of the second moment; ivon: of the Hessian estimate."),
-    "eps": (("--eps",), float, "Adam's epsilon."),
-    "init_std": (("--init-std",), float, "Initial standard deviation of q."),
-    "init_noise": (("--init-noise",), float,
-                   "Standard deviation of the noise added to log U and log V at initialisation (breaks symmetry)."),
-    "kl_anneal_steps": (("--kl-anneal-steps",), click.IntRange(min=0),
-                        "Linear KL annealing: the KL term is scaled by min(1, t / N) at step t (0: none)."),
-    "hess_init": (("--hess-init",), float,
-                  "ivon: initial per-example Hessian estimate h_0 (precision N h_0 + lambda)."),
-    "clip_radius": (("--clip-radius",), float,
-                    "ivon: clip each coordinate of the preconditioned step to this radius (default: no clipping)."),
-    "tol": (("--tol",), float, "Stop when the largest gradient component of -ELBO / N is below this."),
-    "max_iter": (("--max-iter",), click.IntRange(min=1), "Most L-BFGS iterations."),
-    "dtype": (("--dtype",), click.Choice(["float64", "float32"]),
-              "Precision of the network passes and of U (float32 roughly halves a large network's step time; "
-              "the mean, diagonal and all reductions stay float64)."),
-}
+class MethodChoice(click.Choice):
+    """``--method``: the names in the registry when the command line is parsed, so that a method registered at run
+    time (``slangcli.methods.register``) is a valid choice."""
+
+    def __init__(self):
+        super().__init__([])
+
+    @property
+    def choices(self):
+        return tuple(METHODS)
+
+    @choices.setter
+    def choices(self, value):  # click.Choice.__init__ assigns it; the registry is the source
+        pass
 
 
-def _defaults_text(field: str) -> str:
-    """``[slang, full-ef: 0.05; bbb: 0.01]``: the methods that take ``field`` and their defaults."""
-    by_default: dict = {}
-    for name, method in METHODS.items():
-        for f in dataclasses.fields(method.Hyper):
-            if f.name == field:
-                by_default.setdefault(f.default, []).append(name)
-    return "[" + "; ".join(f"{', '.join(names)}: {default}" for default, names in by_default.items()) + "]"
+def method_options() -> list[click.Option]:
+    """One option per hyperparameter of the registered methods, generated from their declarations
+    (``slangcli.methods.base.hyperparameter``). The default is None, "not given": the method's own default
+    applies, and the help lists the defaults per method, so it cannot drift. ``workflow.check_hyper`` refuses an
+    option the chosen method does not have."""
+    key = tuple((name, id(method)) for name, method in METHODS.items())
+    if _OPTIONS.get("key") != key:
+        options = []
+        for spec in option_specs(METHODS):
+            kind = click.Choice(spec.choices) if spec.choices else spec.kind
+            declarations = [spec.flag, *([spec.short] if spec.short else []), spec.name]
+            options.append(click.Option(declarations, type=kind, default=None, help=spec.help_text()))
+        _OPTIONS.update(key=key, options=options)
+    return _OPTIONS["options"]
 
 
-def hyper_options(command):
-    for field, (declarations, kind, text) in reversed(HYPER_OPTIONS.items()):
-        command = click.option(*declarations, field, type=kind, default=None,
-                               help=f"{text} {_defaults_text(field)}")(command)
-    return command
+_OPTIONS: dict = {}
+
+
+class _Params(list):
+    """The parameters as a list whose ``append`` and ``pop`` also change the stored ones (click adds and removes
+    its help option that way)."""
+
+    def __init__(self, items, base: list):
+        super().__init__(items)
+        self._base = base
+
+    def append(self, item):
+        super().append(item)
+        self._base.append(item)
+
+    def pop(self, *index):
+        self._base.pop(*index)
+        return super().pop(*index)
+
+
+class FitCommand(click.Command):
+    """``slang fit``: its method options come from the registry whenever they are asked for (parsing, ``--help``,
+    ``slang sweep``'s grid), placed after ``--method``."""
+
+    @property
+    def params(self):
+        base = self._base_params
+        at = next((i + 1 for i, p in enumerate(base) if p.name == "method"), len(base))
+        return _Params(base[:at] + method_options() + base[at:], base)
+
+    @params.setter
+    def params(self, value):
+        self._base_params = list(value)
 
 
 def _target(value):
@@ -82,7 +97,7 @@ def _target(value):
         return value
 
 
-@main.command()
+@main.command(cls=FitCommand)
 @click.argument("data", required=False, type=click.Path(path_type=str))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=str),
               help="Run file to write (HDF5).")
@@ -116,12 +131,11 @@ def _target(value):
                    "gaussian (regression) otherwise.")
 @click.option("--noise-precision", type=float, default=1.0, show_default=True,
               help="Gaussian likelihood: noise precision tau on the standardised target.")
-@click.option("--method", type=click.Choice(list(METHODS)), default="slang", show_default=True,
+@click.option("--method", type=MethodChoice(), default="slang", show_default=True,
               help="slang; natural-gradient baselines full-ef, full-hessian (dense precision), mf-ef, mf-hessian "
                    "(diagonal); bbb (Bayes by Backprop); ktied (k-tied Normal: bbb with sigma = U V^T per weight matrix); "
                    "ivon (IVON); "
                    "exact-full, exact-mf (exact VI, logistic regression only).")
-@hyper_options
 @click.option("--batch-size", "-M", type=click.IntRange(min=1), default=None,
               help="Minibatch size of the step methods [default: 32].")
 @click.option("--epochs", type=click.IntRange(min=1), default=None,

@@ -37,6 +37,9 @@ class Hyper(AdamHyper):
     pass
 
 
+finite_fields = ("mu", "log_sigma")
+
+
 class State(NamedTuple):
     mu: np.ndarray  # (D,)
     log_sigma: np.ndarray  # (D,)

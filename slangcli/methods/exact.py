@@ -45,7 +45,7 @@ import scipy.optimize
 import scipy.special
 
 from slangcli.errors import ConfigError, ConvergenceError
-from slangcli.methods.base import Method, Problem, require
+from slangcli.methods.base import Method, Problem, hyperparameter, require
 from slangcli.methods.full import check_size
 from slangcli.posteriors import DiagonalGaussian, FullGaussian
 from slangcli.quadrature import expect_sigmoid, expect_sigmoid_grad, expect_softplus
@@ -57,8 +57,8 @@ HISTORY = 30
 
 @dataclass(frozen=True)
 class Hyper:
-    tol: float = 1e-8
-    max_iter: int = 20000
+    tol: float = hyperparameter(1e-8, "Stop when the largest gradient component of -ELBO / N is below this.")
+    max_iter: int = hyperparameter(20000, "Most L-BFGS iterations.")
 
     def __post_init__(self):
         require(0 < self.tol < np.inf, f"--tol must be positive and finite, got {self.tol}")

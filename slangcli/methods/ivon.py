@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 
 from slangcli import noise
-from slangcli.methods.base import Problem, require
+from slangcli.methods.base import Problem, hyperparameter, require
 from slangcli.methods.reparam import likelihood_gradients
 from slangcli.posteriors import DiagonalGaussian
 
@@ -46,12 +46,14 @@ from slangcli.posteriors import DiagonalGaussian
 class Hyper:
     """IVON's hyperparameters, with the published defaults (one sample per step; rate as in its usage guide)."""
 
-    samples: int = 1
-    lr: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.99999
-    hess_init: float = 1.0
-    clip_radius: float | None = None  # None: no clipping (the published default, an infinite radius)
+    samples: int = hyperparameter(1, "Monte-Carlo weight samples per step.", short="-S")
+    lr: float = hyperparameter(0.1, "IVON's learning rate.")
+    beta1: float = hyperparameter(0.9, "Decay rate of the gradient momentum.")
+    beta2: float = hyperparameter(0.99999, "Decay rate of the Hessian estimate.")
+    hess_init: float = hyperparameter(1.0, "Initial per-example Hessian estimate h_0 (precision N h_0 + lambda).")
+    # None: no clipping (the published default, an infinite radius)
+    clip_radius: float | None = hyperparameter(None, "Clip each coordinate of the preconditioned step to this "
+                                                     "radius (default: no clipping).")
 
     def __post_init__(self):
         require(isinstance(self.samples, (int, np.integer)) and self.samples >= 1,
@@ -62,6 +64,9 @@ class Hyper:
         require(0 < self.hess_init < np.inf, f"--hess-init must be positive and finite, got {self.hess_init}")
         require(self.clip_radius is None or 0 < self.clip_radius < np.inf,
                 f"--clip-radius must be positive and finite (omit it for no clipping), got {self.clip_radius}")
+
+
+finite_fields = ("mu", "d")
 
 
 class State(NamedTuple):

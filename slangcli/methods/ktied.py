@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 
 from slangcli import noise
-from slangcli.methods.base import Problem, require
+from slangcli.methods.base import Problem, hyperparameter, require
 from slangcli.methods.reparam import AdamHyper, adam, adam_moments, kl_weight, likelihood_gradients
 from slangcli.models import MLP
 from slangcli.posteriors import KTiedGaussian
@@ -41,8 +41,10 @@ from slangcli.posteriors import KTiedGaussian
 
 @dataclass(frozen=True)
 class Hyper(AdamHyper):
-    rank: int = 2
-    init_noise: float = 0.1
+    rank: int = hyperparameter(2, "Rank k of each weight matrix's standard deviations U V^T (at most min(m, n) "
+                                  "per layer).", short="-L")
+    init_noise: float = hyperparameter(0.1, "Standard deviation of the noise added to log U and log V at "
+                                            "initialisation (breaks symmetry).")
 
     def __post_init__(self):
         super().__post_init__()
@@ -56,14 +58,15 @@ def layer_ranks(sizes, rank: int) -> tuple[int, ...]:
     return tuple(min(rank, m, n) for m, n in zip(sizes[:-1], sizes[1:]))
 
 
-def note(model: MLP, hyper: Hyper) -> str | None:
-    """What ``slang fit`` says when ``--rank`` exceeds some layer's ``min(m, n)``."""
+def adapt(model: MLP, hyper: Hyper):
+    """``(hyper, note)``: the hyperparameters unchanged (each layer caps its own rank), and what ``slang fit`` says
+    when ``--rank`` exceeds some layer's ``min(m, n)``."""
     ranks = layer_ranks(model.sizes, hyper.rank)
     cut = [f"layer {l + 1} ({m} x {n}): rank {k}" for l, (m, n, k) in
            enumerate(zip(model.sizes[:-1], model.sizes[1:], ranks)) if k < hyper.rank]
     if not cut:
-        return None
-    return (f"--rank {hyper.rank} exceeds min(m, n) of some weight matrices; using " + ", ".join(cut)
+        return hyper, None
+    return hyper, (f"--rank {hyper.rank} exceeds min(m, n) of some weight matrices; using " + ", ".join(cut)
             + " (that rank already has the mean field's capacity)")
 
 
@@ -84,6 +87,9 @@ def slices(sizes, ranks) -> Slices:
         b.append(slice(a[-1].stop, a[-1].stop + n * k))
         start = b[-1].stop
     return Slices(a, b, slice(start, start + sum(sizes[1:])), tuple(ranks))
+
+
+finite_fields = ("mu", "log_scale")
 
 
 class State(NamedTuple):

@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from slangcli.methods.base import Problem, decayed, require
+from slangcli.methods.base import Problem, decayed, hyperparameter, require
 
 CURVATURES = ("ef", "hessian")
 
@@ -32,12 +32,12 @@ CURVATURES = ("ef", "hessian")
 class Hyper:
     """Hyperparameters of the natural-gradient updates; defaults are the SLANG paper's logistic-regression ones."""
 
-    samples: int = 12
-    lr: float = 0.05
-    beta: float = 0.05
-    decay: float = 0.51
-    momentum: float = 0.9
-    init_precision: float = 1.0
+    samples: int = hyperparameter(12, "Monte-Carlo weight samples per step.", short="-S")
+    lr: float = hyperparameter(0.05, "Initial rate alpha_0 of the mean.")
+    beta: float = hyperparameter(0.05, "Initial rate beta_0 of the precision.")
+    decay: float = hyperparameter(0.51, "Rates decay as r_0 / (1 + t^decay) at step t.")
+    momentum: float = hyperparameter(0.9, "Momentum of the likelihood gradient.")
+    init_precision: float = hyperparameter(1.0, "Initial diagonal precision of q.")
 
     def __post_init__(self):
         require(isinstance(self.samples, (int, np.integer)) and self.samples >= 1,

@@ -25,20 +25,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slangcli.methods.base import Problem, require
+from slangcli.methods.base import Problem, hyperparameter, require
 
 
 @dataclass(frozen=True)
 class AdamHyper:
     """Hyperparameters of every Adam-trained reparameterisation method (each subclass may add its own)."""
 
-    samples: int = 12
-    lr: float = 0.01
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-    init_std: float = 0.01
-    kl_anneal_steps: int = 0
+    samples: int = hyperparameter(12, "Monte-Carlo weight samples per step.", short="-S")
+    lr: float = hyperparameter(0.01, "Adam's learning rate.")
+    beta1: float = hyperparameter(0.9, "Adam's decay rate of the first moment.")
+    beta2: float = hyperparameter(0.999, "Adam's decay rate of the second moment.")
+    eps: float = hyperparameter(1e-8, "Adam's epsilon.")
+    init_std: float = hyperparameter(0.01, "Initial standard deviation of q.")
+    kl_anneal_steps: int = hyperparameter(0, "Linear KL annealing: the KL term is scaled by min(1, t / N) at step "
+                                             "t (0: none).")
 
     def __post_init__(self):
         require(isinstance(self.samples, (int, np.integer)) and self.samples >= 1,

@@ -31,14 +31,14 @@ Steps 2, 3 and 6 are shared with the full-Gaussian and mean-field methods (``sla
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
 
 from slangcli import lowrank, noise
 from slangcli.methods import natural
-from slangcli.methods.base import Problem, require
+from slangcli.methods.base import Problem, hyperparameter, require
 from slangcli.posteriors import LowRankGaussian
 
 # Below this many entries of G (D x columns) a dense matrix and plain BLAS beat the factored per-layer route
@@ -52,15 +52,38 @@ DTYPES = ("float64", "float32")
 
 @dataclass(frozen=True)
 class Hyper(natural.Hyper):
-    rank: int = 5
+    rank: int = hyperparameter(5, "Rank L of the low-rank part of the precision (0: diagonal).", short="-L")
     # precision of the network passes and of U; the mean, the diagonal, the momentum, the Gram matrix and all
     # reductions into them stay float64
-    dtype: str = "float64"
+    dtype: str = hyperparameter("float64", "Precision of the network passes and of U (float32 roughly halves a "
+                                "large network's step time; the mean, diagonal and all reductions stay float64).",
+                                choices=DTYPES)
 
     def __post_init__(self):
         super().__post_init__()
         require(isinstance(self.rank, int) and self.rank >= 0, f"--rank must be a whole number >= 0, got {self.rank}")
         require(self.dtype in DTYPES, f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+
+
+# the method's declarations (slangcli.methods.base): state checked for finiteness after every step, and the cache
+# a checkpoint does not need
+finite_fields = ("mu", "d")
+cache_fields = ("WtW",)
+
+
+def adapt(model, hyper: Hyper):
+    """A rank above the parameter count is a full-rank precision: cap it, and say so."""
+    if hyper.rank <= model.n_params:
+        return hyper, None
+    return replace(hyper, rank=model.n_params), (f"--rank {hyper.rank} exceeds the {model.n_params} parameters; "
+                                                f"using rank {model.n_params} (a full-rank precision)")
+
+
+def stacked():
+    """The module that trains several SLANG fits of one network at once (``--tune`` candidates)."""
+    from slangcli.methods import slang_stacked  # it builds on this module
+
+    return slang_stacked
 
 
 class State(NamedTuple):

@@ -1,0 +1,79 @@
+"""A new step method is one module and one registry line: the test-only toy method (``tests/toy_method.py``),
+registered here, trains, checkpoints, resumes and appears in ``slang fit --help``, with no change to slang."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import slangcli
+import toy_method
+from conftest import binary_problem, csv_text
+from slangcli.cli import main
+from slangcli.errors import Interrupted
+from slangcli.io import read_run, write_run
+from slangcli.methods import METHODS, register
+from slangcli.workflow import Checkpointing, DataOptions, fit
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    monkeypatch.setitem(METHODS, "toy", toy_method)  # the one registry line
+    return "toy"
+
+
+@pytest.fixture
+def data(tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_text(csv_text(*binary_problem(n=48, seed=5)))
+    return path
+
+
+def test_the_toy_method_and_its_options_appear_in_fit_help(toy):
+    shown = CliRunner().invoke(main, ["fit", "--help"]).stdout
+    assert "toy" in shown and "--toy-sigma" in shown
+    assert "The toy's fixed posterior standard deviation. [toy: 0.1]" in " ".join(shown.split())
+
+
+def test_the_toy_method_trains_checkpoints_and_resumes_bit_for_bit(toy, data, tmp_path):
+    runner = CliRunner()
+    common = ["--method", "toy", "--hidden", "3", "--epochs", "4", "--batch-size", "8", "--toy-sigma", "0.05",
+              "--no-progress"]
+    whole = tmp_path / "whole.h5"
+    done = runner.invoke(main, ["fit", str(data), "-o", str(whole), *common])
+    assert done.exit_code == 0, done.output
+    run = read_run(whole)
+    assert run.config["method"] == "toy" and run.config["hyper"]["toy_sigma"] == 0.05
+    np.testing.assert_allclose(run.posterior.log_sigma, np.log(0.05))
+    assert np.isfinite(run.metrics["train"]["neg_elbo_per_example"])
+
+    # stop after 10 of 24 steps through the checkpoint machinery, then resume from the file
+    written, polls = [], []
+    with pytest.raises(Interrupted):
+        fit(DataOptions(path=str(data)), method="toy", hyper={"toy_sigma": 0.05}, hidden=(3,), epochs=4,
+            batch_size=8, checkpointing=Checkpointing(write=written.append, every_steps=5,
+                                                      stop=lambda: polls.append(1) or len(polls) > 10))
+    part = tmp_path / "part.h5"
+    write_run(part, written[-1])
+    assert read_run(part).status == "checkpoint"
+    done = runner.invoke(main, ["fit", "--resume", str(part), "--no-progress"])
+    assert done.exit_code == 0, done.output
+    resumed = read_run(part)
+    assert np.array_equal(resumed.posterior.mean, run.posterior.mean)
+    assert np.array_equal(resumed.history["nll"], run.history["nll"])
+
+
+def test_the_toy_method_is_reachable_from_python_and_refuses_foreign_options(toy):
+    X, y = binary_problem(n=40, seed=1)
+    result = slangcli.fit(X, y, method="toy", hidden=2, epochs=2, toy_sigma=0.2)
+    assert result.config["method"] == "toy"
+    with pytest.raises(ValueError, match="--rank does not apply to --method toy"):
+        slangcli.fit(X, y, method="toy", rank=3)
+
+
+def test_register_refuses_a_taken_name_and_a_module_without_hyper():
+    with pytest.raises(ValueError, match="already registered"):
+        register("slang", toy_method)
+    with pytest.raises(TypeError, match="Hyper"):
+        register("nothing", object())
