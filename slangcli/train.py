@@ -28,7 +28,8 @@ from slangcli.streams import INIT, SNR, STEP, derive_rng, epoch_order, steps_per
 
 @dataclass
 class History:
-    """Per-epoch record: the mean minibatch NLL per example (over the epoch's steps and weight samples).
+    """Per-epoch record: the mean minibatch NLL per example (over the epoch's steps and weight samples), and the
+    KL divergence of the posterior to the prior per example at the epoch's end (the two make the epoch's -ELBO / N).
 
     A run that ends mid-epoch records that epoch as a last, partial entry. When asked, also the gradient SNR of the
     standard-deviation parameters at steps ``snr_step``, one value per weight matrix (``snr``, ``snr_paper``).
@@ -38,6 +39,8 @@ class History:
     step: list = field(default_factory=list)
     nll: list = field(default_factory=list)
     seconds: list = field(default_factory=list)
+    # KL(q || p) / N of the posterior at the end of each epoch: with nll, the epoch's -ELBO / N
+    kl: list = field(default_factory=list)
     # the epoch in progress: running sum and count of step losses, and its seconds so far, so that a run stopped
     # mid-epoch and resumed records the same history as one never stopped
     open_sum: float = 0.0
@@ -54,6 +57,8 @@ class History:
             "nll": np.asarray(self.nll, dtype=float),
             "seconds": np.asarray(self.seconds, dtype=float),
         }
+        if self.kl:
+            out["kl"] = np.asarray(self.kl, dtype=float)
         if self.snr_step:
             out["snr_step"] = np.asarray(self.snr_step, dtype=np.int64)
             out["snr"] = np.asarray(self.snr, dtype=float)
@@ -125,6 +130,8 @@ def run(
         # the previous run ended mid-epoch and recorded that epoch as partial: continue it instead
         for column in (history.epoch, history.step, history.nll, history.seconds):
             column.pop()
+        if len(history.kl) > len(history.epoch):  # (checkpoints written before kl was recorded have none)
+            history.kl.pop()
     n = problem.n_data
     spe = steps_per_epoch(n, batch_size)
     order, order_epoch = None, -1
@@ -161,6 +168,9 @@ def run(
                 history.step.append(state.t)
                 history.nll.append(history.open_sum / history.open_count)
                 history.seconds.append(history.open_seconds)
+                if len(history.kl) == len(history.epoch) - 1:  # (not for a resumed checkpoint without kl)
+                    history.kl.append(method.posterior(state).kl_to_prior(problem.prior_precision) / n)
+                    last = time.perf_counter()  # the epoch's seconds are training time, without the KL
                 if j == spe - 1:
                     history.open_sum, history.open_count, history.open_seconds = 0.0, 0, 0.0
             if progress is not None:

@@ -651,6 +651,7 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
     history = train.History(
         epoch=[int(v) for v in run.history.get("epoch", [])], step=[int(v) for v in run.history.get("step", [])],
         nll=[float(v) for v in run.history.get("nll", [])], seconds=[float(v) for v in run.history.get("seconds", [])],
+        kl=[float(v) for v in run.history.get("kl", [])],
         open_sum=float(scalars.get("history_open_sum", 0.0)), open_count=int(scalars.get("history_open_count", 0)),
         open_seconds=float(scalars.get("history_open_seconds", 0.0)))
     return _train(setup, state, history, float(run.metrics.get("fit_seconds", 0.0)), progress, checkpointing)

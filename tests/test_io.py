@@ -66,7 +66,7 @@ def test_round_trip_keeps_every_field(fitted_run, tmp_path):
     assert back.command == fitted_run.command
     assert back.meta == fitted_run.meta
 
-    assert set(back.history) == set(fitted_run.history) == {"epoch", "step", "nll", "seconds"}
+    assert set(back.history) == set(fitted_run.history) == {"epoch", "step", "nll", "seconds", "kl"}
     for name, arr in fitted_run.history.items():
         assert_arrays_identical(back.history[name], arr)
     # the fixture standardises and splits, so all four preprocessing arrays are present
