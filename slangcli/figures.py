@@ -154,8 +154,11 @@ def training_figure(curves, *, title: str | None = None, log: str = "auto") -> F
         for ax, group in zip(axes, groups):
             draw_training(ax, group, log, first)  # styles continue across panels: no two runs share one
             first += len(group)
-            ax.set_title("step methods: mean minibatch NLL per epoch" if group[0].axis == "epoch"
-                         else "exact solvers: -ELBO / N per iteration")
+            if group[0].axis == "epoch":
+                ax.set_title("step methods: " + ("-ELBO / N" if all(c.quantity == "training -ELBO / N" for c in group)
+                                                 else "mean minibatch NLL") + " per epoch")
+            else:
+                ax.set_title("exact solvers: -ELBO / N per iteration")
         fig.suptitle(title or "Training")
     return fig
 

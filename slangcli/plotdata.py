@@ -3,8 +3,9 @@
 ``slangcli.figures`` draws these records with matplotlib and does no arithmetic beyond axis limits; this module
 never imports matplotlib, so everything a figure shows is tested without it.
 
-- training curves: the per-epoch mean minibatch NLL of the step methods, or the -ELBO / N per L-BFGS iteration of
-  the exact solvers, with the final training -ELBO / N and test score stored in the run;
+- training curves: the -ELBO / N per epoch of the step methods (the epoch's mean minibatch NLL plus the KL term
+  at its end; the NLL alone for runs written before the KL was recorded), or per L-BFGS iteration of the exact
+  solvers, with the final training -ELBO / N and test score stored in the run;
 - calibration: the reliability bins of a classifier (stored by ``slang fit``/``evaluate``, or recomputed on other
   data or bins), or the observed coverage of a regression model's central predictive intervals against their
   nominal level;
@@ -144,7 +145,11 @@ class Curve:
 
 def training_curve(run: Run, label: str, run_name: str) -> Curve:
     h = run.history
-    if "epoch" in h and "nll" in h and h["epoch"].size:
+    if "epoch" in h and "nll" in h and h["epoch"].size and h.get("kl", np.empty(0)).shape == h["nll"].shape:
+        # the epoch's mean minibatch NLL plus the KL term at its end
+        x, y, axis = h["epoch"].astype(float), h["nll"] + h["kl"], "epoch"
+        quantity = "training -ELBO / N"
+    elif "epoch" in h and "nll" in h and h["epoch"].size:  # runs written before the KL was recorded
         x, y, axis = h["epoch"].astype(float), h["nll"], "epoch"
         quantity = "training NLL per example (mean over the epoch's minibatches)"
     elif "iteration" in h and "neg_elbo_per_example" in h and h["iteration"].size:

@@ -109,12 +109,13 @@ def test_training_figure_matches_histories(runs, tmp_path):
     epoch_ax, iter_ax = fig.axes
     assert epoch_ax.get_xlabel().startswith("epoch") and iter_ax.get_xlabel() == "L-BFGS iteration"
     assert "nats" in epoch_ax.get_ylabel() and fig._suptitle.get_text() == "Training"
+    assert epoch_ax.get_title() == "step methods: -ELBO / N per epoch"
     lines = {line.get_label(): line for line in epoch_ax.get_lines()}
     assert {"SLANG L = 2", "mf-ef"} <= set(lines)
     for label, key in (("SLANG L = 2", "slang"), ("mf-ef", "mf")):
         run = read_run(runs[key])
         np.testing.assert_array_equal(lines[label].get_xdata(), run.history["epoch"])
-        np.testing.assert_array_equal(lines[label].get_ydata(), run.history["nll"])
+        np.testing.assert_array_equal(lines[label].get_ydata(), run.history["nll"] + run.history["kl"])
         # the final -ELBO / N and test NLL markers, at the last epoch
         finals = [line for line in epoch_ax.get_lines() if line.get_label().startswith("_")
                   and line.get_color() == lines[label].get_color()]
@@ -128,6 +129,23 @@ def test_training_figure_matches_histories(runs, tmp_path):
     # several runs differ in line style as well as colour (greyscale)
     assert lines["SLANG L = 2"].get_linestyle() != lines["mf-ef"].get_linestyle()
     assert lines["SLANG L = 2"].get_marker() != lines["mf-ef"].get_marker()
+
+
+def test_history_records_the_kl_per_epoch(runs):
+    """The KL term per example at each epoch's end: the last is the final posterior's, and the epoch's -ELBO / N
+    (the mean minibatch NLL plus it) is an estimate of the final -ELBO / N scored exactly at the end."""
+    run = read_run(runs["slang"])
+    kl, nll = run.history["kl"], run.history["nll"]
+    assert kl.shape == nll.shape == (30,) and np.all(kl > 0)
+    n = run.metrics["train"]["n"]
+    assert kl[-1] == pytest.approx(run.posterior.kl_to_prior(run.prior_precision) / n, rel=1e-12)
+    assert nll[-1] + kl[-1] == pytest.approx(run.metrics["train"]["neg_elbo_per_example"], rel=0.1)
+    # runs written before the KL was recorded: the NLL alone
+    old = read_run(runs["slang"])
+    del old.history["kl"]
+    curve = plotdata.training_curve(old, "old", "old.h5")
+    np.testing.assert_array_equal(curve.y, nll)
+    assert curve.quantity.startswith("training NLL")
 
 
 def test_training_overlay_of_a_sweep(sweep_dir, tmp_path):
