@@ -14,7 +14,7 @@ numbers (regression), as in the files.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -182,7 +182,7 @@ def fit(
     train = _provenance(X, y)
     train["target"] = getattr(y, "name", None) if isinstance(getattr(y, "name", None), str) else None
     names = names or tuple(f"x{j}" for j in range(X.shape[1]))
-    data_options = asdict(workflow.DataOptions(path=None, standardize=bool(standardize)))
+    data_options = workflow.DataOptions(path=None, standardize=bool(standardize)).record()
     prepared = workflow.prepare(X, y, X_test, y_test, likelihood=likelihood, standardize=standardize, name="y",
                                 test_name="y_test", train_provenance=train, test_provenance=test,
                                 feature_names=names, options=data_options)

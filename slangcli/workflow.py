@@ -30,7 +30,7 @@ from slangcli.methods import METHODS
 from slangcli.methods.base import Problem, adapt, cache_fields, hyper_names, is_solver, samples_per_step
 from slangcli.models import ACTIVATIONS, LIKELIHOODS, MLP
 from slangcli.prepare import LabelMap, Standardizer, fit_labels, train_test_split
-from slangcli.readers import is_uci_folder, read_table, read_uci_folder, sha256_file, widen
+from slangcli.readers import NA_VALUES, STDIN, is_uci_folder, read_table, read_uci_folder, sha256_file, widen
 from slangcli.threads import blas_threads
 
 # more distinct numeric target values than this (or any non-integer one) make "auto" choose regression
@@ -52,6 +52,22 @@ class DataOptions:
     split_seed: int = 0
     standardize: bool = False
     uci_split: int | None = None
+    # CSV columns and missing values (``slangcli.readers.read_table``); a run file written before these existed
+    # lacks them, and these defaults read its data as it was read then
+    drop_columns: str | list | None = None
+    columns: str | list | None = None
+    na_values: tuple | list = NA_VALUES
+    missing: str = "error"
+
+    def record(self) -> dict:
+        """The options as stored in a run file (JSON: sequences as lists)."""
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
+
+    def reader_options(self) -> dict:
+        """The keyword arguments of ``read_table`` that these options set (its path and width aside)."""
+        return {"format": self.format, "target": self.target, "delimiter": self.delimiter, "header": self.header,
+                "drop_columns": self.drop_columns, "columns": self.columns, "na_values": tuple(self.na_values),
+                "missing": self.missing}
 
 
 @dataclass
@@ -67,7 +83,7 @@ class Prepared:
 
 
 def _read(path, opts: DataOptions, n_features=None):
-    return read_table(path, format=opts.format, target=opts.target, delimiter=opts.delimiter, header=opts.header,
+    return read_table(path, **opts.reader_options(),
                       n_features=n_features if n_features is not None else opts.n_features)
 
 
@@ -150,7 +166,7 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
     prepared = prepare(X_train, y_train_raw, X_test, y_test_raw, likelihood=likelihood,
                        standardize=opts.standardize, name=opts.path, test_name=opts.test or opts.path,
                        train_provenance=table.provenance, test_provenance=test,
-                       feature_names=table.feature_names, options=asdict(opts))
+                       feature_names=table.feature_names, options=opts.record())
     if train_index is not None:
         prepared.arrays["train_index"], prepared.arrays["test_index"] = train_index, test_index
     return prepared
@@ -233,8 +249,20 @@ def transform(run: Run, X, y_raw, path) -> tuple[np.ndarray, np.ndarray | None]:
     return X, y
 
 
+def _rows(k: int) -> str:
+    return f"{k} row" + ("" if k == 1 else "s")
+
+
+def _dropped(table) -> dict:
+    """The count of rows left out for a missing value, for a data source's description (none: nothing)."""
+    rows = table.provenance.get("rows_dropped")
+    return {"rows_dropped": rows} if rows else {}
+
+
 def _verify(run_name: str, what: str, path: str, expected: str | None) -> None:
-    """Refuse a recorded data file that is gone or whose contents changed since the fit."""
+    """Refuse a recorded data file that is gone, was standard input, or whose contents changed since the fit."""
+    if path == STDIN:
+        raise DataError(f"{run_name}: its {what} data were read from standard input; pass the data explicitly")
     try:
         found = sha256_file(path)
     except DataError:
@@ -268,11 +296,12 @@ def load_test(run: Run, run_name: str, data_path=None):
             return X, y, {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
         width = run.model.sizes[0]
         fmt = opts.format if opts.format in ("csv", "libsvm", "idx") else "auto"
-        table = read_table(data_path, format=fmt, target=opts.target, delimiter=opts.delimiter, header=opts.header)
+        table = read_table(data_path, **dict(opts.reader_options(), format=fmt))
         if table.provenance["format"] == "libsvm" and table.X.shape[1] < width:
             table = widen(table, width)
         X, y = transform(run, table.X, table.y, data_path)
-        return X, y, {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"]}
+        return X, y, {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"],
+                      **_dropped(table)}
     test = run.data.get("test")
     if test is None:
         raise DataError(f"{run_name}: the run has no test data; pass a data file")
@@ -612,7 +641,10 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
     module = METHODS[method]
     hyper_obj = module.Hyper(**config["hyper"])
     # options a newer minor format added are ignored here too, as the format promises
-    prepared = load_training(_stored_options(run), likelihood=run.model.likelihood, notify=notify)
+    opts = _stored_options(run)
+    if STDIN in (opts.path, opts.test):
+        raise DataError(f"{run_name}: its data were read from standard input, which cannot be read again; fit anew")
+    prepared = load_training(opts, likelihood=run.model.likelihood, notify=notify)
     for part in ("train", "test"):
         old, new = run.data.get(part) or {}, prepared.data.get(part) or {}
         if old.get("sha256") != new.get("sha256"):
@@ -973,14 +1005,19 @@ def load_inputs(run: Run, data_path, *, notify: Callable[[str], None] = lambda m
         source = {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
     else:
         fmt = opts.format if opts.format in ("csv", "libsvm", "idx") else "auto"
-        table = read_table(data_path, format=fmt, target=opts.target, delimiter=opts.delimiter, header=opts.header,
-                           targetless_width=width)
+        table = read_table(data_path, **dict(opts.reader_options(), format=fmt), targetless_width=width)
         if table.provenance["format"] == "libsvm" and table.X.shape[1] < width:
             table = widen(table, width)
         if table.y is None:
             _check_targetless_header(run, table, data_path, notify)
         X_raw, y_raw = table.X, table.y
-        source = {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"]}
+        source = {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"],
+                  **_dropped(table)}
+        if "rows_dropped" in source:
+            lines = table.provenance["dropped_lines"]
+            more = ", ..." if source["rows_dropped"] > len(lines) else ""
+            notify(f"{data_path}: {_rows(source['rows_dropped'])} with a missing value left out (--missing drop of "
+                   f"the fit), lines {', '.join(map(str, lines))}{more}: there are no predictions for them")
     X, y = transform(run, X_raw, y_raw, data_path)
     if y is None:
         target = None

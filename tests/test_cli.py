@@ -453,7 +453,7 @@ def test_console_script_exit_codes_and_json(train_csv, tmp_path):
     done = slang("fit", bad, "-o", tmp_path / "bad.h5", cwd=tmp_path)
     assert done.returncode == 1
     assert done.stdout == ""
-    assert done.stderr.splitlines() == [f"slang: error: {bad}:3: column 2 ('b'): cannot parse 'x' as a number"]
+    assert done.stderr.splitlines() == [f"slang: error: {bad}:3: column 1 ('b'): cannot parse 'x' as a number"]
 
     done = slang("fit", train_csv, "-o", tmp_path / "x.h5", "--beta", "1.5", cwd=tmp_path)
     assert done.returncode == 2

@@ -398,9 +398,9 @@ def test_uci_count_errors(tmp_path, name, content, message):
 @pytest.mark.parametrize(
     "line3, message",
     [
-        ("2.5 3.0 abc 0 9", r"3: column 3: cannot parse 'abc' as a number$"),
-        ("2.5 3.0 30 nan 9", r"3: column 4: value is NaN$"),
-        ("2.5 -inf 30 0 9", r"3: column 2: value is -inf$"),
+        ("2.5 3.0 abc 0 9", r"3: column 2: cannot parse 'abc' as a number$"),
+        ("2.5 3.0 30 nan 9", r"3: column 3: value is NaN$"),
+        ("2.5 -inf 30 0 9", r"3: column 1: value is -inf$"),
         ("2.5 3.0 30 0", r"3: expected 5 numbers, found 4$"),
         ("2.5 3.0 30 0 9 9", r"3: expected 5 numbers, found 6$"),
     ],

@@ -143,7 +143,7 @@ def test_sweep_equals_serial_fits_and_reruns_only_what_changed(cluster, data, tm
     grid = [str(data / "a.csv"), str(data / "b.csv"), str(data / "bad.csv"), "--method", "slang,bbb", *FIT]
     code, summary, err = sweep([*grid, "-o", str(out)], cluster)
     assert code == 1 and summary["ran"] == 6 and summary["complete"] == 4 and summary["failed"] == 2
-    assert all(f["name"].startswith("bad_") and "bad.csv:3: column 2" in f["error"]
+    assert all(f["name"].startswith("bad_") and "bad.csv:3: column 1" in f["error"]
                for f in summary["failures"])
     records = json.loads((out / "results.json").read_text())
     assert len(records) == 6 and len({r["worker"] for r in records if r["status"] == "complete"}) >= 1

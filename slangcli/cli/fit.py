@@ -18,6 +18,7 @@ from slangcli.io import read_run, write_run
 from slangcli.methods import METHODS
 from slangcli.methods.base import is_solver, option_specs
 from slangcli.models import ACTIVATIONS, LIKELIHOODS
+from slangcli.readers import MISSING_POLICIES, NA_VALUES
 from slangcli.workflow import Checkpointing, DataOptions, fit as fit_run, resume as resume_run
 
 
@@ -109,6 +110,16 @@ def _target(value):
 @click.option("--delimiter", default=None, callback=check_delimiter,
               help="CSV delimiter: ',', ';', 'tab' (or '\\t') or 'whitespace' (default: detect).")
 @click.option("--header/--no-header", default=None, help="Whether the CSV has a header row (default: detect).")
+@click.option("--drop-columns", metavar="COLS", default=None,
+              help="CSV columns not to use as features: header names or 0-based indices, comma-separated.")
+@click.option("--columns", metavar="COLS", default=None,
+              help="Use only these CSV columns as features (names or 0-based indices, comma-separated).")
+@click.option("--na-values", metavar="TOKENS", default=None,
+              help="Comma-separated cell texts that mean a missing value (an empty item: the empty cell) "
+                   f"[default: empty cell, {', '.join(NA_VALUES[1:])}].")
+@click.option("--missing", type=click.Choice(MISSING_POLICIES), default="error", show_default=True,
+              help="A row with a missing value: stop with an error naming it, or drop the row (counted on stderr "
+                   "and in the run file).")
 @click.option("--n-features", type=click.IntRange(min=1), default=None,
               help="LIBSVM width (default: the highest index in the training and test files).")
 @click.option("--test", "test_path", type=click.Path(dir_okay=False, path_type=str), default=None,
@@ -172,15 +183,16 @@ def _target(value):
                    "finished run to it.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal only).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as one JSON object on stdout.")
-def fit(data, output, fmt, target, delimiter, header, n_features, test_path, test_fraction, split_seed, standardize,
-        uci_split, hidden, activation, likelihood, noise_precision, prior_precision, bias_prior_precision, method,
-        batch_size, epochs, iterations, seed, eval_samples, snr_every, snr_draws, tune, tune_folds, tune_epochs,
-        tune_rounds, restarts, checkpoint_every, checkpoint_seconds, resume_path, progress, as_json, **hyper_values):
+def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_values, missing, n_features,
+        test_path, test_fraction, split_seed, standardize, uci_split, hidden, activation, likelihood,
+        noise_precision, prior_precision, bias_prior_precision, method, batch_size, epochs, iterations, seed,
+        eval_samples, snr_every, snr_draws, tune, tune_folds, tune_epochs, tune_rounds, restarts, checkpoint_every,
+        checkpoint_seconds, resume_path, progress, as_json, **hyper_values):
     """Fit a Gaussian posterior to DATA and write it, with metrics, to OUTPUT.
 
-    DATA is a CSV-like or LIBSVM file, an MNIST-style IDX images file (its labels file beside it), or a
-    Gal-layout UCI folder (with --uci-split K). Each method takes only its own options (listed with their
-    defaults under each option); giving another is an error.
+    DATA is a CSV-like or LIBSVM file (- reads it from standard input), an MNIST-style IDX images file (its
+    labels file beside it), or a Gal-layout UCI folder (with --uci-split K). Each method takes only its own options
+    (listed with their defaults under each option); giving another is an error.
 
     A step method's fit writes a checkpoint to OUTPUT every --checkpoint-every steps or --checkpoint-seconds, and
     on SIGINT or SIGTERM before it exits (with 128 + the signal number); `slang fit --resume OUTPUT` continues it
@@ -202,7 +214,10 @@ def fit(data, output, fmt, target, delimiter, header, n_features, test_path, tes
     check_output(output, [data, test_path])
     opts = DataOptions(path=data, format=fmt, target=_target(target), delimiter=delimiter, header=header,
                        n_features=n_features, test=test_path, test_fraction=test_fraction, split_seed=split_seed,
-                       standardize=os.path.isdir(data) if standardize is None else standardize, uci_split=uci_split)
+                       standardize=os.path.isdir(data) if standardize is None else standardize, uci_split=uci_split,
+                       drop_columns=drop_columns, columns=columns,
+                       na_values=NA_VALUES if na_values is None else tuple(v.strip() for v in na_values.split(",")),
+                       missing=missing)
     hyper = {name: value for name, value in hyper_values.items() if value is not None}
     if restarts > 1 and checkpoint_every is None:
         checkpoint = None  # restarts are not checkpointed; the time-based checkpoints (on by default) do not apply

@@ -17,13 +17,17 @@ import os
 import numpy as np
 
 from slangcli.errors import DataError
-from slangcli.readers._common import (_GZIP_MAGIC, Table, _content_lines, _decode, _gunzip, _read_bytes,
+from slangcli.readers._common import (_GZIP_MAGIC, STDIN, Table, _content_lines, _decode, _gunzip, _read_bytes,
                                       sha256_file)
 from slangcli.readers.idx import _looks_like_idx, _read_idx, read_idx
-from slangcli.readers.text import _looks_like_libsvm, _parse_csv, _parse_libsvm, widen
+from slangcli.readers.text import (MISSING_POLICIES, NA_VALUES, _looks_like_libsvm, _parse_csv, _parse_libsvm,
+                                   widen)
 from slangcli.readers.uci import _UCI_SPLIT_HINT, _uci_root, is_uci_folder, read_uci_folder
 
 __all__ = [
+    "MISSING_POLICIES",
+    "NA_VALUES",
+    "STDIN",
     "Table",
     "read_table",
     "read_idx",
@@ -35,13 +39,13 @@ __all__ = [
 
 
 def read_table(path, *, format="auto", target=None, delimiter=None, header=None, n_features=None,
-               targetless_width=None) -> Table:
+               targetless_width=None, drop_columns=None, columns=None, na_values=None, missing="error") -> Table:
     """Read a CSV-like, LIBSVM or IDX file, optionally gzip-compressed, into a dense ``Table``.
 
     Parameters
     ----------
     path : str or os.PathLike
-        The file. Messages name it as given.
+        The file, or ``"-"`` for standard input (recorded as ``"-"``). Messages name it as given.
     format : {"auto", "csv", "libsvm", "idx"}
         ``auto`` reads IDX when the (decompressed) file starts with an IDX magic number, LIBSVM when the
         first data line looks like ``label idx:val ...`` (or a bare numeric label), else CSV. IDX is read by
@@ -62,6 +66,15 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         CSV only: the file may lack its target column (data to predict on), which is decided by its width: exactly
         ``targetless_width`` columns are all features (``y`` is None and ``target`` is ignored), one more are
         features and a target as usual, any other width is an error. LIBSVM and IDX files always carry labels.
+    drop_columns, columns : None, str or sequence
+        CSV only: columns (header names or 0-based indices, as ``target``; a str is split at commas) not read as
+        features, or the only ones read as features. The target is never dropped.
+    na_values : None or sequence of str
+        CSV only: cell texts (after stripping blanks) that mean a missing value; None: ``NA_VALUES`` (an empty
+        cell, ``NA``, ``NaN``, ``?``).
+    missing : {"error", "drop"}
+        CSV only: a missing value in a feature or the target is an error naming its place and token, or its row
+        is left out (counted in the provenance).
 
     Returns
     -------
@@ -73,6 +86,8 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         For every malformed, unreadable or inconsistent input, with a one-line message.
     """
     name = os.fspath(path)
+    if missing not in MISSING_POLICIES:
+        raise DataError(f"{name}: missing must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
     fmt = format.lower() if isinstance(format, str) else format
     if fmt not in ("auto", "csv", "libsvm", "idx", "uci"):
         raise DataError(f"{name}: unknown format {format!r} (expected auto, csv, libsvm or idx)")
@@ -87,7 +102,7 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
 
     raw = _read_bytes(name)
     if fmt == "idx" or (fmt == "auto" and _looks_like_idx(raw)):
-        _reject_text_options(name, "IDX", target, delimiter, header)
+        _reject_text_options(name, "IDX", target, delimiter, header, drop_columns, columns)
         table = _read_idx(name, raw, None)
         if n_features is not None and table.X.shape[1] != n_features:
             raise DataError(f"{name}: {table.X.shape[1]} feature columns, but n_features is {n_features}")
@@ -103,19 +118,21 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     if fmt == "auto":
         fmt = "libsvm" if _looks_like_libsvm(texts[0]) else "csv"
     if fmt == "libsvm":
-        _reject_text_options(name, "LIBSVM", target, delimiter, header)
+        _reject_text_options(name, "LIBSVM", target, delimiter, header, drop_columns, columns)
         X, y = _parse_libsvm(name, linenos, texts, n_features)
         feature_names = tuple(f"f{j + 1}" for j in range(X.shape[1]))
         header_used = delimiter_used = target_used = None
+        info = {}
     else:
-        X, y, feature_names, header_used, delimiter_used, target_used = _parse_csv(
-            name, linenos, texts, target, delimiter, header, targetless_width
+        X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_csv(
+            name, linenos, texts, target, delimiter, header, targetless_width, drop_columns=drop_columns,
+            columns=columns, na_values=na_values, missing=missing
         )
         if n_features is not None and X.shape[1] != n_features:
             raise DataError(f"{name}: {X.shape[1]} feature columns, but n_features is {n_features}")
 
     provenance = {
-        "path": os.path.abspath(name),
+        "path": name if name == STDIN else os.path.abspath(name),
         "sha256": digest,
         "format": fmt,
         "rows": int(X.shape[0]),
@@ -125,11 +142,17 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         "target": target_used,
         "compressed": compressed,
     }
+    if info.get("columns_dropped"):
+        provenance["columns_dropped"] = info["columns_dropped"]
+    if info.get("rows_dropped"):
+        provenance["rows_dropped"] = info["rows_dropped"]
+        provenance["dropped_lines"] = info["dropped_lines"]
     return Table(X=X, y=y, feature_names=feature_names, provenance=provenance)
 
 
-def _reject_text_options(name, kind, target, delimiter, header):
-    for option, value in (("target", target), ("delimiter", delimiter)):
+def _reject_text_options(name, kind, target, delimiter, header, drop_columns=None, columns=None):
+    for option, value in (("target", target), ("delimiter", delimiter), ("drop-columns", drop_columns),
+                          ("columns", columns)):
         if value is not None:
             raise DataError(f"{name}: the {option} option applies to CSV input, and this file is {kind}")
     if header:

@@ -15,6 +15,7 @@ import codecs
 import gzip
 import hashlib
 import os
+import sys
 import zlib
 from dataclasses import dataclass
 
@@ -23,6 +24,8 @@ import numpy as np
 from slangcli.errors import DataError
 
 _GZIP_MAGIC = b"\x1f\x8b"
+# the file name that means standard input (read once; a run file records it as such, it cannot be re-read)
+STDIN = "-"
 _MAX_LISTED = 10
 
 
@@ -40,13 +43,16 @@ class Table:
         The target as read: float64 when every target cell is a number, else a str array (``<U...``). None for a
         CSV file read with ``targetless_width`` that has no target column.
     feature_names : tuple of str, length P
-        From the header row; else ``x0, x1, ...`` (CSV) or ``f1 ... fP`` (LIBSVM, 1-based like the file).
+        From the header row; else ``x<column>`` by the 0-based file column (CSV: ``x0, x1, ...`` when the target
+        is last) or ``f1 ... fP`` (LIBSVM, 1-based like the file).
     provenance : dict
         JSON-serialisable record of what was read: ``path`` (absolute), ``sha256`` (of the bytes as stored,
         compressed if gzip), ``format`` (``csv`` | ``libsvm`` | ``idx`` | ``uci``), ``rows``, ``features``,
         ``header`` (bool, None for LIBSVM and IDX), ``delimiter`` (``,`` ``\\t`` ``;`` ``whitespace``, None
         for LIBSVM and IDX), ``target`` (column name, or 0-based index without a header; None for LIBSVM
-        and IDX), ``compressed``. ``widen`` adds ``widened_from``. IDX adds ``labels_path``,
+        and IDX), ``compressed``; CSV columns left out add ``columns_dropped`` (names, or 0-based indices without a
+        header), rows left out for a missing value ``rows_dropped`` and ``dropped_lines`` (the first 20).
+        ``path`` is ``"-"`` for standard input. ``widen`` adds ``widened_from``. IDX adds ``labels_path``,
         ``labels_sha256`` and ``image_shape`` (``[rows, cols]``, or ``[P]`` for a 2-dimensional file);
         Gal-UCI adds ``folder``, ``split``, ``n_splits`` and the paths and sha256 of the split's two index
         files (``train_index_path``, ``train_index_sha256``, ``test_index_path``, ``test_index_sha256``).
@@ -74,6 +80,8 @@ def sha256_file(path) -> str:
 
 
 def _read_bytes(name):
+    if name == STDIN:
+        return sys.stdin.buffer.read()
     try:
         with open(name, "rb") as f:
             return f.read()

@@ -16,6 +16,7 @@ line and, where it applies, the column.
 from __future__ import annotations
 
 import csv
+import operator
 import re
 
 import numpy as np
@@ -29,6 +30,13 @@ _DELIMITERS = {",": ",", "\t": "\t", ";": ";", " ": "whitespace", "whitespace": 
 _SNIFF_LINES = 50
 _INT_RE = re.compile(r"[+-]?\d+")
 _TWO_COLONS = re.compile(r":\S*:")
+_X_NAME = re.compile(r"x\d+")
+# What a missing cell looks like unless --na-values says otherwise (compared after stripping blanks), and what
+# to do about a row that has one.
+NA_VALUES = ("", "NA", "NaN", "?")
+MISSING_POLICIES = ("error", "drop")
+# the dropped rows' line numbers kept in the provenance (their count is always kept)
+_LISTED_LINES = 20
 # Indices above this cannot address a dense column anyway; it keeps int64 parsing from overflowing.
 _MAX_INDEX = 2**62
 # the target option of a CSV file read without a target column (no column is excluded from the header test)
@@ -52,13 +60,30 @@ def _looks_like_libsvm(line):
 # CSV-like text
 
 
-def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_target=None):
-    """``width_without_target``: the file may lack its target column, and does when it has exactly this many."""
+def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_target=None, *, drop_columns=None,
+               columns=None, na_values=NA_VALUES, missing="error"):
+    """``width_without_target``: the file may lack its target column, and does when it has exactly this many.
+
+    Returns ``(X, y, feature_names, header, delimiter, target, info)``; ``info`` holds ``feature_columns`` (the
+    0-based file column of each feature), ``columns_dropped`` (names of the columns left out by
+    ``drop_columns``/``columns``), ``rows_dropped`` and ``dropped_lines`` (the first lines dropped for a missing
+    value, ``missing="drop"``).
+    """
+    if missing not in MISSING_POLICIES:
+        raise DataError(f"{name}: missing must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
+    na = frozenset(NA_VALUES if na_values is None else (str(v).strip() for v in na_values))
     delim = _choose_delimiter(name, texts, delimiter)
     rows, row_lines = _split_cells(name, linenos, texts, delim)
     ncols = len(rows[0])
-    has_target = ncols != width_without_target
-    if width_without_target is not None and ncols not in (width_without_target, width_without_target + 1):
+    selected = drop_columns is not None or columns is not None
+    if width_without_target is None:
+        has_target = True
+    elif selected:
+        has_target = not _fits_without_target(name, rows, ncols, header, width_without_target, drop_columns, columns)
+    else:
+        has_target = ncols != width_without_target
+    if width_without_target is not None and not selected and ncols not in (width_without_target,
+                                                                           width_without_target + 1):
         p = width_without_target
         raise DataError(
             f"{name}:{row_lines[0]}: {ncols} columns, expected {p} (features only) or {p + 1} (features and the "
@@ -86,36 +111,91 @@ def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_ta
 
     def where(i, col):
         label = f" ({names[col]!r})" if names is not None else ""
-        return f"{name}:{data_lines[i]}: column {col + 1}{label}"
+        return f"{name}:{data_lines[i]}: column {col}{label}"
 
-    n, p = len(data), ncols - 1 if has_target else ncols
-    if not has_target:
-        cells = [cell for row in data for cell in row]
-    elif t == ncols - 1:
+    keep = _feature_columns(name, ncols, t, names, drop_columns, columns)
+    n, p = len(data), len(keep)
+    if width_without_target is not None and has_target and p != width_without_target:
+        raise DataError(f"{name}:{row_lines[0]}: {p} feature columns besides the target (of {ncols}, "
+                        f"--drop-columns/--columns applied), but the model takes {width_without_target}")
+    if keep == list(range(ncols - 1)):
         cells = [cell for row in data for cell in row[:-1]]
+    elif keep == list(range(ncols)):
+        cells = [cell for row in data for cell in row]
+    elif p == 1:
+        cells = [row[keep[0]] for row in data]
     else:
-        cells = [cell for row in data for cell in row[:t] + row[t + 1 :]]
+        take = operator.itemgetter(*keep)
+        cells = [cell for row in data for cell in take(row)]
+    target_cells = [row[t].strip() for row in data] if has_target else None
+
+    # The fast path converts every cell in one call; missing-value tokens are looked for only when it fails
+    # or yields a non-finite number ("NaN" is both a number and a token).
     try:
         X = np.array(cells, dtype=np.float64).reshape(n, p)
     except ValueError:
-        for i, row in enumerate(data):
-            for col, cell in enumerate(row):
-                if col != t and not _is_number(cell):
-                    if not cell.strip():
-                        raise DataError(f"{where(i, col)}: empty cell (missing value)") from None
-                    raise DataError(f"{where(i, col)}: cannot parse {cell!r} as a number") from None
-        raise DataError(f"{name}: cannot parse the feature cells as numbers") from None
+        X = None
+    cell_missing = None
+    if X is None or not np.isfinite(X).all():
+        stripped = [cell.strip() for cell in cells]
+        cell_missing = np.fromiter((cell in na for cell in stripped), dtype=bool, count=n * p).reshape(n, p)
+        try:
+            X = np.array(["nan" if m else c for c, m in zip(stripped, cell_missing.ravel())],
+                         dtype=np.float64).reshape(n, p)
+        except ValueError:
+            for i in range(n):
+                for j in range(p):
+                    cell = stripped[i * p + j]
+                    if not cell_missing[i, j] and not _is_number(cell):
+                        if not cell:
+                            raise DataError(f"{where(i, keep[j])}: empty cell (not among --na-values)") from None
+                        raise DataError(f"{where(i, keep[j])}: cannot parse {cell!r} as a number") from None
+            raise DataError(f"{name}: cannot parse the feature cells as numbers") from None
+    target_missing = None
+    if has_target:
+        target_missing = np.fromiter((cell in na for cell in target_cells), dtype=bool, count=n)
+        if not target_missing.any():
+            target_missing = None
+
+    row_missing = np.zeros(n, dtype=bool)
+    if cell_missing is not None:
+        row_missing |= cell_missing.any(axis=1)
+    if target_missing is not None:
+        row_missing |= target_missing
+    info = {"feature_columns": keep, "columns_dropped": _dropped_names(ncols, t, names, keep),
+            "rows_dropped": 0, "dropped_lines": []}
+    if row_missing.any():
+        dropped = np.flatnonzero(row_missing)
+        if missing == "error":
+            i = int(dropped[0])
+            file_cols = [keep[j] for j in np.flatnonzero(cell_missing[i])] if cell_missing is not None else []
+            if target_missing is not None and target_missing[i]:
+                file_cols.append(t)
+            col = min(file_cols)
+            token = data[i][col].strip()
+            what = f"missing value {token!r}" if token else "missing value (empty cell)"
+            others = (f"{len(dropped)} rows have a missing value" if len(dropped) > 1
+                      else "the only row with a missing value")
+            raise DataError(f"{where(i, col)}: {what} ({others}; --missing drop leaves such rows out)")
+        if len(dropped) == n:
+            raise DataError(f"{name}: every data row has a missing value: nothing is left to read")
+        kept = ~row_missing
+        X = np.ascontiguousarray(X[kept])
+        if target_cells is not None:
+            target_cells = [cell for cell, k in zip(target_cells, kept) if k]
+        info["rows_dropped"] = int(len(dropped))
+        info["dropped_lines"] = [data_lines[i] for i in dropped[:_LISTED_LINES]]
+        data_lines = [line for line, k in zip(data_lines, kept) if k]
+        data = [row for row, k in zip(data, kept) if k]
     bad = ~np.isfinite(X)
     if bad.any():
         i, j = (int(k) for k in np.argwhere(bad)[0])
-        col = j if j < t else j + 1
-        raise DataError(f"{where(i, col)}: value is {_nonfinite_word(X[i, j])}")
+        raise DataError(f"{where(i, keep[j])}: value is {_nonfinite_word(X[i, j])}")
 
+    feature_names = tuple(names[c] for c in keep) if names is not None else tuple(f"x{c}" for c in keep)
     if not has_target:
-        feature_names = tuple(names) if names is not None else tuple(f"x{j}" for j in range(p))
-        return X, None, feature_names, header, delim, None
+        return X, None, feature_names, header, delim, None, info
 
-    target_cells = [row[t].strip() for row in data]
     try:
         y = np.array(target_cells, dtype=np.float64)
     except ValueError:
@@ -128,13 +208,86 @@ def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_ta
         if bad.size:
             raise DataError(f"{where(int(bad[0]), t)}: value is {_nonfinite_word(y[bad[0]])}")
 
-    if names is not None:
-        feature_names = tuple(names[:t] + names[t + 1 :])
-        target_used = names[t]
+    target_used = names[t] if names is not None else t
+    return X, y, feature_names, header, delim, target_used, info
+
+
+def _fits_without_target(name, rows, ncols, header, width, drop_columns, columns):
+    """Whether a file read with a column selection has exactly ``width`` feature columns and no target."""
+    if header is None:
+        header = _detect_header(rows, _NO_TARGET, ncols)
+    names = [cell.strip() for cell in rows[0]] if header else None
+    try:
+        return len(_feature_columns(name, ncols, ncols, names, drop_columns, columns)) == width
+    except DataError:
+        return False
+
+
+def _column_list(name, option, value):
+    """``--drop-columns``/``--columns`` as a list of names or indices: a comma-separated str, or a sequence."""
+    if isinstance(value, str):
+        items = [item.strip() for item in value.split(",")]
     else:
-        feature_names = tuple(f"x{j}" for j in range(p))
-        target_used = t
-    return X, y, feature_names, header, delim, target_used
+        items = [item.strip() if isinstance(item, str) else item for item in value]
+    if not items or any(item == "" for item in items):
+        raise DataError(f"{name}: {option} takes column names or 0-based indices separated by commas, got {value!r}")
+    return items
+
+
+def _resolve_column(name, option, key, names, ncols):
+    """The 0-based file column of ``key`` (a header name, else an index; negative counts from the end)."""
+    if isinstance(key, str) and names is not None and key in names:
+        hits = [j for j, n in enumerate(names) if n == key]
+        if len(hits) > 1:
+            raise DataError(f"{name}: {option} {key!r} is ambiguous (columns {', '.join(map(str, hits))} share "
+                            "that name)")
+        return hits[0]
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        index = int(key)
+    elif isinstance(key, str) and _INT_RE.fullmatch(key):
+        index = int(key)
+    elif isinstance(key, str) and names is None and _X_NAME.fullmatch(key):
+        index = int(key[1:])  # the name slang gives column k of a file without a header
+    elif names is None:
+        raise DataError(f"{name}: {option} {key!r}: the file has no header row, so columns are named by 0-based "
+                        "index")
+    else:
+        raise DataError(f"{name}: {option} {key!r} names no column (columns: {_listing(names, 20)})")
+    if not -ncols <= index < ncols:
+        raise DataError(f"{name}: {option} {index}: out of range ({ncols} columns, 0 to {ncols - 1})")
+    return index % ncols
+
+
+def _feature_columns(name, ncols, t, names, drop_columns, columns):
+    """The 0-based file columns read as features, in file order: all but the target, less ``drop_columns``, or
+    only ``columns`` (the target among them is ignored: it is read as the target)."""
+    candidates = [c for c in range(ncols) if c != t]
+    if drop_columns is not None and columns is not None:
+        raise DataError(f"{name}: give either --drop-columns or --columns, not both")
+    if columns is not None:
+        keys = _column_list(name, "--columns", columns)
+        chosen = {_resolve_column(name, "--columns", key, names, ncols) for key in keys}
+        keep = [c for c in candidates if c in chosen]
+    elif drop_columns is not None:
+        dropped = set()
+        for key in _column_list(name, "--drop-columns", drop_columns):
+            c = _resolve_column(name, "--drop-columns", key, names, ncols)
+            if c == t:
+                raise DataError(f"{name}: --drop-columns {key}: column {c} is the target (choose another with "
+                                "--target)")
+            dropped.add(c)
+        keep = [c for c in candidates if c not in dropped]
+    else:
+        return candidates
+    if not keep:
+        option = "--columns" if columns is not None else "--drop-columns"
+        raise DataError(f"{name}: no feature column left after {option}")
+    return keep
+
+
+def _dropped_names(ncols, t, names, keep):
+    kept = set(keep)
+    return [names[c] if names is not None else c for c in range(ncols) if c != t and c not in kept]
 
 
 def _choose_delimiter(name, texts, delimiter):

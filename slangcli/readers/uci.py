@@ -176,13 +176,13 @@ def _parse_uci_data(path, raw):
         for i, row in enumerate(rows):
             for col, cell in enumerate(row):
                 if not _is_number(cell):
-                    message = f"column {col + 1}: cannot parse {cell!r} as a number"
+                    message = f"column {col}: cannot parse {cell!r} as a number"
                     raise DataError(f"{path}:{linenos[i]}: {message}") from None
         raise DataError(f"{path}: cannot parse the values as numbers") from None
     bad = ~np.isfinite(data)
     if bad.any():
         i, col = (int(k) for k in np.argwhere(bad)[0])
-        raise DataError(f"{path}:{linenos[i]}: column {col + 1}: value is {_nonfinite_word(data[i, col])}")
+        raise DataError(f"{path}:{linenos[i]}: column {col}: value is {_nonfinite_word(data[i, col])}")
     return data
 
 
