@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 import scipy
 
-from slangcli import __version__, divergence, metrics, streams, train, tuning
+from slangcli import __version__, divergence, metrics, streams, task, train, tuning
 from slangcli import compress as compression
 from slangcli import predict as predictive_uncertainty
 from slangcli.errors import ConfigError, DataError, DivergenceError, FormatError, Interrupted
@@ -152,6 +152,10 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
         X_train, y_train_raw = table.X, table.y
         X_test = test_table.X if test_table is not None else None
         y_test_raw = test_table.y if test_table is not None else None
+
+    if table.provenance["format"] == "csv":
+        for warning in task.identifier_columns(X_train, table.feature_names):
+            notify(f"{opts.path}: {warning}")
 
     if test_table is not None:
         test = {"source": "file", **test_table.provenance}
@@ -432,6 +436,14 @@ def fit(opts: DataOptions, *, likelihood: str = "auto", notify: Callable[[str], 
     """
     check_fit_options(likelihood=likelihood, **options)
     prepared = load_training(opts, likelihood=likelihood, notify=notify)
+    sizes = (prepared.X_train.shape[1], *parse_hidden(options.get("hidden", ())), prepared.n_outputs)
+    for line in task.describe(prepared.data, prepared.arrays, prepared.likelihood, sizes[0],
+                              MLP(sizes, likelihood=prepared.likelihood).n_params):
+        notify(line)
+    if likelihood == "auto" and prepared.data["train"].get("format") != "idx":
+        hint = task.integer_target_hint(prepared.data["targets"].get("classes"), prepared.data["train"].get("target"))
+        if hint:
+            notify(hint)
     return fit_prepared(prepared, notify=notify, **options)
 
 

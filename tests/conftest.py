@@ -13,6 +13,15 @@ from slangcli.io import write_run
 from slangcli.workflow import DataOptions, fit
 
 N_ROWS, N_FEATURES = 40, 3
+# the lines in which slang fit states, before training, the task it inferred (slangcli.task.describe)
+TASK_LINES = ("slang: task: ", "slang: change the task ")
+
+
+def message_lines(stderr: str) -> list[str]:
+    """The lines of ``stderr`` besides slang fit's statement of the task."""
+    return [line for line in stderr.splitlines() if not line.startswith(TASK_LINES)]
+
+
 WEIGHTS = np.array([1.5, -1.0, 0.5])
 
 

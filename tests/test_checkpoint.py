@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import binary_problem, csv_text
+from conftest import binary_problem, csv_text, message_lines
 from slangcli.cli import main
 from slangcli.errors import ConfigError, DataError, FormatError, Interrupted
 from slangcli.io import read_run, write_run
@@ -268,7 +268,7 @@ def test_divergence_keeps_the_last_checkpoint_and_says_where(tmp_path, data_csv)
                                        "--checkpoint-every", "1", "--epochs", "50"])
     assert result.exit_code == 1, result.stderr
     assert "diverged at step" in result.stderr and "last good checkpoint (step" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert len(message_lines(result.stderr)) == 1
     run = read_run(out)
     assert run.status == "checkpoint" and np.isfinite(run.posterior.mean).all()
 

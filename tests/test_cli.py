@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 import slangcli.cli.output
+from conftest import message_lines
 from slangcli.cli import main
 from slangcli.io import read_run
 
@@ -61,7 +62,7 @@ def assert_error(result, code: int, *mentions) -> str:
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
     if code == 1:
-        lines = result.stderr.splitlines()
+        lines = message_lines(result.stderr)
         assert len(lines) == 1, result.stderr
         assert lines[0].startswith("slang: error: ")
     for text in mentions:
@@ -202,7 +203,7 @@ def test_libsvm_test_file_wider_than_training(write_file, out_dir):
     out = out_dir / "run.h5"
     result = invoke("fit", train, "-o", out, "--epochs", "2", "--rank", "1", "--test", test, "--json")
     assert_ok(result)
-    note = [line for line in result.stderr.splitlines() if line.startswith("slang: ")]
+    note = [line for line in message_lines(result.stderr) if line.startswith("slang: ")]
     assert len(note) == 1 and str(train) in note[0] and "5 feature columns" in note[0], result.stderr
     assert parse_one_json_object(result.stdout)["metrics"]["test"]["n"] == 2
     assert read_run(out).model.sizes == (5, 1)
@@ -469,7 +470,7 @@ def test_console_script_divergence(tmp_path):
     done = slang("fit", train, "-o", out / "run.h5", "--epochs", "2", "--rank", "1", "--lr", "1e300", cwd=tmp_path)
     assert done.returncode == 1
     assert done.stdout == ""
-    lines = done.stderr.splitlines()
+    lines = message_lines(done.stderr)
     assert len(lines) == 1, done.stderr  # no numpy RuntimeWarning before the message
     assert lines[0].startswith("slang: error: training diverged")
     assert_empty(out)

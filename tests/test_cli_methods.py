@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from conftest import message_lines
 from slangcli.cli import main
 from slangcli.divergence import kl, symmetric_kl
 from slangcli.errors import ConfigError
@@ -41,7 +42,7 @@ def error(result, code: int, *mentions) -> str:
     assert result.exit_code == code, (result.exit_code, result.stderr, result.exception)
     assert isinstance(result.exception, SystemExit) and "Traceback" not in result.stderr
     assert result.stdout == ""
-    lines = result.stderr.splitlines()
+    lines = message_lines(result.stderr)
     assert len(lines) == 1 and lines[0].startswith("slang: error: "), result.stderr
     for text in mentions:
         assert text in result.stderr, result.stderr

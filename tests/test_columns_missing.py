@@ -138,6 +138,7 @@ def test_fit_stores_the_options_and_evaluate_and_predict_reapply_them(gappy, tmp
     done = invoke("fit", gappy, "-o", run, "--missing", "drop", "--drop-columns", "0", "--test-fraction", "0.25",
                   *FAST)
     assert done.exit_code == 0, done.output
+    assert "2 rows with a missing value dropped" in done.stderr
     stored = read_run(run)
     assert stored.model.sizes[0] == 3
     assert stored.data["train"]["rows_dropped"] == 2 and stored.data["train"]["dropped_lines"] == [3, 6]

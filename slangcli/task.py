@@ -1,0 +1,101 @@
+"""What ``slang fit`` is about to do, said before it trains: the task inferred from the data and the options that
+change it, and warnings about data that would otherwise mislead without a sound.
+
+- :func:`describe`: the likelihood, the classes or the target's scale, the feature and parameter counts, whether
+  the features were standardised, the rows left out for a missing value, and the options that change each.
+- :func:`integer_target_hint`: an integer target with more than a handful of values, which ``auto`` fits as
+  classes, may be a quantity (a quality score, a count); ``--likelihood gaussian`` fits it as regression.
+- :func:`identifier_columns`: a feature that holds distinct integers on (nearly) every row over a huge range,
+  or a row count 0..N-1, is a row identifier; used as a feature it lets a network memorise rows.
+
+Messages only: nothing here changes the data or the fit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from slangcli.readers._common import _fmt_label, _listing
+
+# an integer target with more distinct values than this gets the regression hint
+HANDFUL = 4
+# An identifier column: integers, distinct on at least this fraction of the rows (a sample id repeated for a
+# re-measured sample is still an id), and a range of at least ID_RANGE per row (ids are drawn from a large space)
+# or exactly the rows' count (a row number). Files shorter than ID_MIN_ROWS are too small to tell.
+ID_DISTINCT = 0.9
+ID_RANGE = 100
+ID_MIN_ROWS = 20
+
+_LIKELIHOOD_TASKS = {"bernoulli": "binary classification", "categorical": "classification",
+                     "gaussian": "regression"}
+
+
+def target_text(target) -> str:
+    """The target as messages name it: ``'quality'``, ``column 10``, or ``the target``."""
+    if isinstance(target, str):
+        return repr(target)
+    if isinstance(target, (int, np.integer)) and not isinstance(target, bool):
+        return f"column {int(target)}"
+    return "the target"
+
+
+def describe(data: dict, arrays: dict, likelihood: str, n_features: int, n_params: int) -> list[str]:
+    """The lines that state the inferred task of a fit to prepared data (``workflow.Prepared``'s ``data`` and
+    ``arrays``) and how to change it."""
+    target = target_text((data.get("train") or {}).get("target"))
+    classes = (data.get("targets") or {}).get("classes")
+    if likelihood == "gaussian":
+        mean, scale = float(arrays["target_mean"][0]), float(arrays["target_scale"][0])
+        what = (f"regression (gaussian likelihood) of {target}, mean {mean:.4g} and std {scale:.4g} "
+                "(fitted on the standardised scale)")
+    else:
+        kind = "binary classification" if likelihood == "bernoulli" else f"{len(classes)}-class classification"
+        what = f"{kind} ({likelihood} likelihood) of {target}, classes {_listing(classes)}"
+    parts = [f"task: {what}; {n_features} features, {n_params} parameters"]
+    if data.get("standardize"):
+        parts.append("features standardised (--no-standardize keeps them as read)")
+    else:
+        parts.append("features as read (--standardize scales them)")
+    for part in ("train", "test"):
+        source = data.get(part) or {}
+        if source.get("rows_dropped"):
+            where = "" if part == "train" or source.get("source") != "file" else " of the test file"
+            k = source["rows_dropped"]
+            parts.append(f"{k} row{'s' if k != 1 else ''}{where} with a missing value dropped (--missing drop)")
+    return ["; ".join(parts), "change the task with --likelihood, --target, --drop-columns or --columns"]
+
+
+def integer_target_hint(classes, target) -> str | None:
+    """The hint for a target that ``auto`` made classes although it may be a quantity, or None."""
+    if classes is None or len(classes) <= HANDFUL or not all(isinstance(c, (int, float)) for c in classes):
+        return None
+    if not all(float(c).is_integer() for c in classes):
+        return None
+    return (f"hint: {target_text(target)} has {len(classes)} integer values ({_fmt_label(min(classes))} to "
+            f"{_fmt_label(max(classes))}), fitted as {len(classes)} unordered classes; if it measures a quantity, "
+            "--likelihood gaussian fits it as regression")
+
+
+def identifier_columns(X: np.ndarray, feature_names) -> list[str]:
+    """Warnings naming each feature column of ``X : (N, P)`` (raw values) that looks like a row identifier."""
+    n = len(X)
+    if n < ID_MIN_ROWS or X.size == 0:
+        return []
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    spread = hi - lo
+    # beyond 2**53 every float64 is a whole number: such magnitudes are measurements, not ids
+    exact = np.all((X == np.round(X)) & (np.abs(X) < 2.0**53), axis=0)
+    candidates = np.flatnonzero((spread >= n - 1) & exact)
+    warnings = []
+    for j in candidates:
+        distinct = len(np.unique(X[:, j]))
+        row_number = distinct == n and spread[j] == n - 1
+        if distinct >= ID_DISTINCT * n and (spread[j] >= ID_RANGE * n or row_number):
+            name = feature_names[j]
+            # a file without a header names column k "x<k>": the option takes the index
+            option = name[1:] if name[:1] == "x" and name[1:].isdigit() else name
+            kind = "row numbers" if row_number else "distinct integers"
+            warnings.append(f"warning: feature {name!r} looks like a row identifier ({kind} from "
+                            f"{_fmt_label(lo[j])} to {_fmt_label(hi[j])}) and is used as a feature; "
+                            f"--drop-columns {option} leaves it out")
+    return warnings

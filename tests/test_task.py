@@ -1,0 +1,79 @@
+"""``slangcli.task``: the statement of the inferred task, the integer-target hint, the row-identifier warning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from slangcli.task import describe, identifier_columns, integer_target_hint
+
+
+def features(n=100, seed=0):
+    rng = np.random.default_rng(seed)
+    return np.column_stack([rng.normal(size=n), rng.integers(1, 11, size=n), rng.integers(0, 10**4, size=n)])
+
+
+@pytest.mark.parametrize(
+    "column, kind",
+    [
+        (lambda n, rng: rng.permutation(n), "row numbers"),  # a row count, shuffled
+        (lambda n, rng: np.arange(1, n + 1), "row numbers"),
+        (lambda n, rng: rng.choice(10**7, size=n, replace=False) + 10**5, "distinct integers"),
+        # a sample id repeated for a few re-measured samples is still an id
+        (lambda n, rng: np.repeat(rng.choice(10**7, size=n, replace=False), 1)[np.r_[0:n - 5, 0:5]],
+         "distinct integers"),
+    ],
+)
+def test_identifier_columns_are_named(column, kind):
+    X = features()
+    X = np.column_stack([X[:, :1], column(len(X), np.random.default_rng(1)), X[:, 1:]])
+    [warning] = identifier_columns(X, ("a", "id", "b", "c"))
+    assert warning.startswith(f"warning: feature 'id' looks like a row identifier ({kind} from ")
+    assert warning.endswith("and is used as a feature; --drop-columns id leaves it out")
+    # a file without a header: the option takes the column's index
+    [warning] = identifier_columns(X, ("x0", "x1", "x2", "x3"))
+    assert warning.endswith("--drop-columns 1 leaves it out")
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        lambda n, rng: rng.integers(0, 10**4, size=n),  # many repeats: a count, not an id
+        lambda n, rng: rng.normal(size=n) * 1e6,  # not integers
+        lambda n, rng: rng.choice(10**4, size=n, replace=False),  # distinct, but range under 100 per row
+        lambda n, rng: rng.choice(10**6, size=n, replace=False) * 1e12,  # magnitudes beyond exact integers
+    ],
+)
+def test_other_columns_are_not_identifiers(column):
+    X = np.column_stack([features(), column(100, np.random.default_rng(2))])
+    assert identifier_columns(X, ("a", "b", "c", "d")) == []
+
+
+def test_small_files_are_not_judged():
+    assert identifier_columns(np.arange(19.0)[:, None] * 1e5, ("id",)) == []
+
+
+def test_integer_target_hint():
+    hint = integer_target_hint([3.0, 4.0, 5.0, 6.0, 7.0, 8.0], "quality")
+    assert hint == ("hint: 'quality' has 6 integer values (3 to 8), fitted as 6 unordered classes; if it measures "
+                    "a quantity, --likelihood gaussian fits it as regression")
+    assert integer_target_hint([0.0, 1.0, 2.0, 3.0], 4) is None  # a handful
+    assert integer_target_hint(list("abcdef"), "y") is None
+    assert integer_target_hint(None, "y") is None
+    assert "column 4 has 5 integer values (1 to 5)" in integer_target_hint([1.0, 2.0, 3.0, 4.0, 5.0], 4)
+
+
+def test_describe_names_every_part_and_the_options():
+    data = {"train": {"target": "y", "rows_dropped": 3}, "test": {"source": "file", "rows_dropped": 1},
+            "targets": {"likelihood": "gaussian"}, "standardize": True}
+    arrays = {"target_mean": np.array([5.5]), "target_scale": np.array([0.75])}
+    first, second = describe(data, arrays, "gaussian", 11, 651)
+    assert first == ("task: regression (gaussian likelihood) of 'y', mean 5.5 and std 0.75 (fitted on the "
+                     "standardised scale); 11 features, 651 parameters; features standardised (--no-standardize "
+                     "keeps them as read); 3 rows with a missing value dropped (--missing drop); 1 row of the test "
+                     "file with a missing value dropped (--missing drop)")
+    assert second == "change the task with --likelihood, --target, --drop-columns or --columns"
+    data = {"train": {"target": None}, "targets": {"classes": ["a", "b", "c"]}, "standardize": False}
+    first, _ = describe(data, {}, "categorical", 4, 15)
+    assert first == ("task: 3-class classification (categorical likelihood) of the target, classes a, b, c; "
+                     "4 features, 15 parameters; features as read (--standardize scales them)")
