@@ -29,7 +29,7 @@ FIT = ["--epochs", "2", "--test-fraction", "0.25", "--batch-size", "8"]
 @pytest.fixture(scope="module")
 def cluster():
     """Two worker processes, one thread each, shared by the tests that do not kill workers."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                   env={"OPENBLAS_NUM_THREADS": "1"}) as c:
         yield c
 
@@ -184,7 +184,7 @@ def test_worker_killed_mid_fit_is_retried_from_its_checkpoint(data, tmp_path):
     out = tmp_path / "out"
     long_fit = {"iterations": "1500", "checkpoint-every": "100", "batch-size": "8", "test-fraction": "0.25"}
     points = points_of([{"data": [str(data / "a.csv"), str(data / "b.csv")], **long_fit}])
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                   env={"OPENBLAS_NUM_THREADS": "1"}) as cluster, distributed.Client(cluster) as client:
         done = {}
         thread = threading.Thread(target=lambda: done.update(result=run_sweep(points, out, client)))

@@ -396,7 +396,8 @@ def glob_escape(name: str) -> str:
 @contextlib.contextmanager
 def dask_client(scheduler: str | None = None, workers: int | None = None):
     """A ``distributed.Client``: connected to the scheduler at ``scheduler``, or to a new local cluster of
-    ``workers`` processes (default: the machine's cores) with one thread and one BLAS thread each."""
+    ``workers`` processes (default: the machine's cores) with one thread and one BLAS thread each (a fit sets
+    process-wide state: BLAS thread limits, the allocator, the captured stderr), its dashboard on a free port."""
     distributed = require_distributed()
     if scheduler:
         try:
@@ -409,7 +410,7 @@ def dask_client(scheduler: str | None = None, workers: int | None = None):
     import logging
 
     with distributed.LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                                  env=dict(ONE_BLAS_THREAD), dashboard_address=None,
+                                  env=dict(ONE_BLAS_THREAD), dashboard_address=":0",
                                   silence_logs=logging.ERROR) as cluster, distributed.Client(cluster) as client:
         yield client
 
