@@ -22,6 +22,7 @@ import PIL.Image
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator
 
 from slangcli.io import temporary_beside
 from slangcli.plotdata import Coverage
@@ -121,8 +122,14 @@ def draw_training(ax, curves, log: str = "auto", first_style: int = 0) -> None:
             ax.plot([c.x[-1]], [c.final_test], marker="*", color=st["color"], linestyle="none", markersize=7)
             finals.append("test")
     ys = np.concatenate([c.y for c in curves])
-    if _wants(log, "y", _spans_decades(ys)):
+    if _wants(log, "y", _spans_decades(ys, 0.5)):  # a falling objective reads better on a log scale
         ax.set_yscale("log")
+        # ticks as plain numbers (0.3, not 3 x 10^-1), at 2, 3 and 5 times the powers of ten when the range is short
+        plain = FuncFormatter(lambda v, _: f"{v:g}")
+        ax.yaxis.set_major_formatter(plain)
+        if not _spans_decades(ys, 1.5):
+            ax.yaxis.set_minor_locator(LogLocator(subs=(2.0, 3.0, 5.0)))
+            ax.yaxis.set_minor_formatter(plain)
     if log_x:
         ax.set_xscale("log")
     kinds = {c.axis for c in curves}
