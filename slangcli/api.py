@@ -22,7 +22,7 @@ import numpy as np
 from slangcli import workflow
 from slangcli.errors import DataError, DataTypeError
 from slangcli.io import POSTERIOR_NAMES, Run, read_run, write_run
-from slangcli.predict import weight_samples
+from slangcli.metrics import weight_samples
 
 __all__ = ["fit", "load", "FitResult"]
 

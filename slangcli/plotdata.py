@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slangcli import compress, divergence, metrics, streams
+from slangcli import compress, divergence, metrics
 from slangcli.errors import ConfigError, DataError
 from slangcli.io import Run, read_run
 

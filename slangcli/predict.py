@@ -27,13 +27,11 @@ samples again for the next block of rows, instead of holding ``S x D`` weights.
 
 from __future__ import annotations
 
-from typing import Iterator
-
 import numpy as np
 import scipy.special
 
 from slangcli import metrics, mixture
-from slangcli.metrics import SAMPLE_CHUNK, weight_samples
+from slangcli.metrics import weight_samples
 from slangcli.models import MLP
 from slangcli.quadrature import bernoulli_entropy, expect_bernoulli_entropy, expect_sigmoid
 

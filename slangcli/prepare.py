@@ -1,4 +1,5 @@
-"""Preparing read data for a model: label coding, a seeded train/test split, standardisation, width checks.
+"""Preparing data for a model: label coding, a seeded train/test split, standardisation, width checks, and
+:func:`prepare`, which turns raw arrays (from files or from Python) into a model's training and test data.
 
 ``fit_labels`` maps the distinct label values of the training data to integer codes (numbers ascending,
 strings lexicographically) in a JSON-serialisable ``LabelMap`` that a run file stores, so that data read later
@@ -226,3 +227,82 @@ def check_width(X, n_features, *, path) -> None:
     if width != n_features:
         shown = width if width is not None else f"shape {shape}, not 2-D: no"
         raise DataError(f"{path}: {shown} feature columns, but the model was trained on {n_features}")
+
+
+# more distinct numeric target values than this (or any non-integer one) make "auto" choose regression
+_MAX_AUTO_CLASSES = 50
+
+
+def choose_likelihood(likelihood: str, y, path) -> str:
+    """Resolve ``auto``: two label values -> bernoulli; strings or a few integers -> categorical; else gaussian.
+    Any other name is returned as it is (the fit's option checks have validated it)."""
+    if likelihood != "auto":
+        return likelihood
+    values = np.unique(y)
+    if len(values) == 2:
+        return "bernoulli"
+    if y.dtype.kind in "US" or (np.all(values == np.round(values)) and len(values) <= _MAX_AUTO_CLASSES):
+        return "categorical"
+    return "gaussian"
+
+
+@dataclass
+class Prepared:
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_test: np.ndarray | None
+    y_test: np.ndarray | None
+    likelihood: str
+    n_outputs: int
+    data: dict  # JSON provenance, stored in the run file
+    arrays: dict  # split indices, feature and target standardisation, stored in the run file
+
+
+def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: str = "auto",
+            standardize: bool = False, name: str = "training data", test_name: str = "test data",
+            train_provenance: dict | None = None, test_provenance: dict | None = None, feature_names=(),
+            options: dict | None = None) -> Prepared:
+    """Code the targets and standardise the features of raw arrays: the one preparation behind the files of
+    ``slang fit`` and the arrays of ``slangcli.fit``.
+
+    ``X_* : (N, P)`` float64 features; ``y_*_raw`` the raw targets (label values of any kind, or numbers).
+    ``likelihood="auto"`` is resolved by :func:`choose_likelihood`. Classification codes the label values, sorted,
+    as 0..K-1 (the classes are stored); regression standardises the target with training statistics (stored), so
+    the noise precision acts on the standardised scale. ``name`` and ``test_name`` are what messages call the data.
+    """
+    likelihood = choose_likelihood(likelihood, y_train_raw, name)
+    arrays, targets = {}, {"likelihood": likelihood}
+    if likelihood == "gaussian":
+        if y_train_raw.dtype.kind not in "fiu" or (y_test_raw is not None and y_test_raw.dtype.kind not in "fiu"):
+            raise DataError(f"{name}: a regression target must be numeric")
+        y_mean, y_scale = float(np.mean(y_train_raw)), float(np.std(y_train_raw))
+        if not y_scale > 0:
+            raise DataError(f"{name}: the regression target is constant in the training data")
+        arrays["target_mean"], arrays["target_scale"] = np.array([y_mean]), np.array([y_scale])
+        y_train = (y_train_raw.astype(float) - y_mean) / y_scale
+        y_test = None if y_test_raw is None else (y_test_raw.astype(float) - y_mean) / y_scale
+        n_outputs = 1
+    else:
+        labels = fit_labels(y_train_raw, path=name, n_classes=2 if likelihood == "bernoulli" else None)
+        dtype = float if likelihood == "bernoulli" else np.int64
+        y_train = labels.encode(y_train_raw, path=name).astype(dtype)
+        y_test = None if y_test_raw is None else labels.encode(y_test_raw, path=test_name).astype(dtype)
+        targets["classes"] = list(labels.classes)
+        n_outputs = 1 if likelihood == "bernoulli" else len(labels.classes)
+
+    if standardize:
+        std = Standardizer.fit(X_train)
+        X_train = std.apply(X_train)
+        X_test = None if X_test is None else std.apply(X_test)
+        arrays["feature_mean"], arrays["feature_scale"] = std.mean, std.scale
+
+    data = {
+        "train": {**(train_provenance or {}), "rows_used": int(len(X_train))},
+        "test": test_provenance,
+        "targets": targets,
+        "labels": {"classes": targets["classes"]} if "classes" in targets else None,
+        "feature_names": list(feature_names),
+        "standardize": bool(standardize),
+        "options": options if options is not None else {},
+    }
+    return Prepared(X_train, y_train, X_test, y_test, likelihood, n_outputs, data, arrays)

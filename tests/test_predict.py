@@ -1,7 +1,7 @@
 """Predictive uncertainty (``slangcli.predict``, ``slangcli.mixture``) and calibration (``slangcli.metrics``).
 
 The decompositions are checked against direct computations on the same weight samples (drawn again from
-``predict.weight_samples``, then pushed through the network in one pass with ``scipy.stats.entropy``): the code under
+``metrics.weight_samples``, then pushed through the network in one pass with ``scipy.stats.entropy``): the code under
 test accumulates over sample chunks and row blocks, the reference does neither. Mixture quantiles are checked
 against the CDF at the returned point and against quantiles of draws from the mixture; ECE and coverage against
 hand-worked examples.
@@ -39,7 +39,7 @@ def _posterior(kind: str, D: int, seed: int = 0, scale: float = 0.3):
 
 
 def _all_samples(posterior, seed, samples):
-    return np.concatenate(list(P.weight_samples(posterior, seed, samples)))
+    return np.concatenate(list(metrics.weight_samples(posterior, seed, samples)))
 
 
 # ------------------------------------------------------------------------------------------------ quadrature

@@ -1,0 +1,195 @@
+"""Scoring a posterior, comparing two, and the one posterior predictive behind evaluate, predict and the API.
+
+:func:`score` gives the test scores of the predictive (classification NLL, accuracy and calibration; regression RMSE,
+log-likelihood and interval coverage, in the target's units) and the training -ELBO / N. The predictive's weight
+samples are those of ``slang predict`` for the same seed (``metrics.weight_samples``), so ``slang evaluate``,
+``slang predict`` and ``FitResult.predict`` agree. :func:`compare` gives the KL divergences between two runs fitted to
+the same data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from slangcli import divergence, metrics, streams
+from slangcli import predict as predictive_uncertainty
+from slangcli.errors import ConfigError, DataError
+from slangcli.io import Run
+from slangcli.prepare import LabelMap
+from slangcli.threads import blas_threads
+from slangcli.sources import load_inputs, load_test, load_train
+
+
+def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y_test=None, target_scale=1.0,
+          predictive="auto", samples=1000, seed=0, bins=15) -> dict:
+    """Test scores under the posterior predictive and the training -ELBO / N.
+
+    Classification: ``nll`` (nats per example), ``accuracy``, and the expected calibration error ``ece`` with its
+    ``calibration`` bins (``bins`` equal-width confidence bins). Regression: ``rmse`` of the predictive mean and the
+    per-point predictive ``loglik``, both in the target's original units (``target_scale``), and the ``coverage``
+    of the central predictive intervals of ``metrics.COVERAGE_LEVELS``.
+    """
+    try:
+        predictive = metrics.resolve_predictive(model, predictive)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    out = {"predictive": predictive, "samples": samples if predictive == "mc" else None}
+    with blas_threads(model.n_params, min(samples, 64), max(len(X_train) if X_train is not None else 1, 1)):
+        if X_test is not None:
+            # the one predictive (the weight samples and probabilities of slang predict for the same seed)
+            if model.likelihood == "gaussian":
+                out["test"] = metrics.regression_scores(posterior, model, X_test, y_test, samples=samples, seed=seed,
+                                                        target_scale=target_scale)
+            else:
+                probs = predictive_uncertainty.classify(posterior, model, X_test, samples=samples, seed=seed,
+                                                        predictive=predictive)["probs"]
+                out["test"] = {**metrics.classification_scores(probs, y_test),
+                               **metrics.calibration(probs, y_test, bins)}
+        if X_train is not None:
+            nelbo = metrics.neg_elbo_per_example(posterior, model, prior_precision, X_train, y_train,
+                                                 predictive=predictive, samples=min(samples, 100),
+                                                 rng=streams.derive_rng(seed, streams.EVAL, 1))
+            out["train"] = {"neg_elbo_per_example": float(nelbo), "n": int(len(X_train))}
+    return out
+
+
+def check_comparable(run: Run, run_name: str, reference: Run, reference_name: str) -> None:
+    """Refuse, with one DataError line, a reference run whose posterior is over other parameters (another model)
+    or that was fitted to other training data (file checksum, the rows used, feature standardisation)."""
+    a, b = run.model, reference.model
+    checks = [("layer sizes", a.sizes, b.sizes), ("likelihood", a.likelihood, b.likelihood)]
+    if not a.is_linear:  # the activation means nothing without hidden layers
+        checks.append(("activation", a.activation, b.activation))
+    if a.likelihood == "gaussian":
+        checks.append(("noise precision", a.noise_precision, b.noise_precision))
+    for what, x, z in checks:
+        if x != z:
+            raise DataError(f"{reference_name}: not comparable with {run_name}: different model ({what} {z} vs {x})")
+    train_a, train_b = run.data["train"], reference.data["train"]
+    if train_a.get("sha256") != train_b.get("sha256"):
+        why = "the training files' sha256 differ"
+    elif not _same_rows(run.arrays.get("train_index"), reference.arrays.get("train_index")):
+        why = "different rows of the training file (another split)"
+    elif bool(run.data.get("standardize")) != bool(reference.data.get("standardize")):
+        why = "features standardised in one run only"
+    else:
+        return
+    raise DataError(f"{reference_name}: not comparable with {run_name}: fitted to different training data ({why})")
+
+
+def _same_rows(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a.shape == b.shape and bool(np.all(a == b))
+
+
+def compare(run: Run, run_name: str, reference: Run, reference_name: str) -> dict:
+    """KL divergences between the two runs' posteriors (after :func:`check_comparable`)."""
+    check_comparable(run, run_name, reference, reference_name)
+    p, q = run.posterior, reference.posterior
+    forward, backward = divergence.kl(p, q), divergence.kl(q, p)
+    return {"path": reference_name, "method": reference.config.get("method"), "kind": q.kind,
+            "symmetric_kl": 0.5 * (forward + backward), "kl_run_to_reference": forward,
+            "kl_reference_to_run": backward}
+
+
+def _scoring_data(run: Run, run_name: str, data_path, notify, without_train: str):
+    """``(X_test, y_test, source, X_train, y_train, target_scale)`` for scoring a stored run; the training data
+    are None (with a note ending in ``without_train``) when they cannot be re-read."""
+    X_test, y_test, source = load_test(run, run_name, data_path)
+    try:
+        X_train, y_train = load_train(run, run_name)
+    except DataError as exc:
+        notify(f"{exc}; {without_train}")
+        X_train = y_train = None
+    target_scale = float(run.arrays["target_scale"][0]) if "target_scale" in run.arrays else 1.0
+    return X_test, y_test, source, X_train, y_train, target_scale
+
+
+def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samples=1000, seed=0, bins=15,
+             reference: Run | None = None, reference_name: str = "reference",
+             notify: Callable[[str], None] = lambda msg: None) -> dict:
+    """Score a stored run on ``data_path`` or on its own test data, plus its training -ELBO / N; with a
+    ``reference`` run, also the KL divergences between the two posteriors (``out["reference"]``)."""
+    if reference is not None:
+        check_comparable(run, run_name, reference, reference_name)
+    X_test, y_test, source, X_train, y_train, target_scale = _scoring_data(
+        run, run_name, data_path, notify, "the training -ELBO is the value stored at fit time")
+    out = score(run.model, run.posterior, run.prior_precision, X_train=X_train, y_train=y_train,
+                X_test=X_test, y_test=y_test, target_scale=target_scale, predictive=predictive, samples=samples,
+                seed=seed, bins=bins)
+    if X_train is None:
+        out["train"] = dict(run.metrics.get("train", {}), stored=True)
+    out["data"] = source
+    if reference is not None:
+        out["reference"] = compare(run, run_name, reference, reference_name)
+    return out
+
+
+@dataclass
+class Predictions:
+    """Per-example predictions of a run on a data set.
+
+    ``arrays`` holds, in output order, under the names of the HDF5 predictions file (``docs/FORMAT.md``):
+    classification ``probabilities : (N, C)``, ``predicted`` (label values), ``entropy_total``,
+    ``entropy_aleatoric``, ``entropy_epistemic``; regression ``mean``, ``std_total``, ``std_aleatoric``,
+    ``std_epistemic``, ``lower``, ``upper`` (original units); and ``target`` (label values or original units) when
+    the data carry the target column. ``classes`` are the label values of the probability columns, ``info`` a
+    JSON-ready description (likelihood, predictive, samples, seed, interval, data, rows).
+    """
+
+    arrays: dict
+    classes: list | None
+    info: dict
+
+
+def predict(run: Run, run_name: str, data_path, *, samples: int = 1000, seed: int = 0, interval: float = 0.95,
+            notify: Callable[[str], None] = lambda msg: None) -> Predictions:
+    """Per-example predictions with their uncertainty (``slangcli.predict``) of the run on ``data_path``.
+
+    Logistic regression uses the exact 1-D quadrature predictive (``samples`` and ``seed`` are then unused);
+    every other model ``samples`` Monte-Carlo weight samples drawn from ``seed``'s own stream (``streams.PREDICT``).
+    """
+    if samples < 1:
+        raise ConfigError(f"--samples must be >= 1, got {samples}")
+    if not 0.0 < interval < 1.0:
+        raise ConfigError(f"--interval must lie strictly between 0 and 1, got {interval}")
+    X, target, source = load_inputs(run, data_path, notify=notify)
+    out = predict_arrays(run, X, samples=samples, seed=seed, interval=interval)
+    if target is not None:
+        out.arrays["target"] = target
+    out.info.update(run=run_name, data=source)
+    return out
+
+
+def predict_arrays(run: Run, X: np.ndarray, *, samples: int = 1000, seed: int = 0,
+                   interval: float = 0.95) -> Predictions:
+    """Per-example predictions of ``run`` on features ``X`` prepared as in the fit (:func:`transform`): the one
+    predictive behind ``slang predict``, ``slang evaluate`` and the Python API."""
+    if samples < 1:
+        raise ConfigError(f"--samples must be >= 1, got {samples}")
+    if not 0.0 < interval < 1.0:
+        raise ConfigError(f"--interval must lie strictly between 0 and 1, got {interval}")
+    model = run.model
+    with blas_threads(model.n_params, min(samples, metrics.SAMPLE_CHUNK), max(len(X), 1)):
+        if model.likelihood == "gaussian":
+            out = predictive_uncertainty.regress(
+                run.posterior, model, X, samples=samples, seed=seed, level=interval,
+                target_mean=float(run.arrays["target_mean"][0]), target_scale=float(run.arrays["target_scale"][0]))
+            arrays = {name: out[name] for name in ("mean", "std_total", "std_aleatoric", "std_epistemic", "lower",
+                                                   "upper")}
+            classes = None
+        else:
+            out = predictive_uncertainty.classify(run.posterior, model, X, samples=samples, seed=seed)
+            labels = LabelMap(tuple(run.data["labels"]["classes"]))
+            arrays = {"probabilities": out["probs"], "predicted": labels.decode(np.argmax(out["probs"], axis=1))}
+            arrays.update((name, out[name]) for name in ("entropy_total", "entropy_aleatoric", "entropy_epistemic"))
+            classes = list(labels.classes)
+    mc = out["predictive"] == "mc"
+    info = {"run": None, "likelihood": model.likelihood, "predictive": out["predictive"],
+            "samples": samples if mc else None, "seed": seed if mc else None,
+            "interval": interval if model.likelihood == "gaussian" else None, "data": {"rows": int(len(X))}}
+    return Predictions(arrays=arrays, classes=classes, info=info)

@@ -1,0 +1,472 @@
+"""Fitting a posterior to prepared data: option checks, the model and problem, tuning, the training loop with
+checkpoints, restarts, resuming a checkpoint, and the final scores of the run.
+
+Step methods train in ``slangcli.train.run``; checkpoints store the method's state (:class:`Checkpointing` says when
+and how); a resumed fit equals, bit for bit, the fit that was never stopped, because every random stream is derived
+from the seed and the step. ``restarts > 1`` fits from several seeds and keeps the lowest training -ELBO.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from slangcli import streams, task, train, tuning
+from slangcli.errors import ConfigError, DataError, DivergenceError, FormatError, Interrupted
+from slangcli.io import Run
+from slangcli.methods import METHODS
+from slangcli.methods.base import Problem, adapt, cache_fields, hyper_names, is_solver, samples_per_step
+from slangcli.models import ACTIVATIONS, LIKELIHOODS, MLP
+from slangcli.threads import blas_threads
+from slangcli.evaluation import score
+from slangcli.prepare import Prepared
+from slangcli.provenance import meta
+from slangcli.readers import STDIN
+from slangcli.sources import DataOptions, _stored_options, load_training
+
+
+def parse_hidden(hidden) -> tuple[int, ...]:
+    if hidden is None or hidden == "" or hidden == ():
+        return ()
+    if isinstance(hidden, str):
+        try:
+            # every part is a width: "50," is a typo, not a network with an empty last layer
+            widths = tuple(int(h) for h in hidden.split(","))
+        except ValueError:
+            raise ConfigError(f"--hidden takes comma-separated layer widths like 400,400, got {hidden!r}") from None
+    else:
+        widths = tuple(int(h) for h in hidden)
+    if any(w < 1 for w in widths):
+        raise ConfigError(f"--hidden widths must be >= 1, got {hidden!r}")
+    return widths
+
+
+def option_name(field: str) -> str:
+    """The command-line option of a hyperparameter: ``init_precision -> --init-precision``."""
+    return "--" + field.replace("_", "-")
+
+
+def check_hyper(method: str, hyper: dict) -> None:
+    """Refuse hyperparameters that ``method`` does not have (one ConfigError naming the first and listing what
+    the method takes), so an option is never silently ignored."""
+    module = METHODS[method]
+    names = hyper_names(module)
+    unknown = [name for name in hyper if name not in names]
+    if unknown:
+        raise ConfigError(f"{option_name(unknown[0])} does not apply to --method {method} (its options: "
+                          f"{', '.join(option_name(n) for n in names)})")
+
+
+@dataclass
+class Checkpointing:
+    """When a step method's fit writes a resumable snapshot of itself (a run file with status "checkpoint"), and
+    how: ``write(run)`` stores it (atomically); ``stop()`` is polled after every step and, when it returns True,
+    the fit writes a last snapshot and raises :class:`Interrupted`."""
+
+    write: Callable[[Run], None]
+    every_steps: int | None = None
+    every_seconds: float | None = None
+    stop: Callable[[], bool] = lambda: False
+
+
+@dataclass
+class _Setup:
+    """Everything a fit needs besides its training state: rebuilt from the options (``fit``) or from a
+    checkpoint (``resume``)."""
+
+    method: str
+    module: object
+    hyper: object
+    model: MLP
+    problem: Problem
+    prepared: Prepared
+    config: dict
+    command: list
+
+
+def fit(opts: DataOptions, *, likelihood: str = "auto", notify: Callable[[str], None] = lambda msg: None,
+        **options) -> Run:
+    """Fit a posterior to the data files in ``opts`` and score it; returns the :class:`Run` to be written.
+
+    ``options`` are those of :func:`fit_prepared`; they are all checked before any data are read.
+    """
+    check_fit_options(likelihood=likelihood, **options)
+    prepared = load_training(opts, likelihood=likelihood, notify=notify)
+    sizes = (prepared.X_train.shape[1], *parse_hidden(options.get("hidden", ())), prepared.n_outputs)
+    for line in task.describe(prepared.data, prepared.arrays, prepared.likelihood, sizes[0],
+                              MLP(sizes, likelihood=prepared.likelihood).n_params):
+        notify(line)
+    if likelihood == "auto" and prepared.data["train"].get("format") != "idx":
+        hint = task.integer_target_hint(prepared.data["targets"].get("classes"), prepared.data["train"].get("target"))
+        if hint:
+            notify(hint)
+    return fit_prepared(prepared, notify=notify, **options)
+
+
+def check_fit_options(**options) -> None:
+    """Refuse invalid fit options (:func:`fit_prepared`'s) with one ConfigError, before any data are read."""
+    _checked(**options)
+
+
+def _checked(
+    *,
+    method: str = "slang",
+    hyper: dict | None = None,
+    hidden=(),
+    activation: str = "relu",
+    likelihood: str = "auto",
+    noise_precision: float = 1.0,
+    batch_size: int | None = None,
+    epochs: int | None = None,
+    iterations: int | None = None,
+    prior_precision: float = 1.0,
+    bias_prior_precision: float = 1e-5,
+    checkpointing=None,
+    tune: str | None = None,
+    tune_folds: int = 5,
+    tune_epochs: int | None = None,
+    tune_rounds: int | None = None,
+    restarts: int = 1,
+    snr_every: int | None = None,
+    snr_draws: int = 10,
+    **_,
+):
+    """The checks of :func:`check_fit_options`; returns ``(module, widths, hyper)``."""
+    if method not in METHODS:
+        raise ConfigError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
+    if activation not in ACTIVATIONS:
+        raise ConfigError(f"unknown activation {activation!r} (choose from {', '.join(ACTIVATIONS)})")
+    for name, value in (("--prior-precision", prior_precision), ("--bias-prior-precision", bias_prior_precision),
+                        ("--noise-precision", noise_precision)):
+        if not 0 < value < np.inf:
+            raise ConfigError(f"{name} must be positive and finite, got {value}")
+    module = METHODS[method]
+    solver = is_solver(module)
+    if solver:
+        for name, value in (("--batch-size", batch_size), ("--epochs", epochs), ("--iterations", iterations)):
+            if value is not None:
+                raise ConfigError(f"{name} does not apply to --method {method}: it is solved on the whole training "
+                                  "set, not trained in steps")
+    else:
+        batch_size = 32 if batch_size is None else batch_size
+        if batch_size < 1:
+            raise ConfigError(f"--batch-size must be >= 1, got {batch_size}")
+        if epochs is not None and iterations is not None:
+            raise ConfigError("give either --epochs or --iterations, not both")
+        if iterations is not None and iterations < 1:
+            raise ConfigError(f"--iterations must be >= 1, got {iterations}")
+        if epochs is not None and epochs < 1:
+            raise ConfigError(f"--epochs must be >= 1, got {epochs}")
+    if snr_every is not None:
+        if not hasattr(module, "std_gradients"):
+            raise ConfigError(f"--snr does not apply to --method {method} (it applies to bbb and ktied)")
+        if snr_every < 1:
+            raise ConfigError(f"--snr must be >= 1 (record every N steps), got {snr_every}")
+        if snr_draws < 2:
+            raise ConfigError(f"--snr-draws must be >= 2 (a variance needs two draws), got {snr_draws}")
+    widths = parse_hidden(hidden)
+    hyper = dict(hyper or {})
+    check_hyper(method, hyper)
+    module.Hyper(**hyper)  # validate before reading any data
+
+    if tune and solver:
+        raise ConfigError(f"--tune applies to the step methods, not to --method {method}")
+    if tune_epochs is not None and tune_epochs < 1:
+        raise ConfigError(f"--tune-epochs must be >= 1, got {tune_epochs}")
+    if restarts < 1:
+        raise ConfigError(f"--restarts must be >= 1, got {restarts}")
+    if restarts > 1 and (solver or checkpointing is not None):
+        raise ConfigError("--restarts applies to step methods fitted without checkpoints")
+    if tune_rounds is not None and not 1 <= tune_rounds <= tune_folds:
+        raise ConfigError(f"--tune-rounds must be between 1 and --tune-folds ({tune_folds}), got {tune_rounds}")
+
+    if likelihood != "auto" and likelihood not in LIKELIHOODS:
+        raise ConfigError(f"unknown likelihood {likelihood!r} (choose from auto, {', '.join(LIKELIHOODS)})")
+    return module, widths, hyper
+
+
+def fit_prepared(
+    prepared: Prepared,
+    *,
+    method: str = "slang",
+    hyper: dict | None = None,
+    hidden=(),
+    activation: str = "relu",
+    noise_precision: float = 1.0,
+    batch_size: int | None = None,
+    epochs: int | None = None,
+    iterations: int | None = None,
+    seed: int = 0,
+    prior_precision: float = 1.0,
+    bias_prior_precision: float = 1e-5,
+    eval_samples: int = 1000,
+    command: list | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    notify: Callable[[str], None] = lambda msg: None,
+    checkpointing: Checkpointing | None = None,
+    tune: str | None = None,
+    tune_folds: int = 5,
+    tune_epochs: int | None = None,
+    tune_rounds: int | None = None,
+    restarts: int = 1,
+    snr_every: int | None = None,
+    snr_draws: int = 10,
+) -> Run:
+    """Fit a posterior to prepared data (:func:`prepare`, :func:`load_training`) and score it; returns the
+    :class:`Run` to be written.
+
+    ``hyper`` holds the method's hyperparameters by name (``slangcli.methods.METHODS[method].Hyper``); the others
+    take the method's defaults, and a name the method does not have is a ConfigError. Step methods train for
+    ``epochs`` (default 200) or ``iterations`` steps on minibatches of ``batch_size`` (default 32); the exact
+    solvers use the whole training set at once and refuse these three (and checkpoints). ``snr_every`` steps
+    (methods with ``std_gradients``: ``bbb``, ``ktied``) the gradient SNR of the standard-deviation parameters is
+    recorded in the history from ``snr_draws`` independent gradient draws (``slangcli.train.gradient_snr``).
+    """
+    module, widths, hyper = _checked(
+        method=method, hyper=hyper, hidden=hidden, activation=activation, noise_precision=noise_precision,
+        batch_size=batch_size, epochs=epochs, iterations=iterations, prior_precision=prior_precision,
+        bias_prior_precision=bias_prior_precision, checkpointing=checkpointing, tune=tune, tune_folds=tune_folds,
+        tune_epochs=tune_epochs, tune_rounds=tune_rounds, restarts=restarts, snr_every=snr_every,
+        snr_draws=snr_draws)
+    solver = is_solver(module)
+    if not solver:
+        batch_size = 32 if batch_size is None else batch_size
+    n = len(prepared.X_train)
+    sizes = (prepared.X_train.shape[1], *widths, prepared.n_outputs)
+    model = MLP(sizes, activation=activation, likelihood=prepared.likelihood, noise_precision=noise_precision)
+    hyper_obj = module.Hyper(**hyper)
+    hyper_obj, method_note = adapt(module, model, hyper_obj)
+    if method_note:
+        notify(method_note)
+    if solver:
+        batch = n_steps = None
+    else:
+        batch = min(batch_size, n)
+        if iterations is None:
+            epochs = 200 if epochs is None else epochs
+        n_steps = iterations if iterations is not None else epochs * streams.steps_per_epoch(n, batch)
+    tuned = None
+    params = tuning.parse_tune(tune, prepared.likelihood, module)
+    if params:
+        def build(values):
+            m = MLP(sizes, activation=activation, likelihood=prepared.likelihood,
+                    noise_precision=values["noise-precision"])
+            return m, m.prior_precision(values["prior-precision"], bias_prior_precision)
+
+        best, tuned = tuning.search(
+            tuning.Search(params, tune_folds, tune_epochs, tune_rounds),
+            values={"prior-precision": prior_precision, "noise-precision": noise_precision}, build=build,
+            method=module, hyper=hyper_obj, X=prepared.X_train, y=prepared.y_train, seed=seed, batch_size=batch,
+            epochs=-(-n_steps // streams.steps_per_epoch(n, batch)), notify=notify)
+        prior_precision, noise_precision = best["prior-precision"], best["noise-precision"]
+        hyper_obj = replace(hyper_obj, **{p: best[p] for p in tuning.RATES if p in params})
+        model, _ = build(best)
+        notify("tuned " + ", ".join(f"--{p} {best[p]:g}" for p in params))
+    lam = model.prior_precision(prior_precision, bias_prior_precision)
+    problem = Problem(model, lam, n)
+    config = {
+        "method": method,
+        "hyper": asdict(hyper_obj),
+        "batch_size": batch,
+        "epochs": epochs,
+        "iterations": iterations,
+        "n_steps": n_steps,
+        "seed": seed,
+        "prior_precision": prior_precision,
+        "bias_prior_precision": bias_prior_precision,
+        "eval_samples": eval_samples,
+        "tuning": tuned,
+        "restarts": None,  # with restarts > 1: their seeds, training -ELBO and the one kept
+        "snr": {"every": snr_every, "draws": snr_draws} if snr_every else None,
+        "model": {"sizes": list(model.sizes), "activation": model.activation, "likelihood": model.likelihood,
+                  "noise_precision": model.noise_precision},
+    }
+    setup = _Setup(method, module, hyper_obj, model, problem, prepared, config, list(command or []))
+
+    if not solver:
+        if restarts > 1:
+            return _train_restarts(setup, restarts, progress, notify)
+        return _train(setup, None, None, 0.0, progress, checkpointing)
+    started = time.perf_counter()
+    # one iteration is O(N D^2) for the full solver: the thread policy of a step of that size
+    with blas_threads(model.n_params, model.n_params, n):
+        posterior, info = module.solve(problem, prepared.X_train, prepared.y_train, hyper_obj)
+    return _finish(setup, posterior, info["history"], info["solver"]["iterations"], time.perf_counter() - started,
+                   solver=info["solver"])
+
+
+def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | None = None,
+           notify: Callable[[str], None] = lambda msg: None, checkpointing: Checkpointing | None = None) -> Run:
+    """Continue the fit stored in the checkpoint ``run`` to its last step; the result equals, bit for bit in its
+    posterior and per-epoch losses, the fit that was never stopped (every random stream is derived from the seed
+    and the step). The training (and test) data are re-read and must be unchanged."""
+    if run.status != "checkpoint" or run.state is None:
+        raise ConfigError(f"{run_name}: the fit is complete; there is nothing to resume")
+    config = run.config
+    method = config.get("method")
+    if method not in METHODS or is_solver(METHODS[method]):
+        raise FormatError(f"{run_name}: a checkpoint of an unknown or non-resumable method {method!r}")
+    module = METHODS[method]
+    hyper_obj = module.Hyper(**config["hyper"])
+    # options a newer minor format added are ignored here too, as the format promises
+    opts = _stored_options(run)
+    if STDIN in (opts.path, opts.test):
+        raise DataError(f"{run_name}: its data were read from standard input, which cannot be read again; fit anew")
+    prepared = load_training(opts, likelihood=run.model.likelihood, notify=notify)
+    for part in ("train", "test"):
+        old, new = run.data.get(part) or {}, prepared.data.get(part) or {}
+        if old.get("sha256") != new.get("sha256"):
+            raise DataError(f"{run_name}: its {part} data {old.get('path', '?')} changed since the checkpoint "
+                            "(sha256 differs); cannot resume")
+    if prepared.X_train.shape[1] != run.model.sizes[0]:
+        raise DataError(f"{run_name}: the training data no longer have {run.model.sizes[0]} feature columns")
+    problem = Problem(run.model, run.prior_precision, len(prepared.X_train))
+    prepared.data = run.data  # the provenance as first recorded (including notes such as a widened width)
+    setup = _Setup(method, module, hyper_obj, run.model, problem, prepared, config, run.command)
+
+    # the method's state: a fresh one as the template of fields, shapes and dtypes, then the stored values
+    template = module.init(streams.derive_rng(config["seed"], streams.INIT), problem, hyper_obj)
+    stored, scalars = run.state["arrays"], run.state["scalars"]
+    values = {}
+    for name, value in zip(template._fields, template):
+        if name == "t":
+            values[name] = int(scalars["t"])
+        elif isinstance(value, np.ndarray) and name in stored:
+            got = stored[name]
+            if got.shape != value.shape:
+                raise FormatError(f"{run_name}: /state/{name} has shape {got.shape}, expected {value.shape}")
+            # the template's dtype and memory order (SLANG keeps U Fortran-ordered): BLAS kernels, and so the
+            # rounding of every later step, depend on the layout
+            order = "F" if value.flags.f_contiguous and not value.flags.c_contiguous else "C"
+            values[name] = np.array(got, dtype=value.dtype, order=order)
+        elif isinstance(value, np.ndarray) and name not in cache_fields(module):
+            raise FormatError(f"{run_name}: /state lacks {name!r}")
+        elif isinstance(value, (int, float)) and name in scalars:
+            values[name] = type(value)(scalars[name])
+        else:
+            values[name] = None if isinstance(value, np.ndarray) else value
+    state = template._replace(**values)
+    if not 0 < state.t < config["n_steps"]:
+        raise FormatError(f"{run_name}: /state is at step {state.t} of {config['n_steps']}")
+    history = train.History(
+        epoch=[int(v) for v in run.history.get("epoch", [])], step=[int(v) for v in run.history.get("step", [])],
+        nll=[float(v) for v in run.history.get("nll", [])], seconds=[float(v) for v in run.history.get("seconds", [])],
+        kl=[float(v) for v in run.history.get("kl", [])],
+        open_sum=float(scalars.get("history_open_sum", 0.0)), open_count=int(scalars.get("history_open_count", 0)),
+        open_seconds=float(scalars.get("history_open_seconds", 0.0)))
+    return _train(setup, state, history, float(run.metrics.get("fit_seconds", 0.0)), progress, checkpointing)
+
+
+def _snapshot(setup: _Setup, state, history: train.History, fit_seconds: float) -> Run:
+    """The run file of a fit stopped after step ``state.t``: the posterior so far and the state to resume."""
+    arrays = {name: value for name, value in zip(state._fields, state) if isinstance(value, np.ndarray)}
+    scalars = {"t": int(state.t), "history_open_sum": float(history.open_sum),
+               "history_open_count": int(history.open_count), "history_open_seconds": float(history.open_seconds)}
+    scalars.update({name: value for name, value in zip(state._fields, state)
+                    if name != "t" and isinstance(value, (int, float))})
+    metrics = {"steps": int(state.t), "n_steps": setup.config["n_steps"], "fit_seconds": fit_seconds}
+    return Run(model=setup.model, prior_precision=setup.problem.prior_precision,
+               posterior=setup.module.posterior(state), config=setup.config, data=setup.prepared.data,
+               arrays=setup.prepared.arrays, history=history.as_arrays(), metrics=metrics, command=setup.command,
+               meta=meta(), status="checkpoint", state={"arrays": arrays, "scalars": scalars})
+
+
+def _snr_options(cfg: dict) -> dict:
+    """``train.run``'s gradient-SNR arguments from the run's config (``--snr``; none recorded when absent)."""
+    snr = cfg.get("snr") or {}
+    return {"snr_every": snr.get("every") or 0, "snr_draws": snr.get("draws", 10)}
+
+
+def _train(setup: _Setup, state, history, elapsed: float, progress, checkpointing: Checkpointing | None) -> Run:
+    """Train a step method from ``state`` (None: fresh) to the configured last step, writing checkpoints as
+    ``checkpointing`` asks, then score it."""
+    cfg, p = setup.config, setup.prepared
+    started = time.perf_counter()
+    last_write = started
+    first_step = 0 if state is None else state.t
+
+    def after_step(state, history) -> bool:
+        nonlocal last_write
+        if checkpointing is None:
+            return False
+        stop = checkpointing.stop()
+        now = time.perf_counter()
+        due = (checkpointing.every_steps and state.t % checkpointing.every_steps == 0) or \
+              (checkpointing.every_seconds and now - last_write >= checkpointing.every_seconds)
+        if (due or stop) and state.t < cfg["n_steps"]:
+            checkpointing.write(_snapshot(setup, state, history, elapsed + now - started))
+            last_write = time.perf_counter()
+        return stop
+
+    stopped = checkpointing is not None and checkpointing.stop()
+    if not stopped:
+        with blas_threads(setup.model.n_params, samples_per_step(setup.hyper), cfg["batch_size"]):
+            state, history = train.run(setup.module, setup.hyper, setup.problem, p.X_train, p.y_train,
+                                       seed=cfg["seed"], batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
+                                       state=state, history=history, progress=progress, after_step=after_step,
+                                       **_snr_options(cfg))
+    if stopped or state.t < cfg["n_steps"]:
+        step = first_step if state is None else state.t
+        raise Interrupted(step, cfg["n_steps"], checkpointed=step > first_step)
+    fit_seconds = elapsed + time.perf_counter() - started
+    return _finish(setup, setup.module.posterior(state), history.as_arrays(), int(state.t), fit_seconds)
+
+
+def restart_seed(seed: int, r: int) -> int:
+    """The training seed of restart ``r`` (restart 0 trains with ``seed`` itself)."""
+    return seed if r == 0 else int(streams.derive_rng(seed, streams.RESTART, r).integers(2**31))
+
+
+def _train_restarts(setup: _Setup, restarts: int, progress, notify) -> Run:
+    """``restarts`` fits from different seeds (initial mean, minibatches, weight noise); the one with the lowest
+    -ELBO on the training data is kept and scored. The test data play no part in the choice. A restart that
+    diverges is left out; if all do, the first one's error is raised."""
+    cfg, p = setup.config, setup.prepared
+    seeds = [restart_seed(cfg["seed"], r) for r in range(restarts)]
+    started = time.perf_counter()
+    best, elbos, error = None, [], None
+    for r, seed in enumerate(seeds):
+        try:
+            with blas_threads(setup.model.n_params, samples_per_step(setup.hyper), cfg["batch_size"]):
+                state, history = train.run(setup.module, setup.hyper, setup.problem, p.X_train, p.y_train,
+                                           seed=seed, batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
+                                           progress=progress, **_snr_options(cfg))
+        except DivergenceError as exc:
+            error = error or exc
+            elbos.append(None)
+            notify(f"restart {r + 1} of {restarts} (seed {seed}): {exc}")
+            continue
+        posterior = setup.module.posterior(state)
+        with np.errstate(over="ignore", invalid="ignore"):  # the training part of the run's own scores
+            scores = score(setup.model, posterior, setup.problem.prior_precision, X_train=p.X_train,
+                           y_train=p.y_train, samples=cfg["eval_samples"], seed=cfg["seed"])
+        nelbo = scores["train"]["neg_elbo_per_example"]
+        nelbo = nelbo if np.isfinite(nelbo) else float("inf")
+        elbos.append(nelbo)
+        notify(f"restart {r + 1} of {restarts} (seed {seed}): training -ELBO per example {nelbo:.4f}")
+        if best is None or nelbo < best[0]:
+            best = (nelbo, r, posterior, history, int(state.t))
+    if best is None:
+        raise error
+    _, chosen, posterior, history, steps = best
+    cfg["restarts"] = {"seeds": seeds, "neg_elbo_per_example": elbos, "chosen": chosen}
+    return _finish(setup, posterior, history.as_arrays(), steps, time.perf_counter() - started)
+
+
+def _finish(setup: _Setup, posterior, history: dict, steps: int, fit_seconds: float, solver=None) -> Run:
+    """Score the fitted posterior and assemble the complete run."""
+    p, cfg = setup.prepared, setup.config
+    target_scale = float(p.arrays["target_scale"][0]) if "target_scale" in p.arrays else 1.0
+    scores = score(setup.model, posterior, setup.problem.prior_precision, X_train=p.X_train, y_train=p.y_train,
+                   X_test=p.X_test, y_test=p.y_test, target_scale=target_scale,
+                   samples=cfg.get("eval_samples", 1000), seed=cfg["seed"])
+    scores["fit_seconds"] = fit_seconds
+    scores["steps"] = int(steps)
+    if solver is not None:
+        scores["solver"] = solver
+    return Run(model=setup.model, prior_precision=setup.problem.prior_precision, posterior=posterior,
+               config=cfg, data=p.data, arrays=p.arrays, history=history, metrics=scores, command=setup.command,
+               meta=meta())

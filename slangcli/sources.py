@@ -1,0 +1,298 @@
+"""Data files for a fit and for a stored run: reading them into prepared arrays, and re-reading a run's recorded data.
+
+The command line parses its data options into :class:`DataOptions`; :func:`load_training` reads the files (or a
+Gal-layout UCI folder, or a ``--test-fraction`` split) and prepares them (``slangcli.prepare.prepare``). For a stored
+run, :func:`load_test`, :func:`load_train` and :func:`load_inputs` re-read its recorded files (refusing ones whose
+sha256 changed) or read new data with the fit's options, and :func:`transform` applies the run's standardisation and
+label coding to raw arrays.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, fields
+from typing import Callable
+
+import numpy as np
+
+from slangcli import task
+from slangcli.errors import ConfigError, DataError
+from slangcli.io import ARRAYS, Run
+from slangcli.prepare import LabelMap, Standardizer, train_test_split
+from slangcli.readers import NA_VALUES, STDIN, is_uci_folder, read_table, read_uci_folder, sha256_file, widen
+from slangcli.prepare import Prepared, prepare
+
+
+@dataclass(frozen=True)
+class DataOptions:
+    """How to read the training data and where the test data come from."""
+
+    path: str
+    format: str = "auto"
+    target: str | int | None = None
+    delimiter: str | None = None
+    header: bool | None = None
+    n_features: int | None = None
+    test: str | None = None
+    test_fraction: float | None = None
+    split_seed: int = 0
+    standardize: bool = False
+    uci_split: int | None = None
+    # CSV columns and missing values (``slangcli.readers.read_table``); a run file written before these existed
+    # lacks them, and these defaults read its data as it was read then
+    drop_columns: str | list | None = None
+    columns: str | list | None = None
+    na_values: tuple | list = NA_VALUES
+    missing: str = "error"
+
+    def record(self) -> dict:
+        """The options as stored in a run file (JSON: sequences as lists)."""
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
+
+    def reader_options(self) -> dict:
+        """The keyword arguments of ``read_table`` that these options set (its path and width aside)."""
+        return {"format": self.format, "target": self.target, "delimiter": self.delimiter, "header": self.header,
+                "drop_columns": self.drop_columns, "columns": self.columns, "na_values": tuple(self.na_values),
+                "missing": self.missing}
+
+
+def _read(path, opts: DataOptions, n_features=None):
+    return read_table(path, **opts.reader_options(),
+                      n_features=n_features if n_features is not None else opts.n_features)
+
+
+def _is_uci(opts: DataOptions) -> bool:
+    return opts.format == "uci" or is_uci_folder(opts.path)
+
+
+def _read_sources(opts: DataOptions, notify):
+    """The training table, optional test table, and split indices into the training table."""
+    if _is_uci(opts):
+        if opts.uci_split is None:
+            raise ConfigError(f"{opts.path} is a Gal-layout UCI folder: choose a split with --uci-split K")
+        if opts.test is not None or opts.test_fraction is not None:
+            raise ConfigError("--uci-split selects the test set; do not combine it with --test or --test-fraction")
+        table, train_index, test_index = read_uci_folder(opts.path, opts.uci_split)
+        return table, None, train_index, test_index
+    if opts.uci_split is not None:
+        raise ConfigError("--uci-split needs DATA to be a Gal-layout UCI folder")
+    if opts.test is not None and opts.test_fraction is not None:
+        raise ConfigError("give either --test or --test-fraction, not both")
+    table = _read(opts.path, opts)
+    test_table = None
+    if opts.test is not None:
+        test_table = _read(opts.test, opts)
+        p_train, p_test = table.X.shape[1], test_table.X.shape[1]
+        if p_train != p_test:
+            if table.provenance["format"] == "libsvm" and test_table.provenance["format"] == "libsvm" \
+                    and opts.n_features is None:
+                # absent LIBSVM entries are zeros: the narrower file is the same data at the wider width
+                width = max(p_train, p_test)
+                narrow = opts.path if p_train < width else opts.test
+                notify(f"{narrow}: highest feature index {min(p_train, p_test)}; "
+                       f"using {width} feature columns to match the other file")
+                table, test_table = widen(table, width), widen(test_table, width)
+            else:
+                raise DataError(f"{opts.test}: {p_test} feature columns, but the training data "
+                                f"{opts.path} has {p_train}")
+    if opts.test_fraction is not None:
+        train_index, test_index = train_test_split(len(table.X), opts.test_fraction, opts.split_seed)
+        return table, None, train_index, test_index
+    return table, test_table, None, None
+
+
+def load_training(opts: DataOptions, *, likelihood: str = "auto",
+                  notify: Callable[[str], None] = lambda msg: None) -> Prepared:
+    """Read, split, code and standardise the training (and test) data of the files in ``opts``."""
+    table, test_table, train_index, test_index = _read_sources(opts, notify)
+    if train_index is not None:
+        X_train, y_train_raw = table.X[train_index], table.y[train_index]
+        X_test, y_test_raw = table.X[test_index], table.y[test_index]
+    else:
+        X_train, y_train_raw = table.X, table.y
+        X_test = test_table.X if test_table is not None else None
+        y_test_raw = test_table.y if test_table is not None else None
+
+    if table.provenance["format"] == "csv":
+        for warning in task.identifier_columns(X_train, table.feature_names):
+            notify(f"{opts.path}: {warning}")
+
+    if test_table is not None:
+        test = {"source": "file", **test_table.provenance}
+    elif test_index is not None:
+        test = {"source": "split", "rows": int(len(test_index))}
+        if opts.test_fraction is not None:
+            test.update(test_fraction=opts.test_fraction, split_seed=opts.split_seed)
+        else:
+            test.update(uci_split=opts.uci_split)
+    else:
+        test = None
+    prepared = prepare(X_train, y_train_raw, X_test, y_test_raw, likelihood=likelihood,
+                       standardize=opts.standardize, name=opts.path, test_name=opts.test or opts.path,
+                       train_provenance=table.provenance, test_provenance=test,
+                       feature_names=table.feature_names, options=opts.record())
+    if train_index is not None:
+        prepared.arrays["train_index"], prepared.arrays["test_index"] = train_index, test_index
+    return prepared
+
+
+def _stored_options(run: Run) -> DataOptions:
+    # a newer minor format may record options this slang does not know: they are ignored, as the format promises
+    known = {field.name for field in fields(DataOptions)}
+    return DataOptions(**{key: value for key, value in run.data["options"].items() if key in known})
+
+
+def transform(run: Run, X, y_raw, path) -> tuple[np.ndarray, np.ndarray | None]:
+    """Apply the run's feature standardisation and target coding to raw ``(X, y)`` read from ``path`` (``y``
+    may be None: data without a target column)."""
+    width = run.model.sizes[0]
+    if X.shape[1] != width:
+        raise DataError(f"{path}: {X.shape[1]} feature columns, but the model was trained on {width}")
+    if "feature_mean" in run.arrays:
+        X = Standardizer(mean=run.arrays["feature_mean"], scale=run.arrays["feature_scale"]).apply(X)
+    if y_raw is None:
+        return X, None
+    if run.model.likelihood == "gaussian":
+        if y_raw.dtype.kind not in "fiu":
+            raise DataError(f"{path}: a regression target must be numeric")
+        y = (y_raw.astype(float) - run.arrays["target_mean"][0]) / run.arrays["target_scale"][0]
+    else:
+        codes = LabelMap(tuple(run.data["labels"]["classes"])).encode(y_raw, path=path)
+        y = codes.astype(float) if run.model.likelihood == "bernoulli" else codes
+    return X, y
+
+
+def _rows(k: int) -> str:
+    return f"{k} row" + ("" if k == 1 else "s")
+
+
+def _dropped(table) -> dict:
+    """The count of rows left out for a missing value, for a data source's description (none: nothing)."""
+    rows = table.provenance.get("rows_dropped")
+    return {"rows_dropped": rows} if rows else {}
+
+
+def _verify(run_name: str, what: str, path: str, expected: str | None) -> None:
+    """Refuse a recorded data file that is gone, was standard input, or whose contents changed since the fit."""
+    if path == STDIN:
+        raise DataError(f"{run_name}: its {what} data were read from standard input; pass the data explicitly")
+    try:
+        found = sha256_file(path)
+    except DataError:
+        raise DataError(f"{run_name}: its {what} data {path} is missing; pass the data explicitly") from None
+    if expected and found != expected:
+        raise DataError(f"{run_name}: its {what} data {path} changed since the fit (sha256 differs); "
+                        "pass the data explicitly")
+
+
+def _reread_training(run: Run, run_name: str):
+    """The run's training source re-read, refusing files whose contents changed since the fit."""
+    opts = _stored_options(run)
+    info = run.data["train"]
+    if info["format"] == ARRAYS:
+        raise DataError(f"{run_name}: fitted to arrays from Python, so there is no training file to re-read")
+    _verify(run_name, "training", info["path"], info.get("sha256"))
+    if info["format"] == "uci":
+        return read_uci_folder(info["folder"], opts.uci_split)[0]
+    return _read(info["path"], opts, n_features=info.get("widened_from") and info["features"])
+
+
+def load_test(run: Run, run_name: str, data_path=None):
+    """The evaluation data ``(X, y, description)``: ``data_path``, else the run's own test set."""
+    if data_path is not None:
+        opts = _stored_options(run)
+        if os.path.isdir(data_path):
+            if opts.uci_split is None:
+                raise DataError(f"{data_path}: a folder; this run was not fitted on a UCI folder")
+            table, _, idx = read_uci_folder(data_path, opts.uci_split)
+            X, y = transform(run, table.X[idx], table.y[idx], data_path)
+            return X, y, {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
+        width = run.model.sizes[0]
+        fmt = opts.format if opts.format in ("csv", "libsvm", "idx") else "auto"
+        table = read_table(data_path, **dict(opts.reader_options(), format=fmt))
+        if table.provenance["format"] == "libsvm" and table.X.shape[1] < width:
+            table = widen(table, width)
+        X, y = transform(run, table.X, table.y, data_path)
+        return X, y, {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"],
+                      **_dropped(table)}
+    test = run.data.get("test")
+    if test is None:
+        raise DataError(f"{run_name}: the run has no test data; pass a data file")
+    if test["source"] == ARRAYS:
+        raise DataError(f"{run_name}: its test data were arrays passed from Python; pass a data file")
+    if test["source"] == "file":
+        _verify(run_name, "test", test["path"], test["sha256"])
+        opts = _stored_options(run)
+        table = _read(test["path"], opts, n_features=test.get("widened_from") and test["features"])
+        X, y = transform(run, table.X, table.y, test["path"])
+        return X, y, {"source": "file", "path": test["path"], "sha256": test["sha256"]}
+    table = _reread_training(run, run_name)
+    idx = run.arrays["test_index"]
+    X, y = transform(run, table.X[idx], table.y[idx], run.data["train"]["path"])
+    return X, y, {"source": "split", "path": run.data["train"]["path"], "rows": int(len(idx))}
+
+
+def load_train(run: Run, run_name: str):
+    """The run's training data ``(X, y)`` as used in the fit."""
+    table = _reread_training(run, run_name)
+    idx = run.arrays.get("train_index")
+    X, y_raw = (table.X, table.y) if idx is None else (table.X[idx], table.y[idx])
+    return transform(run, X, y_raw, run.data["train"]["path"])
+
+
+def load_inputs(run: Run, data_path, *, notify: Callable[[str], None] = lambda msg: None):
+    """Data to predict on: ``(X, target, source)`` with ``X`` prepared as in the fit, ``target`` the original target
+    values (label values for classification) or None when the data lack the target column.
+
+    A CSV file may lack the target column: with exactly the model's number of feature columns it is read as
+    features only, with one more as features and target (the fit's ``--target`` choice), any other width is
+    refused. LIBSVM, IDX and UCI-folder data always carry their targets.
+    """
+    opts = _stored_options(run)
+    width = run.model.sizes[0]
+    if os.path.isdir(data_path):
+        if opts.uci_split is None:
+            raise DataError(f"{data_path}: a folder; this run was not fitted on a UCI folder")
+        table, _, idx = read_uci_folder(data_path, opts.uci_split)
+        X_raw, y_raw = table.X[idx], table.y[idx]
+        source = {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
+    else:
+        fmt = opts.format if opts.format in ("csv", "libsvm", "idx") else "auto"
+        table = read_table(data_path, **dict(opts.reader_options(), format=fmt), targetless_width=width)
+        if table.provenance["format"] == "libsvm" and table.X.shape[1] < width:
+            table = widen(table, width)
+        if table.y is None:
+            _check_targetless_header(run, table, data_path, notify)
+        X_raw, y_raw = table.X, table.y
+        source = {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"],
+                  **_dropped(table)}
+        if "rows_dropped" in source:
+            lines = table.provenance["dropped_lines"]
+            more = ", ..." if source["rows_dropped"] > len(lines) else ""
+            notify(f"{data_path}: {_rows(source['rows_dropped'])} with a missing value left out (--missing drop of "
+                   f"the fit), lines {', '.join(map(str, lines))}{more}: there are no predictions for them")
+    X, y = transform(run, X_raw, y_raw, data_path)
+    if y is None:
+        target = None
+    elif run.model.likelihood == "gaussian":
+        target = y_raw.astype(float)
+    else:
+        # the stored label values (a file's "1" and the class 1.0 are the same label), as in the predicted column
+        target = LabelMap(tuple(run.data["labels"]["classes"])).decode(y)
+    return X, target, dict(source, rows=int(len(X)), has_target=target is not None)
+
+
+def _check_targetless_header(run: Run, table, path, notify) -> None:
+    """A file read as features only whose header names the training target has lost a feature column instead;
+    other header names that differ from the training features are only noted (columns are taken by position)."""
+    if not table.provenance.get("header") or not run.data["train"].get("header"):
+        return
+    target_name = run.data["train"].get("target")
+    trained = tuple(run.data.get("feature_names", ()))
+    if isinstance(target_name, str) and target_name in table.feature_names:
+        raise DataError(f"{path}: {len(table.feature_names)} columns, one of them the target {target_name!r}, but "
+                        f"the model takes {len(trained)} features ({', '.join(trained)}): a feature column is "
+                        "missing")
+    if tuple(table.feature_names) != trained:
+        notify(f"{path}: header names differ from the training features ({', '.join(trained)}); columns are taken "
+               "in order")
