@@ -18,9 +18,8 @@ import numpy as np
 from slangcli import task
 from slangcli.errors import ConfigError, DataError
 from slangcli.io import ARRAYS, Run
-from slangcli.prepare import LabelMap, Standardizer, train_test_split
+from slangcli.prepare import LabelMap, Prepared, Standardizer, prepare, train_test_split
 from slangcli.readers import NA_VALUES, STDIN, is_uci_folder, read_table, read_uci_folder, sha256_file, widen
-from slangcli.prepare import Prepared, prepare
 
 
 @dataclass(frozen=True)
