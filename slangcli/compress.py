@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slangcli.models import MLP
-from slangcli.posteriors import DiagonalGaussian, FullGaussian, KTiedGaussian, LowRankGaussian
+from slangcli.posteriors import KTiedGaussian
 
 FLOOR_RELATIVE = 1e-6
 
@@ -70,13 +70,9 @@ class LayerCompression:
 
 
 def standard_deviations(posterior) -> np.ndarray:
-    """The marginal standard deviations ``(D,)`` of any posterior kind, never forming a D x D matrix for the
-    low-rank, diagonal and k-tied kinds."""
-    if isinstance(posterior, DiagonalGaussian):
-        return np.exp(posterior.log_sigma)
-    if isinstance(posterior, KTiedGaussian):
-        return posterior.sigma()
-    return np.sqrt(posterior.marginal_variances())
+    """The marginal standard deviations ``(D,)`` of any posterior kind (its ``std``), never forming a D x D matrix
+    for the low-rank, diagonal and k-tied kinds."""
+    return posterior.std()
 
 
 def std_matrices(posterior, model: MLP) -> tuple[list[np.ndarray], np.ndarray]:
@@ -133,16 +129,5 @@ def compress(posterior, model: MLP, rank: int, floor_relative: float = FLOOR_REL
 
 
 def n_variational_params(posterior) -> int:
-    """Variational parameters of a posterior as its method holds them: mean-field ``2 D``; low-rank
-    ``D + D L + D``; full ``D + D (D + 1) / 2``; k-tied ``D + sum_l k_l (m_l + n_l) + B`` (the k-tied paper's
-    Table 1 count, with the biases' standard deviations)."""
-    D = posterior.mean.size
-    if isinstance(posterior, DiagonalGaussian):
-        return 2 * D
-    if isinstance(posterior, LowRankGaussian):
-        return D * (2 + posterior.U.shape[1])
-    if isinstance(posterior, FullGaussian):
-        return D + D * (D + 1) // 2
-    if isinstance(posterior, KTiedGaussian):
-        return D + sum(u.size + v.size for u, v in zip(posterior.U, posterior.V)) + posterior.bias_log_sigma.size
-    raise TypeError(f"unknown posterior {type(posterior).__name__}")
+    """Variational parameters of a posterior as its method holds them (its ``n_variational_params``)."""
+    return posterior.n_variational_params()

@@ -31,17 +31,12 @@ RUN_TYPE = "slang-run"
 # the data format and test source of a run fitted to arrays from Python (format 1.3)
 ARRAYS = "arrays"
 
-# posterior encoding -> (class, datasets in order of the constructor)
-POSTERIOR_ENCODINGS = {
-    "lowrank-gaussian": (LowRankGaussian, ("mean", "U", "d")),
-    "diagonal-gaussian": (DiagonalGaussian, ("mean", "log_sigma")),
-    "full-gaussian": (FullGaussian, ("mean", "chol")),
-    # plus U_l, V_l for each layer l = 0, 1, ... (the layer count comes from /model)
-    "ktied-gaussian": (KTiedGaussian, ("mean", "bias_log_sigma", "floor")),
-}
+# every posterior kind names its encoding and its datasets (``encoding``, ``stored_arrays``); the reader of each
+# encoding, which checks the datasets against the model, is registered in _Reader.POSTERIOR_READERS
+POSTERIOR_KINDS = (LowRankGaussian, DiagonalGaussian, FullGaussian, KTiedGaussian)
 # |log_sigma| above this would overflow sigma^2 or 1 / sigma^2 (exp(2 * 354) > the largest float64)
 MAX_ABS_LOG_SIGMA = 300.0
-POSTERIOR_NAMES = {cls: name for name, (cls, _) in POSTERIOR_ENCODINGS.items()}
+POSTERIOR_NAMES = {cls: cls.encoding for cls in POSTERIOR_KINDS}
 
 
 @dataclass
@@ -142,14 +137,9 @@ def _write_temporary(path: Path, run: Run) -> str:
             g.create_dataset("prior_precision", data=run.prior_precision)
 
             g = f.create_group("posterior")
-            kind = POSTERIOR_NAMES[type(run.posterior)]
-            _typed(g, kind)
-            for name in POSTERIOR_ENCODINGS[kind][1]:
-                g.create_dataset(name, data=getattr(run.posterior, name))
-            if kind == "ktied-gaussian":
-                for l, (U, V) in enumerate(zip(run.posterior.U, run.posterior.V)):
-                    g.create_dataset(f"U_{l}", data=U)
-                    g.create_dataset(f"V_{l}", data=V)
+            _typed(g, run.posterior.encoding)
+            for name, values in run.posterior.stored_arrays().items():
+                g.create_dataset(name, data=values)
 
             g = f.create_group("history")
             _typed(g, "history")
@@ -325,14 +315,10 @@ class _Reader:
 
         g = self.group(f, "posterior")
         kind = g.attrs.get("encoding-type")
-        if kind not in POSTERIOR_ENCODINGS:
+        if kind not in self.POSTERIOR_READERS:
             self.fail(f"/posterior has unknown encoding-type {kind!r}")
         self.check_version(g, "/posterior")
-        cls, names = POSTERIOR_ENCODINGS[kind]
-        if kind == "ktied-gaussian":
-            posterior = self._ktied(g, model)
-        else:
-            posterior = cls(**self._posterior_arrays(g, kind, names, D))
+        posterior = self.POSTERIOR_READERS[kind](self, g, model)
 
         self._check_consistency(data, arrays, model)
         g = self.group(f, "history")
@@ -506,32 +492,39 @@ class _Reader:
                               f"with log in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}]")
         return posterior
 
-    def _posterior_arrays(self, g, kind, names, D) -> dict:
-        if kind == "lowrank-gaussian":
-            mean = self.array(g, "mean", (D,))
-            if "U" not in g or not isinstance(g["U"], h5py.Dataset) or len(g["U"].shape) != 2 or g["U"].shape[0] != D:
-                self.fail(f"/posterior/U must have shape ({D}, L)")
-            U = self.array(g, "U")
-            d = self.array(g, "d", (D,))
-            if not (d > 0).all():
-                self.fail("/posterior/d must be positive")
-            return {"mean": mean, "U": U, "d": d}
-        if kind == "diagonal-gaussian":
-            mean = self.array(g, "mean", (D,))
-            log_sigma = self.array(g, "log_sigma", (D,))
-            if not (np.abs(log_sigma) <= MAX_ABS_LOG_SIGMA).all():
-                self.fail(f"/posterior/log_sigma must lie in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}] "
-                          "(sigma^2 and 1 / sigma^2 finite)")
-            return {"mean": mean, "log_sigma": log_sigma}
-        if kind == "full-gaussian":
-            mean = self.array(g, "mean", (D,))
-            chol = self.array(g, "chol", (D, D))
-            if np.any(np.triu(chol, 1)):
-                self.fail("/posterior/chol must be lower triangular (nonzero entries above the diagonal)")
-            if not (np.diag(chol) > 0).all():
-                self.fail("/posterior/chol must have a positive diagonal")
-            return {"mean": mean, "chol": chol}
-        raise AssertionError(kind)
+    def _lowrank(self, g, model: MLP) -> LowRankGaussian:
+        D = model.n_params
+        mean = self.array(g, "mean", (D,))
+        if "U" not in g or not isinstance(g["U"], h5py.Dataset) or len(g["U"].shape) != 2 or g["U"].shape[0] != D:
+            self.fail(f"/posterior/U must have shape ({D}, L)")
+        U = self.array(g, "U")
+        d = self.array(g, "d", (D,))
+        if not (d > 0).all():
+            self.fail("/posterior/d must be positive")
+        return LowRankGaussian(mean=mean, U=U, d=d)
+
+    def _diagonal(self, g, model: MLP) -> DiagonalGaussian:
+        D = model.n_params
+        mean = self.array(g, "mean", (D,))
+        log_sigma = self.array(g, "log_sigma", (D,))
+        if not (np.abs(log_sigma) <= MAX_ABS_LOG_SIGMA).all():
+            self.fail(f"/posterior/log_sigma must lie in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}] "
+                      "(sigma^2 and 1 / sigma^2 finite)")
+        return DiagonalGaussian(mean=mean, log_sigma=log_sigma)
+
+    def _full(self, g, model: MLP) -> FullGaussian:
+        D = model.n_params
+        mean = self.array(g, "mean", (D,))
+        chol = self.array(g, "chol", (D, D))
+        if np.any(np.triu(chol, 1)):
+            self.fail("/posterior/chol must be lower triangular (nonzero entries above the diagonal)")
+        if not (np.diag(chol) > 0).all():
+            self.fail("/posterior/chol must have a positive diagonal")
+        return FullGaussian(mean=mean, chol=chol)
+
+    # encoding-type -> the reader that builds and checks that kind (a new kind registers its reader here)
+    POSTERIOR_READERS = {"lowrank-gaussian": _lowrank, "diagonal-gaussian": _diagonal, "full-gaussian": _full,
+                         "ktied-gaussian": _ktied}
 
 
 def _is_str(value) -> bool:

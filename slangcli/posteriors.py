@@ -68,6 +68,19 @@ class LowRankGaussian:
     d: np.ndarray
 
     kind = "lowrank"
+    encoding = "lowrank-gaussian"  # the run file's encoding-type (slangcli.io)
+
+    def stored_arrays(self) -> dict:
+        """The datasets of its run-file encoding, by name."""
+        return {"mean": self.mean, "U": self.U, "d": self.d}
+
+    def std(self) -> np.ndarray:
+        """Marginal standard deviations ``(D,)`` (Woodbury; no D x D matrix)."""
+        return np.sqrt(self.marginal_variances())
+
+    def n_variational_params(self) -> int:
+        """``D + D L + D``: mean, U and d."""
+        return self.mean.size * (2 + self.U.shape[1])
 
     @property
     def n_params(self) -> int:
@@ -110,6 +123,17 @@ class DiagonalGaussian:
     log_sigma: np.ndarray
 
     kind = "diagonal"
+    encoding = "diagonal-gaussian"
+
+    def stored_arrays(self) -> dict:
+        return {"mean": self.mean, "log_sigma": self.log_sigma}
+
+    def std(self) -> np.ndarray:
+        return np.exp(self.log_sigma)
+
+    def n_variational_params(self) -> int:
+        """``2 D``: mean and log sigma."""
+        return 2 * self.mean.size
 
     @classmethod
     def from_precision(cls, mean: np.ndarray, d: np.ndarray) -> "DiagonalGaussian":
@@ -151,6 +175,18 @@ class FullGaussian:
     chol: np.ndarray
 
     kind = "full"
+    encoding = "full-gaussian"
+
+    def stored_arrays(self) -> dict:
+        return {"mean": self.mean, "chol": self.chol}
+
+    def std(self) -> np.ndarray:
+        return np.sqrt(self.marginal_variances())
+
+    def n_variational_params(self) -> int:
+        """``D + D (D + 1) / 2``: mean and the precision's Cholesky factor."""
+        D = self.mean.size
+        return D + D * (D + 1) // 2
 
     @classmethod
     def from_precision(cls, mean: np.ndarray, precision: np.ndarray) -> "FullGaussian":
@@ -215,6 +251,22 @@ class KTiedGaussian:
     sizes: tuple
 
     kind = "ktied"
+    encoding = "ktied-gaussian"
+
+    def stored_arrays(self) -> dict:
+        """``mean``, ``bias_log_sigma``, ``floor`` and ``U_l``, ``V_l`` for each layer l = 0, 1, ..."""
+        out = {"mean": self.mean, "bias_log_sigma": self.bias_log_sigma, "floor": self.floor}
+        for l, (U, V) in enumerate(zip(self.U, self.V)):
+            out[f"U_{l}"], out[f"V_{l}"] = U, V
+        return out
+
+    def std(self) -> np.ndarray:
+        return self.sigma()
+
+    def n_variational_params(self) -> int:
+        """``D + sum_l k_l (m_l + n_l) + B`` (the k-tied paper's Table 1 count, with the biases' standard
+        deviations)."""
+        return self.mean.size + sum(u.size + v.size for u, v in zip(self.U, self.V)) + self.bias_log_sigma.size
 
     @property
     def n_params(self) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from slangcli.errors import FormatError
 from slangcli.io import read_run, write_run
-from slangcli.posteriors import DiagonalGaussian, FullGaussian
+from slangcli.posteriors import DiagonalGaussian, FullGaussian, LowRankGaussian
 
 D = 4  # the fitted_run fixture: 3 features and a bias
 
@@ -107,3 +107,21 @@ def test_control_the_uncorrupted_files_read(kind_file):
     """The corruption cases start from files that read (so each failure above is due to its corruption)."""
     _, posterior, path = kind_file
     assert read_run(path).posterior.mean.shape == (D,)
+
+
+def test_every_posterior_kind_brings_its_encoding_std_and_parameter_count():
+    """A posterior kind describes itself: its run-file encoding and datasets, its marginal standard deviations
+    (against the dense covariance where one exists) and its variational parameter count; the reader of its
+    encoding is registered by name."""
+    from slangcli.io import POSTERIOR_KINDS, _Reader
+    from slangcli.posteriors import POSTERIORS
+
+    assert set(POSTERIOR_KINDS) == set(POSTERIORS.values())
+    rng = np.random.default_rng(0)
+    D = 6
+    low = LowRankGaussian(rng.normal(size=D), rng.normal(size=(D, 2)), rng.uniform(1, 2, D))
+    dense = np.linalg.inv(low.U @ low.U.T + np.diag(low.d))
+    np.testing.assert_allclose(low.std(), np.sqrt(np.diag(dense)), rtol=1e-12)
+    assert low.n_variational_params() == D * 4
+    for cls in POSTERIOR_KINDS:
+        assert cls.encoding in _Reader.POSTERIOR_READERS
