@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from slangcli import streams, task, train, tuning
+from slangcli import learned, streams, task, train, tuning
 from slangcli.errors import ConfigError, DataError, DivergenceError, FormatError, Interrupted
 from slangcli.io import Run
 from slangcli.methods import METHODS
@@ -25,7 +25,10 @@ from slangcli.evaluation import score
 from slangcli.prepare import Prepared
 from slangcli.provenance import meta
 from slangcli.readers import STDIN
-from slangcli.sources import DataOptions, _stored_options, load_training
+from slangcli.sources import DataOptions, _is_uci, _stored_options, load_training
+
+# the value of --noise-precision and --prior-precision that learns them (slangcli.learned)
+AUTO = "auto"
 
 
 def parse_hidden(hidden) -> tuple[int, ...]:
@@ -85,6 +88,14 @@ class _Setup:
     prepared: Prepared
     config: dict
     command: list
+    learn_noise: bool = False
+    learn_prior: bool = False
+
+    def learner(self, problem: Problem | None = None) -> learned.Learner:
+        """A fresh learner of this fit's learned precisions, from ``problem`` (default: the setup's)."""
+        n, batch = self.problem.n_data, self.config["batch_size"]
+        return learned.Learner(problem or self.problem, noise=self.learn_noise, prior=self.learn_prior,
+                               window=streams.steps_per_epoch(n, batch) if batch else 1)
 
 
 def fit(opts: DataOptions, *, likelihood: str = "auto", notify: Callable[[str], None] = lambda msg: None,
@@ -94,6 +105,8 @@ def fit(opts: DataOptions, *, likelihood: str = "auto", notify: Callable[[str], 
     ``options`` are those of :func:`fit_prepared`; they are all checked before any data are read.
     """
     check_fit_options(likelihood=likelihood, **options)
+    if opts.standardize is None:
+        opts = replace(opts, standardize=standardize_by_default(options.get("hidden", ()), _is_uci(opts)))
     prepared = load_training(opts, likelihood=likelihood, notify=notify)
     sizes = (prepared.X_train.shape[1], *parse_hidden(options.get("hidden", ())), prepared.n_outputs)
     for line in task.describe(prepared.data, prepared.arrays, prepared.likelihood, sizes[0],
@@ -104,6 +117,12 @@ def fit(opts: DataOptions, *, likelihood: str = "auto", notify: Callable[[str], 
         if hint:
             notify(hint)
     return fit_prepared(prepared, notify=notify, **options)
+
+
+def standardize_by_default(hidden, uci_folder: bool = False) -> bool:
+    """Features are standardised by default for a network (a raw feature of scale 1e3 saturates its units and
+    dwarfs the prior) and for a UCI folder (the protocol); a linear model keeps raw values unless asked."""
+    return bool(parse_hidden(hidden)) or uci_folder
 
 
 def check_fit_options(**options) -> None:
@@ -141,8 +160,11 @@ def _checked(
         raise ConfigError(f"unknown activation {activation!r} (choose from {', '.join(ACTIVATIONS)})")
     for name, value in (("--prior-precision", prior_precision), ("--bias-prior-precision", bias_prior_precision),
                         ("--noise-precision", noise_precision)):
-        if not 0 < value < np.inf:
-            raise ConfigError(f"{name} must be positive and finite, got {value}")
+        if value == AUTO and name != "--bias-prior-precision":
+            continue
+        if isinstance(value, str) or not 0 < value < np.inf:
+            raise ConfigError(f"{name} must be positive and finite" + (" or auto" if name != "--bias-prior-precision"
+                              else "") + f", got {value}")
     module = METHODS[method]
     solver = is_solver(module)
     if solver:
@@ -188,19 +210,74 @@ def _checked(
     return module, widths, hyper
 
 
-def fit_prepared(
+def fit_prepared(prepared: Prepared, *, notify: Callable[[str], None] = lambda msg: None, **options) -> Run:
+    """Fit a posterior to prepared data and score it (:func:`_fit_prepared`, whose options these are); a fit whose
+    test predictive is far worse than a constant predictor's says so through ``notify`` (the constant predictor's
+    scores are stored in ``run.metrics["constant"]``)."""
+    run = _fit_prepared(prepared, notify=notify, **options)
+    baseline = constant_scores(prepared)
+    if baseline:
+        run.metrics["constant"] = baseline
+        warning = far_worse(run.metrics.get("test"), baseline)
+        if warning:
+            notify(warning)
+    return run
+
+
+# a test predictive worse than a constant predictor's by this many nats per example (or an RMSE this many times
+# the constant's) is reported: no fit that learned anything scores so
+FAR_WORSE_NATS = 0.5
+FAR_WORSE_RMSE = 1.2
+
+
+def constant_scores(prepared: Prepared) -> dict | None:
+    """Test scores of the best constant predictor fitted to the training targets: regression the training mean
+    and standard deviation (``N(0, 1)`` on the standardised scale), classification the training class frequencies;
+    None without test targets."""
+    if prepared.y_test is None or len(prepared.y_test) == 0:
+        return None
+    y = prepared.y_test
+    if prepared.likelihood == "gaussian":
+        scale = float(prepared.arrays["target_scale"][0])
+        return {"rmse": float(scale * np.sqrt(np.mean(y**2))),
+                "loglik": float(np.mean(-0.5 * np.log(2 * np.pi) - 0.5 * y**2) - np.log(scale))}
+    codes = prepared.y_train.astype(np.int64)
+    freq = np.bincount(codes, minlength=max(prepared.n_outputs, 2)) / len(codes)
+    return {"nll": float(-np.mean(np.log(np.maximum(freq[y.astype(np.int64)], 1e-300)))),
+            "accuracy": float(np.mean(y.astype(np.int64) == np.argmax(freq)))}
+
+
+def far_worse(test: dict | None, baseline: dict) -> str | None:
+    """The warning for test scores far worse than the constant predictor's, or None."""
+    if not test:
+        return None
+    hint = ("check the features' scales (--standardize), the likelihood, the --noise-precision and the "
+            "--prior-precision")
+    if "rmse" in test:
+        if test["loglik"] < baseline["loglik"] - FAR_WORSE_NATS or test["rmse"] > FAR_WORSE_RMSE * baseline["rmse"]:
+            return (f"warning: the test predictive (RMSE {test['rmse']:.4g}, log-likelihood {test['loglik']:.4g}) "
+                    f"is far worse than a constant predictor's (the training mean and standard deviation: RMSE "
+                    f"{baseline['rmse']:.4g}, log-likelihood {baseline['loglik']:.4g}); {hint}")
+        return None
+    if test["nll"] > baseline["nll"] + FAR_WORSE_NATS:
+        return (f"warning: the test NLL {test['nll']:.4g} is far worse than a constant predictor's "
+                f"{baseline['nll']:.4g} (the training class frequencies); {hint}")
+    return None
+
+
+def _fit_prepared(
     prepared: Prepared,
     *,
     method: str = "slang",
     hyper: dict | None = None,
     hidden=(),
     activation: str = "relu",
-    noise_precision: float = 1.0,
+    noise_precision: float | str = 1.0,
     batch_size: int | None = None,
     epochs: int | None = None,
     iterations: int | None = None,
     seed: int = 0,
-    prior_precision: float = 1.0,
+    prior_precision: float | str = 1.0,
     bias_prior_precision: float = 1e-5,
     eval_samples: int = 1000,
     command: list | None = None,
@@ -224,6 +301,11 @@ def fit_prepared(
     solvers use the whole training set at once and refuse these three (and checkpoints). ``snr_every`` steps
     (methods with ``std_gradients``: ``bbb``, ``ktied``) the gradient SNR of the standard-deviation parameters is
     recorded in the history from ``snr_draws`` independent gradient draws (``slangcli.train.gradient_snr``).
+
+    ``noise_precision="auto"`` (regression) and ``prior_precision="auto"`` learn them by maximising the ELBO along
+    with the posterior (``slangcli.learned``), starting from 1; their trajectories are stored in the history. The
+    exact solvers learn the prior precisions by alternating solves and updates. With ``tune``, a learned value is
+    where the search starts, and is learned first by a fit on the whole training set.
     """
     module, widths, hyper = _checked(
         method=method, hyper=hyper, hidden=hidden, activation=activation, noise_precision=noise_precision,
@@ -236,7 +318,14 @@ def fit_prepared(
         batch_size = 32 if batch_size is None else batch_size
     n = len(prepared.X_train)
     sizes = (prepared.X_train.shape[1], *widths, prepared.n_outputs)
+    learn_noise = noise_precision == AUTO and prepared.likelihood == "gaussian"
+    learn_prior = prior_precision == AUTO
+    given = {"noise_precision": noise_precision, "prior_precision": prior_precision}
+    noise_precision = 1.0 if noise_precision == AUTO else float(noise_precision)
+    prior_precision = 1.0 if prior_precision == AUTO else float(prior_precision)
     model = MLP(sizes, activation=activation, likelihood=prepared.likelihood, noise_precision=noise_precision)
+    if learn_noise and not model.is_linear:
+        hyper = {**learned.rates_for_learned_noise(module), **hyper}
     hyper_obj = module.Hyper(**hyper)
     hyper_obj, method_note = adapt(module, model, hyper_obj)
     if method_note:
@@ -250,6 +339,24 @@ def fit_prepared(
         n_steps = iterations if iterations is not None else epochs * streams.steps_per_epoch(n, batch)
     tuned = None
     params = tuning.parse_tune(tune, prepared.likelihood, module)
+    if params and (learn_noise or learn_prior):
+        # the search starts from the learned values: learn them first, by a fit of the same length on all rows
+        first = _Setup(method, module, hyper_obj, model,
+                       Problem(model, model.prior_precision(prior_precision, bias_prior_precision), n), prepared,
+                       {"batch_size": batch}, [], learn_noise, learn_prior)
+        learner = first.learner()
+        with blas_threads(model.n_params, samples_per_step(hyper_obj), batch):
+            train.run(module, hyper_obj, learner.problem, prepared.X_train, prepared.y_train, seed=seed,
+                      batch_size=batch, n_steps=n_steps, learner=learner)
+        if learn_noise:
+            noise_precision = float(learner.problem.model.noise_precision)
+        if learn_prior:
+            prior_precision = learned.shared_optimum(learner.problem)
+        notify("learned before tuning: " + ", ".join(
+            f"{name} {value:.4g}" for name, value, on in (("noise precision", noise_precision, learn_noise),
+                                                         ("prior precision", prior_precision, learn_prior)) if on))
+        learn_noise = learn_noise and "noise-precision" not in params
+        learn_prior = learn_prior and "prior-precision" not in params
     if params:
         def build(values):
             m = MLP(sizes, activation=activation, likelihood=prepared.likelihood,
@@ -277,6 +384,8 @@ def fit_prepared(
         "seed": seed,
         "prior_precision": prior_precision,
         "bias_prior_precision": bias_prior_precision,
+        # what was asked ("auto" learns) and which of the two were learned in the final fit (slangcli.learned)
+        "learned": {"given": given, "noise_precision": learn_noise, "prior_precision": learn_prior},
         "eval_samples": eval_samples,
         "tuning": tuned,
         "restarts": None,  # with restarts > 1: their seeds, training -ELBO and the one kept
@@ -284,7 +393,8 @@ def fit_prepared(
         "model": {"sizes": list(model.sizes), "activation": model.activation, "likelihood": model.likelihood,
                   "noise_precision": model.noise_precision},
     }
-    setup = _Setup(method, module, hyper_obj, model, problem, prepared, config, list(command or []))
+    setup = _Setup(method, module, hyper_obj, model, problem, prepared, config, list(command or []), learn_noise,
+                   learn_prior)
 
     if not solver:
         if restarts > 1:
@@ -293,7 +403,12 @@ def fit_prepared(
     started = time.perf_counter()
     # one iteration is O(N D^2) for the full solver: the thread policy of a step of that size
     with blas_threads(model.n_params, model.n_params, n):
-        posterior, info = module.solve(problem, prepared.X_train, prepared.y_train, hyper_obj)
+        if learn_prior:
+            posterior, info, setup.problem, rounds = learned.solve_with_prior(module, problem, prepared.X_train,
+                                                                              prepared.y_train, hyper_obj)
+            info["history"].update(rounds)
+        else:
+            posterior, info = module.solve(problem, prepared.X_train, prepared.y_train, hyper_obj)
     return _finish(setup, posterior, info["history"], info["solver"]["iterations"], time.perf_counter() - started,
                    solver=info["solver"])
 
@@ -325,7 +440,9 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
         raise DataError(f"{run_name}: the training data no longer have {run.model.sizes[0]} feature columns")
     problem = Problem(run.model, run.prior_precision, len(prepared.X_train))
     prepared.data = run.data  # the provenance as first recorded (including notes such as a widened width)
-    setup = _Setup(method, module, hyper_obj, run.model, problem, prepared, config, run.command)
+    flags = config.get("learned") or {}
+    setup = _Setup(method, module, hyper_obj, run.model, problem, prepared, config, run.command,
+                   bool(flags.get("noise_precision")), bool(flags.get("prior_precision")))
 
     # the method's state: a fresh one as the template of fields, shapes and dtypes, then the stored values
     template = module.init(streams.derive_rng(config["seed"], streams.INIT), problem, hyper_obj)
@@ -357,21 +474,28 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
         kl=[float(v) for v in run.history.get("kl", [])],
         open_sum=float(scalars.get("history_open_sum", 0.0)), open_count=int(scalars.get("history_open_count", 0)),
         open_seconds=float(scalars.get("history_open_seconds", 0.0)))
-    return _train(setup, state, history, float(run.metrics.get("fit_seconds", 0.0)), progress, checkpointing)
+    learner = setup.learner()
+    learner.residual = float(scalars.get("learned_residual", float("nan")))
+    learner.restore_history(run.history)
+    return _train(setup, state, history, float(run.metrics.get("fit_seconds", 0.0)), progress, checkpointing,
+                  learner)
 
 
-def _snapshot(setup: _Setup, state, history: train.History, fit_seconds: float) -> Run:
-    """The run file of a fit stopped after step ``state.t``: the posterior so far and the state to resume."""
+def _snapshot(setup: _Setup, state, history: train.History, fit_seconds: float, learner: learned.Learner) -> Run:
+    """The run file of a fit stopped after step ``state.t``: the posterior so far and the state to resume (the
+    learned precisions in force are the run's model and prior, their smoothing state a scalar)."""
     arrays = {name: value for name, value in zip(state._fields, state) if isinstance(value, np.ndarray)}
     scalars = {"t": int(state.t), "history_open_sum": float(history.open_sum),
                "history_open_count": int(history.open_count), "history_open_seconds": float(history.open_seconds)}
+    if learner.noise:
+        scalars["learned_residual"] = float(learner.residual)
     scalars.update({name: value for name, value in zip(state._fields, state)
                     if name != "t" and isinstance(value, (int, float))})
     metrics = {"steps": int(state.t), "n_steps": setup.config["n_steps"], "fit_seconds": fit_seconds}
-    return Run(model=setup.model, prior_precision=setup.problem.prior_precision,
+    return Run(model=learner.problem.model, prior_precision=learner.problem.prior_precision,
                posterior=setup.module.posterior(state), config=setup.config, data=setup.prepared.data,
-               arrays=setup.prepared.arrays, history=history.as_arrays(), metrics=metrics, command=setup.command,
-               meta=meta(), status="checkpoint", state={"arrays": arrays, "scalars": scalars})
+               arrays=setup.prepared.arrays, history={**history.as_arrays(), **learner.history()}, metrics=metrics,
+               command=setup.command, meta=meta(), status="checkpoint", state={"arrays": arrays, "scalars": scalars})
 
 
 def _snr_options(cfg: dict) -> dict:
@@ -380,10 +504,12 @@ def _snr_options(cfg: dict) -> dict:
     return {"snr_every": snr.get("every") or 0, "snr_draws": snr.get("draws", 10)}
 
 
-def _train(setup: _Setup, state, history, elapsed: float, progress, checkpointing: Checkpointing | None) -> Run:
+def _train(setup: _Setup, state, history, elapsed: float, progress, checkpointing: Checkpointing | None,
+           learner: learned.Learner | None = None) -> Run:
     """Train a step method from ``state`` (None: fresh) to the configured last step, writing checkpoints as
     ``checkpointing`` asks, then score it."""
     cfg, p = setup.config, setup.prepared
+    learner = learner or setup.learner()
     started = time.perf_counter()
     last_write = started
     first_step = 0 if state is None else state.t
@@ -397,22 +523,24 @@ def _train(setup: _Setup, state, history, elapsed: float, progress, checkpointin
         due = (checkpointing.every_steps and state.t % checkpointing.every_steps == 0) or \
               (checkpointing.every_seconds and now - last_write >= checkpointing.every_seconds)
         if (due or stop) and state.t < cfg["n_steps"]:
-            checkpointing.write(_snapshot(setup, state, history, elapsed + now - started))
+            checkpointing.write(_snapshot(setup, state, history, elapsed + now - started, learner))
             last_write = time.perf_counter()
         return stop
 
     stopped = checkpointing is not None and checkpointing.stop()
     if not stopped:
         with blas_threads(setup.model.n_params, samples_per_step(setup.hyper), cfg["batch_size"]):
-            state, history = train.run(setup.module, setup.hyper, setup.problem, p.X_train, p.y_train,
+            state, history = train.run(setup.module, setup.hyper, learner.problem, p.X_train, p.y_train,
                                        seed=cfg["seed"], batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
                                        state=state, history=history, progress=progress, after_step=after_step,
-                                       **_snr_options(cfg))
+                                       learner=learner, **_snr_options(cfg))
     if stopped or state.t < cfg["n_steps"]:
         step = first_step if state is None else state.t
         raise Interrupted(step, cfg["n_steps"], checkpointed=step > first_step)
     fit_seconds = elapsed + time.perf_counter() - started
-    return _finish(setup, setup.module.posterior(state), history.as_arrays(), int(state.t), fit_seconds)
+    setup.model, setup.problem = learner.problem.model, learner.problem
+    return _finish(setup, setup.module.posterior(state), {**history.as_arrays(), **learner.history()},
+                   int(state.t), fit_seconds)
 
 
 def restart_seed(seed: int, r: int) -> int:
@@ -429,11 +557,12 @@ def _train_restarts(setup: _Setup, restarts: int, progress, notify) -> Run:
     started = time.perf_counter()
     best, elbos, error = None, [], None
     for r, seed in enumerate(seeds):
+        learner = setup.learner()
         try:
             with blas_threads(setup.model.n_params, samples_per_step(setup.hyper), cfg["batch_size"]):
-                state, history = train.run(setup.module, setup.hyper, setup.problem, p.X_train, p.y_train,
+                state, history = train.run(setup.module, setup.hyper, learner.problem, p.X_train, p.y_train,
                                            seed=seed, batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
-                                           progress=progress, **_snr_options(cfg))
+                                           progress=progress, learner=learner, **_snr_options(cfg))
         except DivergenceError as exc:
             error = error or exc
             elbos.append(None)
@@ -441,24 +570,26 @@ def _train_restarts(setup: _Setup, restarts: int, progress, notify) -> Run:
             continue
         posterior = setup.module.posterior(state)
         with np.errstate(over="ignore", invalid="ignore"):  # the training part of the run's own scores
-            scores = score(setup.model, posterior, setup.problem.prior_precision, X_train=p.X_train,
+            scores = score(learner.problem.model, posterior, learner.problem.prior_precision, X_train=p.X_train,
                            y_train=p.y_train, samples=cfg["eval_samples"], seed=cfg["seed"])
         nelbo = scores["train"]["neg_elbo_per_example"]
         nelbo = nelbo if np.isfinite(nelbo) else float("inf")
         elbos.append(nelbo)
         notify(f"restart {r + 1} of {restarts} (seed {seed}): training -ELBO per example {nelbo:.4f}")
         if best is None or nelbo < best[0]:
-            best = (nelbo, r, posterior, history, int(state.t))
+            best = (nelbo, r, posterior, {**history.as_arrays(), **learner.history()}, int(state.t), learner.problem)
     if best is None:
         raise error
-    _, chosen, posterior, history, steps = best
+    _, chosen, posterior, history, steps, setup.problem = best
+    setup.model = setup.problem.model
     cfg["restarts"] = {"seeds": seeds, "neg_elbo_per_example": elbos, "chosen": chosen}
-    return _finish(setup, posterior, history.as_arrays(), steps, time.perf_counter() - started)
+    return _finish(setup, posterior, history, steps, time.perf_counter() - started)
 
 
 def _finish(setup: _Setup, posterior, history: dict, steps: int, fit_seconds: float, solver=None) -> Run:
     """Score the fitted posterior and assemble the complete run."""
     p, cfg = setup.prepared, setup.config
+    cfg["model"]["noise_precision"] = setup.model.noise_precision  # a learned one as it ended
     target_scale = float(p.arrays["target_scale"][0]) if "target_scale" in p.arrays else 1.0
     scores = score(setup.model, posterior, setup.problem.prior_precision, X_train=p.X_train, y_train=p.y_train,
                    X_test=p.X_test, y_test=p.y_test, target_scale=target_scale,

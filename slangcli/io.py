@@ -325,7 +325,8 @@ class _Reader:
         history = {name: self.array(g, name, finite=False) for name in g if isinstance(g[name], h5py.Dataset)}
         for name, values in history.items():
             # one value per record; the SNR arrays hold one value per weight matrix in each record
-            if values.ndim != (2 if name in ("snr", "snr_paper") else 1):
+            # (and the learned prior precisions one per weight matrix)
+            if values.ndim != (2 if name in ("snr", "snr_paper", "prior_precision") else 1):
                 self.fail(f"/history/{name} has shape {values.shape}, expected one "
                           + ("row per record" if name.startswith("snr") else "value per epoch"))
         g = self.group(f, "metrics")

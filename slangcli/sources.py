@@ -35,7 +35,7 @@ class DataOptions:
     test: str | None = None
     test_fraction: float | None = None
     split_seed: int = 0
-    standardize: bool = False
+    standardize: bool | None = None  # None: fitting.standardize_by_default, resolved by fitting.fit
     uci_split: int | None = None
     # CSV columns and missing values (``slangcli.readers.read_table``); a run file written before these existed
     # lacks them, and these defaults read its data as it was read then
@@ -127,7 +127,7 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
     else:
         test = None
     prepared = prepare(X_train, y_train_raw, X_test, y_test_raw, likelihood=likelihood,
-                       standardize=opts.standardize, name=opts.path, test_name=opts.test or opts.path,
+                       standardize=bool(opts.standardize), name=opts.path, test_name=opts.test or opts.path,
                        train_provenance=table.provenance, test_provenance=test,
                        feature_names=table.feature_names, options=opts.record())
     if train_index is not None:

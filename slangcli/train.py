@@ -115,6 +115,7 @@ def run(
     after_step: Callable[[object, History], bool] | None = None,
     snr_every: int = 0,
     snr_draws: int = 10,
+    learner=None,
 ):
     """Run ``method`` from ``state`` (or a fresh ``method.init``) until ``n_steps`` steps in total.
 
@@ -122,6 +123,9 @@ def run(
     (:func:`gradient_snr`). ``after_step(state, history)`` is called after every step (checkpoints are written
     from it); returning True stops the run there. Returns ``(state, history)``, with ``state.t < n_steps`` when
     stopped early. Raises ``DivergenceError`` on a non-finite loss or state (before ``after_step`` sees it).
+
+    With a ``learner`` (``slangcli.learned.Learner``) each step uses the learner's current problem (its learned
+    noise and prior precisions) and the learner updates them after the step, before ``after_step`` sees it.
     """
     if state is None:
         state = method.init(derive_rng(seed, INIT), problem, hyper)
@@ -144,6 +148,8 @@ def run(
             if epoch != order_epoch:
                 order, order_epoch = epoch_order(seed, epoch, n), epoch
             idx = order[j * batch_size : (j + 1) * batch_size]
+            if learner is not None:
+                problem = learner.problem
             try:
                 state, info = method.step(derive_rng(seed, STEP, t), state, problem, X[idx], y[idx], hyper)
             except np.linalg.LinAlgError:
@@ -151,6 +157,10 @@ def run(
             if not np.isfinite(info["nll"]):
                 raise DivergenceError(_diverged(t + 1, epoch, "the loss is not finite"))
             _check_finite(method, state, t + 1, epoch)
+            if learner is not None:
+                learner.after_step(method, state, info, epoch_end=j == spe - 1,
+                                   record=j == spe - 1 or state.t == n_steps)
+                problem = learner.problem
             now = time.perf_counter()
             history.open_sum += info["nll"]
             history.open_count += 1

@@ -98,7 +98,8 @@ def grid(param: str, start: dict) -> tuple[float, ...]:
     if param in FACTORS:
         values = [float(start[param] * f) for f in FACTORS[param]]
         return tuple(v for v in values if param != "beta" or v < 1.0)
-    return tuple(float(v) for v in GRIDS[param])
+    # the starting value too (a learned one, slangcli.learned), so the search never ends worse than where it began
+    return tuple(sorted({float(v) for v in GRIDS[param]} | {float(start[param])}))
 
 
 def search(search: Search, *, values: dict, build: Callable[[dict], tuple[MLP, np.ndarray]], method, hyper,

@@ -1,0 +1,174 @@
+"""Learned noise and prior precisions (slangcli.learned): the closed-form updates are the ELBO's optima, they
+recover the truth on Bayesian linear regression, and a fit that learns them resumes bit for bit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from slangcli import learned
+from slangcli.io import read_run, write_run
+from slangcli.methods.base import Problem
+from slangcli.models import MLP
+from slangcli.posteriors import DiagonalGaussian, FullGaussian
+from slangcli.workflow import Checkpointing, DataOptions, fit, fit_prepared, prepare, resume
+from slangcli.errors import ConfigError, Interrupted
+
+
+def test_squared_residual_inverts_the_gaussian_nll():
+    rng = np.random.default_rng(0)
+    f, y = rng.standard_normal((3, 7, 1)), rng.standard_normal(7)
+    for tau in (0.3, 1.0, 250.0):
+        model = MLP((2, 1), likelihood="gaussian", noise_precision=tau)
+        nll, _ = model.nll_and_delta(f, y)
+        assert learned.squared_residual(float(nll.mean()), tau) == pytest.approx(np.mean((f[..., 0] - y) ** 2),
+                                                                                 rel=1e-12)
+
+
+def test_noise_optimum_maximises_the_expected_log_likelihood():
+    s = 0.37  # E_q[r^2] per example
+    tau = learned.noise_optimum(s)
+    elbo = lambda t: 0.5 * math.log(t) - 0.5 * t * s  # noqa: E731  (per example, up to constants)
+    assert tau == pytest.approx(1 / s)
+    assert elbo(tau) > elbo(tau * 1.01) and elbo(tau) > elbo(tau / 1.01)
+
+
+@pytest.mark.parametrize("kind", ["diagonal", "full"])
+def test_prior_optimum_is_the_minimum_of_the_kl_per_weight_matrix(kind):
+    model = MLP((3, 4, 1), likelihood="gaussian")
+    rng = np.random.default_rng(1)
+    D = model.n_params
+    mean = rng.standard_normal(D)
+    if kind == "diagonal":
+        q = DiagonalGaussian(mean=mean, log_sigma=rng.normal(-1, 0.3, D))
+    else:
+        A = rng.standard_normal((D, D))
+        q = FullGaussian.from_precision(mean, A @ A.T + D * np.eye(D))
+    problem = Problem(model, model.prior_precision(1.0, 1e-5), 10)
+    best = learned.prior_optimum(q.mean, q.marginal_variances(), model)
+    tuned = learned.with_weight_precisions(problem, best)
+    kl = q.kl_to_prior(tuned.prior_precision)
+    # the ELBO depends on the prior only through -KL: each layer's precision is a stationary minimum
+    for layer in range(2):
+        for factor in (0.98, 1.02):
+            moved = best.copy()
+            moved[layer] *= factor
+            assert q.kl_to_prior(learned.with_weight_precisions(problem, moved).prior_precision) > kl
+    # biases keep their precision
+    bias = model.layout.bias_mask()
+    np.testing.assert_array_equal(tuned.prior_precision[bias], problem.prior_precision[bias])
+
+
+def _blr(n=1500, p=4, sd=0.5, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    y = X @ rng.standard_normal(p) + 0.3 + sd * rng.standard_normal(n)
+    return X, y
+
+
+def _em_fixed_point(X, y, bias_precision=1e-5, rounds=500):
+    """The exact variational EM fixed point of Bayesian linear regression (q the exact Gaussian posterior):
+    tau = N / E_q[sum r^2], lambda = P / E_q[|w|^2], alternated to convergence."""
+    N, P = X.shape
+    Xb = np.hstack([X, np.ones((N, 1))])
+    tau, lam = 1.0, 1.0
+    gram, xy = Xb.T @ Xb, Xb.T @ y
+    for _ in range(rounds):
+        cov = np.linalg.inv(tau * gram + np.diag([lam] * P + [bias_precision]))
+        mu = tau * cov @ xy
+        r2 = np.sum((y - Xb @ mu) ** 2) + np.sum(cov * gram)
+        tau, lam = N / r2, P / (np.sum(mu[:P] ** 2) + np.trace(cov[:P, :P]))
+    return tau, lam
+
+
+@pytest.mark.parametrize("method,hyper", [("full-ef", {}), ("slang", {"rank": 2}), ("bbb", {})])
+def test_learned_precisions_recover_bayesian_linear_regression(method, hyper):
+    X, y = _blr()
+    prepared = prepare(X, y, likelihood="gaussian")
+    y_std = (y - y.mean()) / y.std()
+    tau_em, lam_em = _em_fixed_point(X, y_std)
+    true_tau = y.std() ** 2 / 0.5**2  # the generating noise on the standardised scale
+    run = fit_prepared(prepared, method=method, hyper=hyper, noise_precision="auto", prior_precision="auto",
+                       epochs=15, batch_size=50, eval_samples=20)
+    tau = run.model.noise_precision
+    assert tau == pytest.approx(true_tau, rel=0.1)
+    assert tau == pytest.approx(tau_em, rel=0.05)
+    assert run.history["prior_precision"][-1, 0] == pytest.approx(lam_em, rel=0.1)
+    # the trajectory is stored: one record per epoch, and the run's model carries the last value
+    assert run.history["noise_precision"].shape == (15,) and run.history["noise_precision"][-1] == tau
+    assert run.config["learned"] == {"given": {"noise_precision": "auto", "prior_precision": "auto"},
+                                     "noise_precision": True, "prior_precision": True}
+    np.testing.assert_array_equal(run.prior_precision[:4], run.history["prior_precision"][-1, 0])
+
+
+def test_run_file_keeps_the_trajectory(tmp_path):
+    X, y = _blr(n=200)
+    np.savetxt(tmp_path / "d.csv", np.column_stack([X, y]), delimiter=",", fmt="%.6f")
+    run = fit(DataOptions(path=str(tmp_path / "d.csv")), likelihood="gaussian", method="mf-ef",
+              noise_precision="auto", prior_precision="auto", epochs=3, batch_size=50, eval_samples=20)
+    write_run(tmp_path / "r.h5", run)
+    back = read_run(tmp_path / "r.h5")
+    for name in ("learned_step", "noise_precision", "prior_precision"):
+        np.testing.assert_array_equal(back.history[name], run.history[name])
+    assert back.model.noise_precision == run.model.noise_precision
+
+
+def test_exact_solver_learns_the_prior_by_variational_em():
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((300, 3))
+    y = (X @ np.array([1.5, -1.0, 0.5]) + 0.5 * rng.standard_normal(300) > 0).astype(float)
+    run = fit_prepared(prepare(X, y), method="exact-mf", prior_precision="auto", eval_samples=20)
+    q = run.posterior
+    lam = learned.prior_optimum(q.mean, q.marginal_variances(), run.model)
+    assert lam[0] == pytest.approx(run.prior_precision[0], rel=1e-3)
+    assert run.metrics["solver"]["prior_rounds"] > 1
+
+
+def test_auto_is_refused_for_the_bias_and_nonsense_is_refused():
+    X, y = _blr(n=50)
+    prepared = prepare(X, y, likelihood="gaussian")
+    with pytest.raises(ConfigError, match="--bias-prior-precision"):
+        fit_prepared(prepared, bias_prior_precision="auto", epochs=1)
+    with pytest.raises(ConfigError, match="--noise-precision must be positive and finite or auto"):
+        fit_prepared(prepared, noise_precision="often", epochs=1)
+
+
+@pytest.mark.parametrize("method,hyper", [("slang", {"rank": 2}), ("bbb", {}), ("ivon", {})])
+@pytest.mark.parametrize("stop_after", [7, 16])  # 8 steps per epoch
+def test_resume_with_learned_precisions_is_bit_exact(tmp_path, method, hyper, stop_after):
+    X, y = _blr(n=80, seed=4)
+    data = tmp_path / "d.csv"
+    np.savetxt(data, np.column_stack([X, y]), delimiter=",", fmt="%.6f")
+    opts = DataOptions(path=str(data), test_fraction=0.2)
+    kw = dict(method=method, hyper=dict(hyper, samples=3), hidden="4", likelihood="gaussian", batch_size=8,
+              epochs=5, seed=5, eval_samples=20, noise_precision="auto", prior_precision="auto")
+    reference = fit(opts, **kw)
+    written, polls = [], []
+    with pytest.raises(Interrupted):
+        fit(opts, **kw, checkpointing=Checkpointing(write=written.append, every_steps=5,
+                                                    stop=lambda: polls.append(1) or len(polls) > stop_after))
+    write_run(tmp_path / "ck.h5", written[-1])
+    resumed = resume(read_run(tmp_path / "ck.h5"), str(tmp_path / "ck.h5"))
+    assert resumed.model.noise_precision == reference.model.noise_precision
+    np.testing.assert_array_equal(resumed.prior_precision, reference.prior_precision)
+    np.testing.assert_array_equal(resumed.posterior.mean, reference.posterior.mean)
+    for name in ("nll", "learned_step", "noise_precision", "prior_precision"):
+        np.testing.assert_array_equal(resumed.history[name], reference.history[name], err_msg=name)
+
+
+def test_tune_starts_from_the_learned_values():
+    X, y = _blr(n=120, seed=6)
+    notes = []
+    run = fit_prepared(prepare(X, y, likelihood="gaussian"), method="mf-ef", noise_precision="auto",
+                       prior_precision="auto", epochs=3, batch_size=20, eval_samples=20, tune="noise-precision",
+                       tune_folds=2, notify=notes.append)
+    learned_note = [n for n in notes if n.startswith("learned before tuning")]
+    assert learned_note
+    start = float(learned_note[0].split("noise precision ")[1].split(",")[0])
+    grid = run.config["tuning"]["grids"]["noise-precision"]
+    assert any(abs(v - start) <= 1e-3 * start for v in grid)
+    # the tuned noise precision is fixed in the final fit; the prior precision goes on being learned
+    assert run.config["learned"]["noise_precision"] is False and run.config["learned"]["prior_precision"] is True
+    assert "noise_precision" not in run.history and "prior_precision" in run.history
