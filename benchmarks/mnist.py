@@ -91,7 +91,7 @@ def main(argv=None):
                "--activation", "relu", "--likelihood", "categorical", "--method", a.method, "--batch-size", "200",
                "--samples", "4", "--epochs", str(a.epochs), "--prior-precision", str(a.prior_precision),
                "--bias-prior-precision", "1e-6", "--seed", str(a.seed), "--eval-samples", str(a.eval_samples),
-               *common]
+               "--no-standardize", *common]  # the protocol's raw pixel intensities (networks now standardise by default)
         if a.method == "slang":
             decay = a.decay if a.decay is not None else DECAY.get(a.rank, 0.6)
             cmd += ["--rank", str(a.rank), "--lr", str(a.lr), "--beta", str(a.beta), "--decay", str(decay),

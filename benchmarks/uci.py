@@ -89,7 +89,9 @@ def fit_options(job: dict) -> dict:
     options = {"data": str(folder), "uci-split": split, "standardize": True, "method": method, **hyper,
                "hidden": "50", "activation": "relu", "likelihood": "gaussian", "batch-size": 10,
                "epochs": job["epochs"], "seed": split, "bias-prior-precision": 1e-6,
-               "eval-samples": job["eval_samples"], "restarts": tune["restarts"]}
+               "eval-samples": job["eval_samples"], "restarts": tune["restarts"],
+               # the protocol's fixed noise precision, 1 unless tuned (from 1): not the learned default
+               "noise-precision": 1.0}
     if tune["params"]:
         options.update({"tune": tune["params"], "tune-folds": tune["folds"]})
         options.update({f"tune-{k}": tune[k] for k in ("rounds", "epochs") if tune[k] is not None})

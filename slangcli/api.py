@@ -110,9 +110,9 @@ def fit(
     hidden=(),
     activation: str = "relu",
     likelihood: str = "auto",
-    standardize: bool = False,
-    noise_precision: float = 1.0,
-    prior_precision: float = 1.0,
+    standardize: bool | None = None,
+    noise_precision: float | str = "auto",
+    prior_precision: float | str = 1.0,
     bias_prior_precision: float = 1e-5,
     batch_size: int | None = None,
     epochs: int | None = None,
@@ -146,8 +146,11 @@ def fit(
     likelihood : str
         ``auto`` (two label values: bernoulli; a few integers or strings: categorical; else gaussian),
         ``bernoulli``, ``categorical`` or ``gaussian``.
-    standardize : bool
-        Standardise the features with training statistics (stored, and applied again by every prediction).
+    standardize : bool or None
+        Standardise the features with training statistics (stored, and applied again by every prediction); None
+        (default): for a network, not for a linear model, as ``slang fit``.
+    noise_precision, prior_precision : float or "auto"
+        ``"auto"`` learns them along with the posterior (``slangcli.learned``); the noise precision's default.
     **hyper
         The method's own hyperparameters by name (``rank=10``, ``samples=4``, ``lr=0.1``); a name the method does
         not have is an error. ``slang fit --help`` lists them with their defaults.
@@ -182,6 +185,8 @@ def fit(
     train = _provenance(X, y)
     train["target"] = getattr(y, "name", None) if isinstance(getattr(y, "name", None), str) else None
     names = names or tuple(f"x{j}" for j in range(X.shape[1]))
+    if standardize is None:  # as slang fit: features standardised for a network, raw for a linear model
+        standardize = workflow.standardize_by_default(hidden)
     data_options = workflow.DataOptions(path=None, standardize=bool(standardize)).record()
     prepared = workflow.prepare(X, y, X_test, y_test, likelihood=likelihood, standardize=standardize, name="y",
                                 test_name="y_test", train_provenance=train, test_provenance=test,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import sys
 import threading
@@ -89,6 +88,23 @@ class FitCommand(click.Command):
         self._base_params = list(value)
 
 
+class _Precision(click.types.FloatParamType):
+    """A positive number, or ``auto`` (learned); range checks are the workflow's, with one message."""
+
+    name = "FLOAT|auto"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float) or value == "auto":
+            return value
+        try:
+            return float(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither a number nor auto", param, ctx)
+
+
+PRECISION = _Precision()
+
+
 def _target(value):
     if value is None:
         return None
@@ -129,9 +145,10 @@ def _target(value):
 @click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the --test-fraction split.")
 @click.option("--standardize/--no-standardize", default=None,
               help="Standardise features with training statistics (stored and reapplied at evaluation). "
-                   "Default: on for a UCI folder, off otherwise.")
-@click.option("--prior-precision", type=float, default=1.0, show_default=True,
-              help="Precision lambda of the Gaussian prior on the weights.")
+                   "Default: on for a network (--hidden) or a UCI folder, off for a linear model.")
+@click.option("--prior-precision", type=PRECISION, default="1", show_default=True,
+              help="Precision lambda of the Gaussian prior on the weights, or auto: learned per weight matrix "
+                   "(empirical Bayes, the ELBO's optimum given the posterior, updated every epoch).")
 @click.option("--bias-prior-precision", type=float, default=1e-5, show_default=True,
               help="Prior precision of the bias terms.")
 @click.option("--hidden", default="", help="Hidden-layer widths, e.g. 50 or 400,400 (default: none, a linear model).")
@@ -140,8 +157,9 @@ def _target(value):
 @click.option("--likelihood", type=click.Choice(["auto", *LIKELIHOODS]), default="auto", show_default=True,
               help="auto: bernoulli for two label values, categorical for strings or a few integers, "
                    "gaussian (regression) otherwise.")
-@click.option("--noise-precision", type=float, default=1.0, show_default=True,
-              help="Gaussian likelihood: noise precision tau on the standardised target.")
+@click.option("--noise-precision", type=PRECISION, default="auto", show_default=True,
+              help="Gaussian likelihood: noise precision tau on the standardised target, or auto: learned along "
+                   "with the posterior (the ELBO's optimum from the expected squared residuals).")
 @click.option("--method", type=MethodChoice(), default="slang", show_default=True,
               help="slang; natural-gradient baselines full-ef, full-hessian (dense precision), mf-ef, mf-hessian "
                    "(diagonal); bbb (Bayes by Backprop); ktied (k-tied Normal: bbb with sigma = U V^T per weight matrix); "
@@ -214,7 +232,7 @@ def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_
     check_output(output, [data, test_path])
     opts = DataOptions(path=data, format=fmt, target=_target(target), delimiter=delimiter, header=header,
                        n_features=n_features, test=test_path, test_fraction=test_fraction, split_seed=split_seed,
-                       standardize=os.path.isdir(data) if standardize is None else standardize, uci_split=uci_split,
+                       standardize=standardize, uci_split=uci_split,
                        drop_columns=drop_columns, columns=columns,
                        na_values=NA_VALUES if na_values is None else tuple(v.strip() for v in na_values.split(",")),
                        missing=missing)

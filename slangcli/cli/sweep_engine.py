@@ -113,7 +113,9 @@ def expand(param, raw) -> list:
                 converted = param.type.convert(value, param, None)
             except click.BadParameter as exc:
                 raise ConfigError(f"--{option_key(param)}: {exc.format_message()}") from None
-            out.append(repr(converted) if _is_float(param) else str(converted) if _is_int(param) else value)
+            # (a float option may also take a word: --noise-precision auto)
+            out.append(repr(converted) if _is_float(param) and isinstance(converted, float)
+                       else str(converted) if _is_int(param) else value)
     return out
 
 
