@@ -224,7 +224,8 @@ class SLANGRegressor(_SLANGEstimator):
     """Bayesian regression by variational inference (linear regression or an MLP), Gaussian noise.
 
     The parameters are those of :class:`SLANGClassifier`, plus ``noise_precision``: the precision of the
-    Gaussian noise on the standardised target (the target is standardised with training statistics).
+    Gaussian noise on the standardised target (the target is standardised with training statistics), by default
+    ``"auto"``: learned with the posterior (``slangcli.learned``).
     ``predict(X, return_std=True)`` returns the predictive mean and total standard deviation; ``result_.predict``
     gives the aleatoric/epistemic split and intervals.
     """
@@ -232,7 +233,7 @@ class SLANGRegressor(_SLANGEstimator):
     _likelihood = "gaussian"
 
     def __init__(self, method="slang", hidden=(), activation="relu", prior_precision=1.0, bias_prior_precision=1e-5,
-                 noise_precision=1.0, epochs=None, batch_size=None, standardize=False, method_params=None,
+                 noise_precision="auto", epochs=None, batch_size=None, standardize=False, method_params=None,
                  predict_samples=1000, random_state=None):
         self.method = method
         self.hidden = hidden
