@@ -96,10 +96,10 @@ def compare(run: Run, run_name: str, reference: Run, reference_name: str) -> dic
             "kl_reference_to_run": backward}
 
 
-def _scoring_data(run: Run, run_name: str, data_path, notify, without_train: str):
+def _scoring_data(run: Run, run_name: str, data_path, notify, without_train: str, missing: str | None = None):
     """``(X_test, y_test, source, X_train, y_train, target_scale)`` for scoring a stored run; the training data
     are None (with a note ending in ``without_train``) when they cannot be re-read."""
-    X_test, y_test, source = load_test(run, run_name, data_path)
+    X_test, y_test, source = load_test(run, run_name, data_path, missing=missing)
     try:
         X_train, y_train = load_train(run, run_name)
     except DataError as exc:
@@ -110,14 +110,14 @@ def _scoring_data(run: Run, run_name: str, data_path, notify, without_train: str
 
 
 def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samples=1000, seed=0, bins=15,
-             reference: Run | None = None, reference_name: str = "reference",
+             reference: Run | None = None, reference_name: str = "reference", missing: str | None = None,
              notify: Callable[[str], None] = lambda msg: None) -> dict:
     """Score a stored run on ``data_path`` or on its own test data, plus its training -ELBO / N; with a
     ``reference`` run, also the KL divergences between the two posteriors (``out["reference"]``)."""
     if reference is not None:
         check_comparable(run, run_name, reference, reference_name)
     X_test, y_test, source, X_train, y_train, target_scale = _scoring_data(
-        run, run_name, data_path, notify, "the training -ELBO is the value stored at fit time")
+        run, run_name, data_path, notify, "the training -ELBO is the value stored at fit time", missing)
     out = score(run.model, run.posterior, run.prior_precision, X_train=X_train, y_train=y_train,
                 X_test=X_test, y_test=y_test, target_scale=target_scale, predictive=predictive, samples=samples,
                 seed=seed, bins=bins)
@@ -147,7 +147,7 @@ class Predictions:
 
 
 def predict(run: Run, run_name: str, data_path, *, samples: int = 1000, seed: int = 0, interval: float = 0.95,
-            notify: Callable[[str], None] = lambda msg: None) -> Predictions:
+            missing: str | None = None, notify: Callable[[str], None] = lambda msg: None) -> Predictions:
     """Per-example predictions with their uncertainty (``slangcli.predict``) of the run on ``data_path``.
 
     Logistic regression uses the exact 1-D quadrature predictive (``samples`` and ``seed`` are then unused);
@@ -157,7 +157,7 @@ def predict(run: Run, run_name: str, data_path, *, samples: int = 1000, seed: in
         raise ConfigError(f"--samples must be >= 1, got {samples}")
     if not 0.0 < interval < 1.0:
         raise ConfigError(f"--interval must lie strictly between 0 and 1, got {interval}")
-    X, target, source = load_inputs(run, data_path, notify=notify)
+    X, target, source = load_inputs(run, data_path, missing=missing, notify=notify)
     out = predict_arrays(run, X, samples=samples, seed=seed, interval=interval)
     if target is not None:
         out.arrays["target"] = target

@@ -10,7 +10,7 @@ label coding to raw arrays.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable
 
 import numpy as np
@@ -196,10 +196,13 @@ def _reread_training(run: Run, run_name: str):
     return _read(info["path"], opts, n_features=info.get("widened_from") and info["features"])
 
 
-def load_test(run: Run, run_name: str, data_path=None):
-    """The evaluation data ``(X, y, description)``: ``data_path``, else the run's own test set."""
+def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = None):
+    """The evaluation data ``(X, y, description)``: ``data_path``, else the run's own test set. ``missing``
+    overrides the fit's ``--missing`` for ``data_path``."""
     if data_path is not None:
         opts = _stored_options(run)
+        if missing is not None:
+            opts = replace(opts, missing=missing)
         if os.path.isdir(data_path):
             if opts.uci_split is None:
                 raise DataError(f"{data_path}: a folder; this run was not fitted on a UCI folder")
@@ -239,15 +242,19 @@ def load_train(run: Run, run_name: str):
     return transform(run, X, y_raw, run.data["train"]["path"])
 
 
-def load_inputs(run: Run, data_path, *, notify: Callable[[str], None] = lambda msg: None):
+def load_inputs(run: Run, data_path, *, missing: str | None = None,
+                notify: Callable[[str], None] = lambda msg: None):
     """Data to predict on: ``(X, target, source)`` with ``X`` prepared as in the fit, ``target`` the original target
     values (label values for classification) or None when the data lack the target column.
 
     A CSV file may lack the target column: with exactly the model's number of feature columns it is read as
     features only, with one more as features and target (the fit's ``--target`` choice), any other width is
-    refused. LIBSVM, IDX and UCI-folder data always carry their targets.
+    refused. LIBSVM, IDX and UCI-folder data always carry their targets. ``missing`` overrides the fit's
+    ``--missing``.
     """
     opts = _stored_options(run)
+    if missing is not None:
+        opts = replace(opts, missing=missing)
     width = run.model.sizes[0]
     if os.path.isdir(data_path):
         if opts.uci_split is None:
@@ -268,8 +275,8 @@ def load_inputs(run: Run, data_path, *, notify: Callable[[str], None] = lambda m
         if "rows_dropped" in source:
             lines = table.provenance["dropped_lines"]
             more = ", ..." if source["rows_dropped"] > len(lines) else ""
-            notify(f"{data_path}: {_rows(source['rows_dropped'])} with a missing value left out (--missing drop of "
-                   f"the fit), lines {', '.join(map(str, lines))}{more}: there are no predictions for them")
+            notify(f"{data_path}: {_rows(source['rows_dropped'])} with a missing value left out (--missing drop), "
+                   f"lines {', '.join(map(str, lines))}{more}: there are no predictions for them")
     X, y = transform(run, X_raw, y_raw, data_path)
     if y is None:
         target = None

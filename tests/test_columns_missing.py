@@ -150,7 +150,7 @@ def test_fit_stores_the_options_and_evaluate_and_predict_reapply_them(gappy, tmp
     out = tmp_path / "p.csv"
     done = invoke("predict", run, gappy, "-o", out)
     assert done.exit_code == 0, done.output
-    assert f"{gappy}: 2 rows with a missing value left out (--missing drop of the fit), lines 3, 6" in done.stderr
+    assert f"{gappy}: 2 rows with a missing value left out (--missing drop), lines 3, 6" in done.stderr
     assert len(out.read_text().splitlines()) == 1 + 38
     # a file to predict on without the target column: 4 columns, of which column 0 is dropped
     bare = tmp_path / "bare.csv"
@@ -201,3 +201,24 @@ def test_data_from_standard_input(gappy, tmp_path):
     done = invoke("predict", run, "-", "-o", "-", input=text)
     assert done.exit_code == 0, done.output
     assert len(done.stdout.splitlines()) == 1 + 38
+
+
+def test_drop_columns_and_columns_together_is_a_usage_error(gappy, tmp_path):
+    done = invoke("fit", gappy, "-o", tmp_path / "run.h5", "--drop-columns", "0", "--columns", "1", *FAST)
+    assert done.exit_code == 2 and "give either --drop-columns or --columns, not both" in done.stderr
+
+
+def test_evaluate_and_predict_take_missing_for_their_data(gappy, write_file, tmp_path):
+    """A fit on complete data (the default --missing error) scores and predicts data with gaps when told to."""
+    clean = write_file("clean.csv", "\n".join(labelled_rows(seed=1)) + "\n")
+    run = tmp_path / "run.h5"
+    assert invoke("fit", clean, "-o", run, *FAST).exit_code == 0
+    done = invoke("predict", run, gappy, "-o", tmp_path / "p.csv")
+    assert done.exit_code == 1 and "--missing drop leaves such rows out" in done.stderr
+    done = invoke("predict", run, gappy, "-o", tmp_path / "p.csv", "--missing", "drop")
+    assert done.exit_code == 0, done.output
+    assert len((tmp_path / "p.csv").read_text().splitlines()) == 1 + 38
+    assert invoke("evaluate", run, gappy).exit_code == 1
+    done = invoke("evaluate", run, gappy, "--missing", "drop", "--json")
+    assert done.exit_code == 0, done.output
+    assert '"rows_dropped": 2' in done.stdout

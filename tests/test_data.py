@@ -230,13 +230,13 @@ def test_unparsable_cell_without_header(tmp_path):
 
 def test_empty_cell(tmp_path):
     path = write(tmp_path, "data.csv", "a,b,y\n1,2,0\n3,,1\n")
-    with pytest.raises(DataError, match=where(path, 3) + r" column 1 \('b'\): missing value \(empty cell\) \(the only row with a missing value; --missing drop leaves such rows out\)$"):
+    with pytest.raises(DataError, match=where(path, 3) + r" column 1 \('b'\): empty cell, a missing value \(the only row with a missing value; --missing drop leaves such rows out\)$"):
         read_table(path)
 
 
 def test_empty_target_cell(tmp_path):
     path = write(tmp_path, "data.csv", "a,b,y\n1,2,yes\n3,4,\n")
-    with pytest.raises(DataError, match=where(path, 3) + r" column 2 \('y'\): missing value \(empty cell\)"):
+    with pytest.raises(DataError, match=where(path, 3) + r" column 2 \('y'\): empty cell, a missing value"):
         read_table(path)
 
 

@@ -8,6 +8,7 @@ from slangcli.cli import main
 from slangcli.cli.output import calibration_table, emit_json, metric_rows, metrics_table, note
 from slangcli.io import read_run
 from slangcli.metrics import PREDICTIVES
+from slangcli.readers import MISSING_POLICIES
 from slangcli.workflow import evaluate as evaluate_run
 
 
@@ -26,8 +27,10 @@ from slangcli.workflow import evaluate as evaluate_run
               type=click.Path(dir_okay=False, path_type=str),
               help="A run of the same model on the same training data: also report the symmetric KL divergence "
                    "between the two posteriors and both directed KLs.")
+@click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
+              help="A row of DATA with a missing value: an error, or left out (default: as in the fit).")
 @click.option("--json", "as_json", is_flag=True, help="Print the scores as one JSON object on stdout.")
-def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, as_json):
+def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, missing, as_json):
     """Score the posterior in RUN.h5 on DATA (default: the run's own test data).
 
     Reports, under the posterior predictive, test NLL (nats per example) and accuracy for classification, or
@@ -39,7 +42,7 @@ def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, as
     run = read_run(run_file)
     reference = read_run(reference_file) if reference_file is not None else None
     out = evaluate_run(run, run_file, data, predictive=predictive, samples=samples, seed=seed, bins=bins,
-                       reference=reference, reference_name=reference_file, notify=note)
+                       reference=reference, reference_name=reference_file, missing=missing, notify=note)
     how = out["predictive"] + (f", {out['samples']} samples" if out["samples"] else "")
     metrics_table(f"{run_file} ({how})", metric_rows(out))
     calibration_table(out)

@@ -230,6 +230,8 @@ def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_
     if output is None:
         raise click.UsageError("missing option -o / --output")
     check_output(output, [data, test_path])
+    if drop_columns is not None and columns is not None:
+        raise click.UsageError("give either --drop-columns or --columns, not both")
     opts = DataOptions(path=data, format=fmt, target=_target(target), delimiter=delimiter, header=header,
                        n_features=n_features, test=test_path, test_fraction=test_fraction, split_seed=split_seed,
                        standardize=standardize, uci_split=uci_split,

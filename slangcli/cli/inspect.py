@@ -52,6 +52,16 @@ def _shape_text(shape) -> str:
     return str(tuple(shape))
 
 
+
+def _left_out(source: dict) -> str:
+    """``; columns dropped 0; 16 rows with a missing value dropped``, or nothing."""
+    text = ""
+    if source.get("columns_dropped"):
+        text += f"; columns dropped {', '.join(map(str, source['columns_dropped']))}"
+    if source.get("rows_dropped"):
+        text += f"; {source['rows_dropped']} rows with a missing value dropped"
+    return text
+
 @main.command()
 @click.argument("run_file", metavar="RUN.h5", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print the description as one JSON object on stdout.")
@@ -77,7 +87,8 @@ def inspect(run_file, as_json):
          f"training   {c.get('n_steps')} steps, batch {c.get('batch_size')}, seed {c.get('seed')}, "
          f"{s['history']['epochs']} epochs recorded"),
         f"train data {d['train']['path'] or 'arrays from Python'}  sha256 {d['train']['sha256'][:16]}…  "
-        f"{d['train']['rows']} rows x {d['train']['features']} features ({d['train']['format']})",
+        f"{d['train']['rows']} rows x {d['train']['features']} features ({d['train']['format']})"
+        + _left_out(d["train"]),
     ]
     t = d.get("test")
     if t:

@@ -8,6 +8,7 @@ from slangcli.cli import main
 from slangcli.cli.options import check_output
 from slangcli.cli.output import emit_json, note
 from slangcli.io import read_run
+from slangcli.readers import MISSING_POLICIES
 from slangcli.tables import HDF5_SUFFIXES, csv_header, write_predictions
 from slangcli.workflow import predict as predict_run
 
@@ -23,8 +24,11 @@ from slangcli.workflow import predict as predict_run
               help="Seed of the Monte-Carlo weight samples.")
 @click.option("--interval", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.95,
               show_default=True, help="Probability of the central predictive interval (regression).")
+@click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
+              help="A row of DATA with a missing value: an error, or left out of the predictions (default: as in "
+                   "the fit).")
 @click.option("--json", "as_json", is_flag=True, help="Print a summary as one JSON object on stdout.")
-def predict(run_file, data, output, samples, seed, interval, as_json):
+def predict(run_file, data, output, samples, seed, interval, missing, as_json):
     """Predict every example of DATA with the posterior in RUN.h5, with its uncertainty.
 
     \b
@@ -39,7 +43,8 @@ def predict(run_file, data, output, samples, seed, interval, as_json):
     if output != "-":
         check_output(output, [run_file, data])
     run = read_run(run_file)
-    predictions = predict_run(run, run_file, data, samples=samples, seed=seed, interval=interval, notify=note)
+    predictions = predict_run(run, run_file, data, samples=samples, seed=seed, interval=interval, missing=missing,
+                              notify=note)
     write_predictions(output, predictions)
     info, arrays = predictions.info, predictions.arrays
     how = info["predictive"] + (f", {info['samples']} samples, seed {info['seed']}" if info["samples"] else "")

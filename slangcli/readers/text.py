@@ -173,7 +173,7 @@ def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_ta
                 file_cols.append(t)
             col = min(file_cols)
             token = data[i][col].strip()
-            what = f"missing value {token!r}" if token else "missing value (empty cell)"
+            what = f"missing value {token!r}" if token else "empty cell, a missing value"
             others = (f"{len(dropped)} rows have a missing value" if len(dropped) > 1
                       else "the only row with a missing value")
             raise DataError(f"{where(i, col)}: {what} ({others}; --missing drop leaves such rows out)")
