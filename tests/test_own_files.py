@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,8 +32,21 @@ WINE_SCALES = ((8.32, 1.74, 1), (0.528, 0.179, 3), (0.271, 0.195, 2), (2.54, 1.4
                (10.42, 1.07, 1))
 
 
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
 def invoke(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def documented(data: str, files: Path, output: Path, *extra) -> list[str]:
+    """The README's one command for the file ``data``, with the file and output paths put in ``files`` and at
+    ``output``, and ``extra`` arguments appended."""
+    [line] = [line for line in README.read_text().splitlines() if line.startswith(f"slang fit {data} ")]
+    args = shlex.split(line)[2:]
+    args = [str(files / a) if a == data else a for a in args]
+    args[args.index("-o") + 1] = str(output)
+    return [*args, *extra]
 
 
 def breast_cancer_original(seed=0) -> str:
@@ -101,10 +116,8 @@ def test_breast_cancer_second_try_names_the_id_column(files, tmp_path):
 
 
 def test_breast_cancer_in_one_command(files, tmp_path):
-    # the README's command
     run = tmp_path / "bc.h5"
-    done = invoke("fit", files / "breast-cancer-wisconsin.data", "--missing", "drop", "--drop-columns", "0",
-                  "--test-fraction", "0.3", "-o", run, "--json")
+    done = invoke("fit", *documented("breast-cancer-wisconsin.data", files, run, "--json"))
     assert done.exit_code == 0, done.output
     assert ("task: binary classification (bernoulli likelihood) of column 10, classes 2, 4; 9 features, "
             "10 parameters" in done.stderr)
@@ -116,6 +129,7 @@ def test_breast_cancer_in_one_command(files, tmp_path):
     assert stored.data["train"]["rows_dropped"] == 16 and stored.data["train"]["columns_dropped"] == [0]
     assert stored.data["feature_names"] == [f"x{k}" for k in range(1, 10)]
     assert invoke("evaluate", run).exit_code == 0
+    assert "columns dropped 0; 16 rows with a missing value dropped" in invoke("inspect", run).stderr
 
 
 def test_wine_first_try_hints_at_regression(files, tmp_path):
@@ -129,10 +143,8 @@ def test_wine_first_try_hints_at_regression(files, tmp_path):
 
 
 def test_wine_in_one_command(files, tmp_path):
-    # the README's command, shortened to 20 epochs to keep the test fast
-    done = invoke("fit", files / "winequality-red.csv", "--target", "quality", "--likelihood", "gaussian",
-                  "--hidden", "50", "--standardize", "--test-fraction", "0.2", "-o", tmp_path / "w.h5",
-                  "--epochs", "20", "--json")
+    # shortened to 20 epochs to keep the test fast
+    done = invoke("fit", *documented("winequality-red.csv", files, tmp_path / "w.h5", "--epochs", "20", "--json"))
     assert done.exit_code == 0, done.output
     assert re.search(r"task: regression \(gaussian likelihood\) of 'quality', mean 5\.\d+ and std 0\.\d+ \(fitted "
                      r"on the standardised scale\); 11 features, 651 parameters; features standardised",
@@ -144,8 +156,7 @@ def test_wine_in_one_command(files, tmp_path):
 @pytest.mark.slow
 def test_wine_in_the_documented_command(files, tmp_path):
     """The README's command verbatim (200 epochs, about 40 s)."""
-    done = invoke("fit", files / "winequality-red.csv", "--target", "quality", "--likelihood", "gaussian",
-                  "--hidden", "50", "--standardize", "--test-fraction", "0.2", "-o", tmp_path / "w.h5", "--json")
+    done = invoke("fit", *documented("winequality-red.csv", files, tmp_path / "w.h5", "--json"))
     assert done.exit_code == 0, done.output
     # the signal explains about half the variance of the score before rounding: about 0.62 is the best RMSE
     assert json.loads(done.stdout)["metrics"]["test"]["rmse"] < 0.8 * wine_quality().std()
