@@ -153,3 +153,69 @@ def test_recovers_the_exact_mean_field_posterior_of_linear_regression():
 def test_invalid_hyperparameters_are_config_errors(bad, message):
     with pytest.raises(ConfigError, match=message):
         ivon.Hyper(**bad)
+
+
+@pytest.mark.parametrize("likelihood", ["bernoulli", "gaussian"])
+def test_same_noise_same_trajectory_as_the_reference_package(likelihood):
+    """Where PyTorch and the ``ivon-opt`` package happen to be installed (slang never requires them): fed the
+    same standard normals, the package's optimiser (float64, a torch copy of the network, one parameter group for
+    the weights and one for the biases) and ``ivon.update`` follow the same trajectory, mean and precision, to
+    rounding, over 30 steps with two samples per step and clipping."""
+    torch = pytest.importorskip("torch")
+    ivon_opt = pytest.importorskip("ivon")
+    rng = np.random.default_rng(7)
+    N, M, P = 40, 8, 3
+    X = rng.standard_normal((N, P))
+    y = (X[:, 0] > 0).astype(float) if likelihood == "bernoulli" else X @ np.array([1.0, -1.0, 0.5])
+    model = MLP((P, 4, 1), "relu", likelihood)
+    problem = Problem(model, model.prior_precision(2.0, 0.5), N)
+    hyper = ivon.Hyper(samples=2, lr=0.1, beta2=0.99, hess_init=0.5, clip_radius=0.5)
+    state = ivon.init(np.random.default_rng(0), problem, hyper)
+    lays = model.layout.layers
+    lins = [torch.nn.Linear(s.n_in, s.n_out, dtype=torch.float64) for s in lays]
+    with torch.no_grad():
+        for lin, (W, b) in zip(lins, model.layout.unflatten(state.mu)):
+            lin.weight.copy_(torch.from_numpy(W.T.copy()))
+            lin.bias.copy_(torch.from_numpy(b.copy()))
+    net = torch.nn.Sequential(lins[0], torch.nn.ReLU(), lins[1])
+    opt = ivon_opt.IVON([{"params": [lin.weight for lin in lins], "weight_decay": 2.0 / N},
+                         {"params": [lin.bias for lin in lins], "weight_decay": 0.5 / N}],
+                        lr=0.1, ess=N, hess_init=0.5, beta2=0.99, mc_samples=2, clip_radius=0.5)
+
+    def loss(f, t):
+        if likelihood == "bernoulli":
+            return torch.nn.functional.binary_cross_entropy_with_logits(f[:, 0], t)
+        return 0.5 * ((f[:, 0] - t) ** 2).mean()
+
+    def flat(tensors):  # slang's layout: each layer's W as (n_in, n_out) rows, then b
+        out = np.empty(model.n_params)
+        for s, (w, b) in zip(lays, tensors):
+            out[s.W], out[s.b] = w.detach().numpy().T.ravel(), b.detach().numpy()
+        return out
+
+    real_randn = torch.randn
+    try:
+        for _ in range(30):
+            idx = rng.choice(N, M, replace=False)
+            eps = rng.standard_normal((2, model.n_params))
+            state, _ = ivon.update(state, eps, problem, X[idx], y[idx], hyper)
+            # the package draws one torch.randn per parameter group and sample: hand it the same normals
+            draws = [torch.from_numpy(np.concatenate(part)) for e in eps
+                     for part in ([e[s.W].reshape(s.n_in, s.n_out).T.ravel() for s in lays], [e[s.b] for s in lays])]
+            torch.randn = lambda *args, **kwargs: draws.pop(0)
+            for _ in range(2):
+                with opt.sampled_params(train=True):
+                    opt.zero_grad()
+                    loss(net(torch.from_numpy(X[idx])), torch.from_numpy(y[idx])).backward()
+            opt.step()
+            torch.randn = real_randn
+            assert not draws
+    finally:
+        torch.randn = real_randn
+    np.testing.assert_allclose(flat((lin.weight, lin.bias) for lin in lins), state.mu, rtol=1e-10, atol=1e-12)
+    hess = [g["hess"] + g["weight_decay"] for g in opt.param_groups]  # flat per group, in parameter order
+    sizes = [[lin.weight.numel() for lin in lins], [lin.bias.numel() for lin in lins]]
+    parts = [torch.split(h, n) for h, n in zip(hess, sizes)]
+    d = N * flat((w.reshape(lin.weight.shape), b) for lin, w, b in zip(lins, parts[0], parts[1]))
+    np.testing.assert_allclose(d, state.d, rtol=1e-10)
+    assert np.abs(state.mu - ivon.init(np.random.default_rng(0), problem, hyper).mu).max() > 0.05  # it moved
