@@ -222,3 +222,11 @@ def test_evaluate_and_predict_take_missing_for_their_data(gappy, write_file, tmp
     done = invoke("evaluate", run, gappy, "--missing", "drop", "--json")
     assert done.exit_code == 0, done.output
     assert '"rows_dropped": 2' in done.stdout
+
+
+def test_ambiguous_names_are_numbered_from_zero(write_file):
+    path = write_file("dup.csv", "a,b,a,y\n1,2,3,0\n4,5,6,1\n")
+    with pytest.raises(DataError, match=re.escape("target column 'a' is ambiguous (columns 0, 2 share that name)")):
+        read_table(path, target="a")
+    with pytest.raises(DataError, match=re.escape("--drop-columns 'a' is ambiguous (columns 0, 2 share that name)")):
+        read_table(path, drop_columns="a")

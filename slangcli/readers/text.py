@@ -383,7 +383,7 @@ def _resolve_target(name, target, names, ncols):
         if names is not None and key in names:
             hits = [j for j, n in enumerate(names) if n == key]
             if len(hits) > 1:
-                where = ", ".join(str(j + 1) for j in hits)
+                where = ", ".join(str(j) for j in hits)
                 raise DataError(f"{name}: target column {key!r} is ambiguous (columns {where} share that name)")
             return hits[0]
         if _INT_RE.fullmatch(key):
