@@ -291,6 +291,7 @@ def _fit_prepared(
     restarts: int = 1,
     snr_every: int | None = None,
     snr_draws: int = 10,
+    map_jobs: Callable | None = None,
 ) -> Run:
     """Fit a posterior to prepared data (:func:`prepare`, :func:`load_training`) and score it; returns the
     :class:`Run` to be written.
@@ -306,6 +307,9 @@ def _fit_prepared(
     with the posterior (``slangcli.learned``), starting from 1; their trajectories are stored in the history. The
     exact solvers learn the prior precisions by alternating solves and updates. With ``tune``, a learned value is
     where the search starts, and is learned first by a fit on the whole training set.
+
+    ``map_jobs(function, jobs)`` runs the candidate fits of ``tune`` and the fits of ``restarts`` elsewhere (a
+    cluster's map; default: here, one after the other), with the same results.
     """
     module, widths, hyper = _checked(
         method=method, hyper=hyper, hidden=hidden, activation=activation, noise_precision=noise_precision,
@@ -367,7 +371,8 @@ def _fit_prepared(
             tuning.Search(params, tune_folds, tune_epochs, tune_rounds),
             values={"prior-precision": prior_precision, "noise-precision": noise_precision}, build=build,
             method=module, hyper=hyper_obj, X=prepared.X_train, y=prepared.y_train, seed=seed, batch_size=batch,
-            epochs=-(-n_steps // streams.steps_per_epoch(n, batch)), notify=notify)
+            epochs=-(-n_steps // streams.steps_per_epoch(n, batch)), notify=notify,
+            map_jobs=map_jobs or tuning.serial_map)
         prior_precision, noise_precision = best["prior-precision"], best["noise-precision"]
         hyper_obj = replace(hyper_obj, **{p: best[p] for p in tuning.RATES if p in params})
         model, _ = build(best)
@@ -398,7 +403,7 @@ def _fit_prepared(
 
     if not solver:
         if restarts > 1:
-            return _train_restarts(setup, restarts, progress, notify)
+            return _train_restarts(setup, restarts, progress, notify, map_jobs)
         return _train(setup, None, None, 0.0, progress, checkpointing)
     started = time.perf_counter()
     # one iteration is O(N D^2) for the full solver: the thread policy of a step of that size
@@ -548,36 +553,52 @@ def restart_seed(seed: int, r: int) -> int:
     return seed if r == 0 else int(streams.derive_rng(seed, streams.RESTART, r).integers(2**31))
 
 
-def _train_restarts(setup: _Setup, restarts: int, progress, notify) -> Run:
+def _restart(setup: _Setup, seed: int, progress=None):
+    """One restart's fit from ``seed``: ``(posterior, history, steps, training -ELBO / N, problem)`` (the problem
+    with any learned precisions as they ended), or the DivergenceError it ended in (returned, so that a cluster's
+    map carries it back like a result)."""
+    cfg, p = setup.config, setup.prepared
+    learner = setup.learner()
+    try:
+        with blas_threads(setup.model.n_params, samples_per_step(setup.hyper), cfg["batch_size"]):
+            state, history = train.run(setup.module, setup.hyper, learner.problem, p.X_train, p.y_train,
+                                       seed=seed, batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
+                                       progress=progress, learner=learner, **_snr_options(cfg))
+    except DivergenceError as exc:
+        return exc
+    posterior = setup.module.posterior(state)
+    with np.errstate(over="ignore", invalid="ignore"):  # the training part of the run's own scores
+        scores = score(learner.problem.model, posterior, learner.problem.prior_precision, X_train=p.X_train,
+                       y_train=p.y_train, samples=cfg["eval_samples"], seed=cfg["seed"])
+    nelbo = scores["train"]["neg_elbo_per_example"]
+    return (posterior, {**history.as_arrays(), **learner.history()}, int(state.t),
+            nelbo if np.isfinite(nelbo) else float("inf"), learner.problem)
+
+
+def _train_restarts(setup: _Setup, restarts: int, progress, notify, map_jobs=None) -> Run:
     """``restarts`` fits from different seeds (initial mean, minibatches, weight noise); the one with the lowest
     -ELBO on the training data is kept and scored. The test data play no part in the choice. A restart that
-    diverges is left out; if all do, the first one's error is raised."""
-    cfg, p = setup.config, setup.prepared
+    diverges is left out; if all do, the first one's error is raised. With ``map_jobs`` (a cluster's map) the
+    restarts run there, with the same results."""
+    cfg = setup.config
     seeds = [restart_seed(cfg["seed"], r) for r in range(restarts)]
     started = time.perf_counter()
+    if map_jobs is None:
+        outcomes = [_restart(setup, seed, progress) for seed in seeds]
+    else:
+        outcomes = map_jobs(_restart, [(setup, seed) for seed in seeds])
     best, elbos, error = None, [], None
-    for r, seed in enumerate(seeds):
-        learner = setup.learner()
-        try:
-            with blas_threads(setup.model.n_params, samples_per_step(setup.hyper), cfg["batch_size"]):
-                state, history = train.run(setup.module, setup.hyper, learner.problem, p.X_train, p.y_train,
-                                           seed=seed, batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
-                                           progress=progress, learner=learner, **_snr_options(cfg))
-        except DivergenceError as exc:
-            error = error or exc
+    for r, (seed, outcome) in enumerate(zip(seeds, outcomes)):
+        if isinstance(outcome, DivergenceError):
+            error = error or outcome
             elbos.append(None)
-            notify(f"restart {r + 1} of {restarts} (seed {seed}): {exc}")
+            notify(f"restart {r + 1} of {restarts} (seed {seed}): {outcome}")
             continue
-        posterior = setup.module.posterior(state)
-        with np.errstate(over="ignore", invalid="ignore"):  # the training part of the run's own scores
-            scores = score(learner.problem.model, posterior, learner.problem.prior_precision, X_train=p.X_train,
-                           y_train=p.y_train, samples=cfg["eval_samples"], seed=cfg["seed"])
-        nelbo = scores["train"]["neg_elbo_per_example"]
-        nelbo = nelbo if np.isfinite(nelbo) else float("inf")
+        posterior, history, steps, nelbo, problem = outcome
         elbos.append(nelbo)
         notify(f"restart {r + 1} of {restarts} (seed {seed}): training -ELBO per example {nelbo:.4f}")
         if best is None or nelbo < best[0]:
-            best = (nelbo, r, posterior, {**history.as_arrays(), **learner.history()}, int(state.t), learner.problem)
+            best = (nelbo, r, posterior, history, steps, problem)
     if best is None:
         raise error
     _, chosen, posterior, history, steps, setup.problem = best

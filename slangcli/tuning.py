@@ -102,14 +102,21 @@ def grid(param: str, start: dict) -> tuple[float, ...]:
     return tuple(sorted({float(v) for v in GRIDS[param]} | {float(start[param])}))
 
 
+def serial_map(function: Callable, jobs: list[tuple]) -> list:
+    """``[function(*job) for job in jobs]``: the default way the candidate fits run (a cluster passes its own)."""
+    return [function(*job) for job in jobs]
+
+
 def search(search: Search, *, values: dict, build: Callable[[dict], tuple[MLP, np.ndarray]], method, hyper,
            X: np.ndarray, y: np.ndarray, seed: int, batch_size: int, epochs: int,
-           notify: Callable[[str], None] = lambda msg: None) -> tuple[dict, dict]:
+           notify: Callable[[str], None] = lambda msg: None, map_jobs: Callable = serial_map) -> tuple[dict, dict]:
     """Coordinate search of ``search.params`` starting from ``values`` (option name -> value; ``lr`` and
     ``beta`` are taken from ``hyper`` when tuned).
 
     ``build(values) -> (model, prior_precision)`` makes the model of a candidate. Returns the best values and a
-    JSON-able record of every candidate's fold scores.
+    JSON-able record of every candidate's fold scores. The fits of each round of candidates, one job per stack of
+    candidates and fold, run through ``map_jobs(function, jobs)`` (:func:`serial_map`, or a cluster's map): every
+    job is a pure function of its arguments, so the result does not depend on where the jobs ran.
     """
     folds = fold_indices(len(X), search.folds, seed)[: search.rounds or search.folds]
     epochs = search.epochs or epochs
@@ -125,13 +132,14 @@ def search(search: Search, *, values: dict, build: Callable[[dict], tuple[MLP, n
 
     def score(candidates: list[dict]) -> list[float]:
         todo = list({key(c): c for c in candidates if key(c) not in cache}.values())
-        for lo in range(0, len(todo), STACK_MAX):
-            chunk = todo[lo : lo + STACK_MAX]
+        chunks = [todo[lo : lo + STACK_MAX] for lo in range(0, len(todo), STACK_MAX)]
+        jobs = [(chunk, build, method, hyper, X, y, np.setdiff1d(np.arange(len(X)), val, assume_unique=True), val,
+                 seed, k, batch_size, epochs) for chunk in chunks for k, val in enumerate(folds)]
+        results = iter(map_jobs(_fold_scores, jobs))
+        for chunk in chunks:
             scores = [[] for _ in chunk]
-            for k, val in enumerate(folds):
-                fit_rows = np.setdiff1d(np.arange(len(X)), val, assume_unique=True)
-                for j, s in enumerate(_fold_scores(chunk, build, method, hyper, X, y, fit_rows, val, seed, k,
-                                                   batch_size, epochs)):
+            for _ in folds:
+                for j, s in enumerate(next(results)):
                     scores[j].append(s)
             for c, sc in zip(chunk, scores):
                 cache[key(c)] = sc

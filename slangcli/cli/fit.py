@@ -192,6 +192,9 @@ def _target(value):
                    "(step methods, without checkpoints).")
 @click.option("--tune-rounds", type=click.IntRange(min=1), default=None,
               help="Score --tune candidates on the first N folds only (default: all).")
+@click.option("--scheduler", metavar="ADDRESS", default=None,
+              help="Run the candidate fits of --tune and the fits of --restarts on this dask.distributed cluster "
+                   "(e.g. tcp://host:8786), with the same results as here.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
               help="Write a resumable checkpoint to OUTPUT every N steps.")
 @click.option("--checkpoint-seconds", type=click.FloatRange(min=0), default=600.0, show_default=True,
@@ -204,8 +207,8 @@ def _target(value):
 def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_values, missing, n_features,
         test_path, test_fraction, split_seed, standardize, uci_split, hidden, activation, likelihood,
         noise_precision, prior_precision, bias_prior_precision, method, batch_size, epochs, iterations, seed,
-        eval_samples, snr_every, snr_draws, tune, tune_folds, tune_epochs, tune_rounds, restarts, checkpoint_every,
-        checkpoint_seconds, resume_path, progress, as_json, **hyper_values):
+        eval_samples, snr_every, snr_draws, tune, tune_folds, tune_epochs, tune_rounds, restarts, scheduler,
+        checkpoint_every, checkpoint_seconds, resume_path, progress, as_json, **hyper_values):
     """Fit a Gaussian posterior to DATA and write it, with metrics, to OUTPUT.
 
     DATA is a CSV-like or LIBSVM file (- reads it from standard input), an MNIST-style IDX images file (its
@@ -245,17 +248,40 @@ def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_
         if checkpoint_every is not None:
             raise click.UsageError(f"--checkpoint-every does not apply to --method {method}: it is solved at once")
         checkpoint = None
+    if scheduler is not None and not tune and restarts == 1:
+        raise click.UsageError("--scheduler runs the fits of --tune and --restarts on a cluster; this fit has neither")
     label = method + (f" {'k' if method == 'ktied' else 'L'}={hyper['rank']}" if "rank" in hyper else "")
-    with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint) as checkpointing:
+    with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint) as checkpointing, \
+            _cluster_map(scheduler) as map_jobs:
         run = fit_run(opts, method=method, hyper=hyper, hidden=hidden, activation=activation, likelihood=likelihood,
                       noise_precision=noise_precision, eval_samples=eval_samples, batch_size=batch_size,
                       epochs=epochs, iterations=iterations, seed=seed, prior_precision=prior_precision,
                       bias_prior_precision=bias_prior_precision, snr_every=snr_every, snr_draws=snr_draws,
                       command=invocation(), progress=bar, notify=note, checkpointing=checkpointing, tune=tune,
                       tune_folds=tune_folds, tune_epochs=tune_epochs, tune_rounds=tune_rounds,
-                      restarts=restarts)
+                      restarts=restarts, map_jobs=map_jobs)
     write_run(output, run)
     _report(output, run, as_json)
+
+
+@contextlib.contextmanager
+def _cluster_map(address: str | None):
+    """``map_jobs(function, jobs)`` on the dask.distributed cluster at ``address`` (None: None, the fit's own
+    serial map). The jobs are pure functions of their arguments, so where they run does not change the result."""
+    if address is None:
+        yield None
+        return
+    from slangcli.cli.sweep_engine import require_distributed
+
+    distributed = require_distributed()
+    try:
+        client = distributed.Client(address, timeout="10s")
+    except (OSError, TimeoutError) as exc:
+        raise click.BadParameter(f"cannot reach a scheduler at {address}: {exc}", param_hint="'--scheduler'")
+    try:
+        yield lambda function, jobs: client.gather(client.map(function, *zip(*jobs), pure=False)) if jobs else []
+    finally:
+        client.close()
 
 
 # options a resumed fit accepts; everything else comes from the checkpoint

@@ -36,7 +36,7 @@ from slangcli.errors import ConfigError, SlangError
 
 INSTALL_HINT = "pip install 'slangcli[dask]'"
 # slang fit options a sweep sets itself (the run file's name, checkpoints, output) and never takes from a grid
-SWEEP_OWNED = {"output", "resume_path", "as_json", "progress", "checkpoint_seconds"}
+SWEEP_OWNED = {"output", "resume_path", "as_json", "progress", "checkpoint_seconds", "scheduler"}
 # environment of local worker processes: one BLAS thread each, since the workers already use every core
 ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 RESULTS = ("results.csv", "results.json")

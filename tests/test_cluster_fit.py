@@ -1,0 +1,61 @@
+"""``slang fit --tune ... --scheduler ADDRESS`` and ``--restarts N --scheduler ADDRESS``: the candidate fits and the
+restarts run on a real dask.distributed cluster (worker processes) and give the run of a local fit, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from slangcli.cli import main
+from slangcli.io import read_run
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  env={"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}) as cluster:
+        yield cluster.scheduler_address
+
+
+@pytest.fixture
+def data(tmp_path):
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((60, 2))
+    y = X @ np.array([1.0, -0.5]) + 0.3 * rng.standard_normal(60)
+    path = tmp_path / "data.csv"
+    path.write_text("a,b,y\n" + "".join(f"{a:.6f},{b:.6f},{t:.6f}\n" for (a, b), t in zip(X, y)))
+    return path
+
+
+def _fit(data, out, *extra):
+    done = CliRunner().invoke(main, ["fit", str(data), "-o", str(out), "--likelihood", "gaussian", "--hidden", "4",
+                                     "--rank", "1", "--samples", "2", "--batch-size", "10", "--epochs", "3",
+                                     "--eval-samples", "20", "--test-fraction", "0.25", "--no-progress", *extra])
+    assert done.exit_code == 0, done.output
+    return read_run(out)
+
+
+def _same(a, b):
+    assert np.array_equal(a.posterior.mean, b.posterior.mean) and np.array_equal(a.posterior.U, b.posterior.U)
+    assert a.metrics["test"] == b.metrics["test"]
+
+
+@pytest.mark.parametrize("extra", [["--tune", "prior-precision,noise-precision", "--tune-folds", "2"],
+                                   ["--restarts", "3"]], ids=["tune", "restarts"])
+def test_cluster_fits_equal_local_fits(scheduler, data, tmp_path, extra):
+    local = _fit(data, tmp_path / "local.h5", *extra)
+    remote = _fit(data, tmp_path / "remote.h5", *extra, "--scheduler", scheduler)
+    _same(local, remote)
+    with distributed.Client(scheduler) as client:  # the fits did run there
+        prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+    assert ("fold_scores" if "--tune" in extra else "restart") in prefixes, prefixes
+    assert local.config["tuning"] == remote.config["tuning"]
+    assert local.config["restarts"] == remote.config["restarts"]
+
+
+def test_scheduler_without_tune_or_restarts_is_a_usage_error(data, tmp_path):
+    done = CliRunner().invoke(main, ["fit", str(data), "-o", str(tmp_path / "r.h5"), "--scheduler", "tcp://x:1"])
+    assert done.exit_code == 2 and "--scheduler" in done.output
