@@ -230,3 +230,8 @@ def test_ambiguous_names_are_numbered_from_zero(write_file):
         read_table(path, target="a")
     with pytest.raises(DataError, match=re.escape("--drop-columns 'a' is ambiguous (columns 0, 2 share that name)")):
         read_table(path, drop_columns="a")
+
+
+def test_standard_input_is_read_once(gappy, tmp_path):
+    done = invoke("fit", "-", "--test", "-", "-o", tmp_path / "run.h5", *FAST, input=gappy.read_bytes())
+    assert done.exit_code == 2 and "standard input (-) can be read only once" in done.stderr

@@ -235,6 +235,8 @@ def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_
     check_output(output, [data, test_path])
     if drop_columns is not None and columns is not None:
         raise click.UsageError("give either --drop-columns or --columns, not both")
+    if data == "-" and test_path == "-":
+        raise click.UsageError("standard input (-) can be read only once: give it as DATA or as --test, not both")
     opts = DataOptions(path=data, format=fmt, target=_target(target), delimiter=delimiter, header=header,
                        n_features=n_features, test=test_path, test_fraction=test_fraction, split_seed=split_seed,
                        standardize=standardize, uci_split=uci_split,
