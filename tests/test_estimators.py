@@ -14,8 +14,13 @@ from sklearn.preprocessing import StandardScaler  # noqa: E402
 from sklearn.utils.estimator_checks import check_estimator  # noqa: E402
 
 # Checks scikit-learn skips on its own here: check_array_api_input (it needs SCIPY_ARRAY_API set and an array
-# API library; slang computes in NumPy only). None is skipped by slang.
+# API library; slang computes in NumPy only). None is skipped by slang. pandas is in the test extra, so the checks
+# with DataFrame inputs run; where it is absent scikit-learn skips those too.
 SKIPPED_BY_SKLEARN = {"check_array_api_input"}
+try:
+    import pandas  # noqa: F401
+except ImportError:
+    SKIPPED_BY_SKLEARN |= {"check_classifier_data_not_an_array", "check_regressor_data_not_an_array"}
 
 
 @pytest.mark.filterwarnings("ignore:Estimator .* does not inherit from:UserWarning",

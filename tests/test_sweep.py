@@ -227,8 +227,11 @@ def test_interrupted_sweep_continues_with_the_missing_fits(cluster, data, tmp_pa
     grid = [str(data / "a.csv"), "--seed", "0-3", "--iterations", "1500", "--batch-size", "8", "--test-fraction",
             "0.25", "-o", str(out)]
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    # SIGINT restored to its default in the child: a test run started in the background of a non-interactive shell
+    # inherits it ignored, and the sweep would never see the Ctrl-C this test sends
     proc = subprocess.Popen([sys.executable, "-m", "slangcli", "sweep", *grid, "--workers", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and not (out / "results.json").exists():
         time.sleep(0.05)
