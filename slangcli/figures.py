@@ -13,7 +13,6 @@ single panel, the page (7 in) for several.
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import matplotlib
@@ -24,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator
 
-from slangcli.io import temporary_beside
+from slangcli.outputs import atomic_output
 from slangcli.plotdata import Coverage
 
 COLUMN_WIDTH = 3.4  # inches
@@ -66,8 +65,7 @@ def save_figure(fig: Figure, path, dpi: int = DPI) -> None:
     """
     path = Path(path)
     fmt = FORMATS[path.suffix.lower()]
-    tmp = temporary_beside(path)
-    try:
+    with atomic_output(path) as tmp:
         if fmt == "png":
             buffer = io.BytesIO()
             fig.savefig(buffer, format="png", dpi=dpi)
@@ -77,9 +75,6 @@ def save_figure(fig: Figure, path, dpi: int = DPI) -> None:
         else:
             # no creation date in the file: the same runs give the same PDF and SVG bytes
             fig.savefig(tmp, format=fmt, metadata={"CreationDate": None} if fmt == "pdf" else {"Date": None})
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
 
 
 def _spans_decades(values, decades: float = 1.0) -> bool:

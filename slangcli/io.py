@@ -9,11 +9,11 @@ run file is either complete or absent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import time
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from slangcli import __version__
 from slangcli.prepare import LabelMap
 from slangcli.errors import DataError, FormatError
 from slangcli.models import MLP
+from slangcli.outputs import atomic_output, hdf5_image, temporary_beside  # noqa: F401  (temporary_beside: re-exported)
 from slangcli.posteriors import DiagonalGaussian, FullGaussian, KTiedGaussian, LowRankGaussian
 
 FORMAT_VERSION = "1.3"
@@ -77,96 +78,66 @@ def write_run(path, run: Run) -> None:
 
 def write_runs(items) -> None:
     """Write each ``(path, run)`` of ``items``: all to temporary files first, then all renamed into place, so
-    that an error while writing any of them leaves none of them (and no temporary file) behind."""
-    done = []
-    try:
+    that an error while writing any of them leaves none of them (and no temporary file) behind; a full disk
+    raises :class:`slangcli.outputs.OutputError` naming the file."""
+    with contextlib.ExitStack() as stack:
         for path, run in items:
-            done.append((_write_temporary(Path(path), run), Path(path)))
-    except BaseException:
-        for tmp, _ in done:
-            Path(tmp).unlink(missing_ok=True)
-        raise
-    try:
-        while done:
-            os.replace(*done[0])
-            done.pop(0)
-    finally:  # a failed rename (rare: the files are complete) leaves no temporary file behind
-        for tmp, _ in done:
-            Path(tmp).unlink(missing_ok=True)
+            _write_file(stack.enter_context(atomic_output(path)), run)
 
 
-def temporary_beside(path) -> str:
-    """A new empty file in ``path``'s directory (so renaming it onto ``path`` is atomic), named ``.NAME.*.tmp``,
-    with the permissions of any new file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    # mkstemp creates the file 0600; give it the permissions of any new file (0666 less the umask)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    return tmp
+def _write_file(tmp, run: Run) -> None:
+    """``run`` written completely to the (temporary) file ``tmp``."""
+    with hdf5_image(tmp) as f:
+        _typed(f, RUN_TYPE)
+        f.attrs["slang_version"] = run.meta.get("slang_version", __version__)
+        f.attrs["created"] = run.meta.get("created", "")
+        _json_attr(f, "command", list(run.command))
+        _json_attr(f, "config", run.config)
+        _json_attr(f, "versions", run.meta.get("versions", {}))
+        f.attrs["seed"] = int(run.config.get("seed", 0))
+        f.attrs["status"] = run.status
 
+        g = f.create_group("data")
+        _typed(g, "data")
+        _json_attr(g, "provenance", run.data)
+        for name, arr in run.arrays.items():
+            g.create_dataset(name, data=np.asarray(arr))
 
-def _write_temporary(path: Path, run: Run) -> str:
-    """``run`` written completely to a temporary file beside ``path``; returns its name."""
-    tmp = temporary_beside(path)
-    try:
-        with h5py.File(tmp, "w") as f:
-            _typed(f, RUN_TYPE)
-            f.attrs["slang_version"] = run.meta.get("slang_version", __version__)
-            f.attrs["created"] = run.meta.get("created", "")
-            _json_attr(f, "command", list(run.command))
-            _json_attr(f, "config", run.config)
-            _json_attr(f, "versions", run.meta.get("versions", {}))
-            f.attrs["seed"] = int(run.config.get("seed", 0))
-            f.attrs["status"] = run.status
+        g = f.create_group("model")
+        _typed(g, "mlp")
+        g.attrs["sizes"] = np.asarray(run.model.sizes, dtype=np.int64)
+        g.attrs["activation"] = run.model.activation
+        g.attrs["likelihood"] = run.model.likelihood
+        g.attrs["noise_precision"] = float(run.model.noise_precision)
+        g.create_dataset("prior_precision", data=run.prior_precision)
 
-            g = f.create_group("data")
-            _typed(g, "data")
-            _json_attr(g, "provenance", run.data)
-            for name, arr in run.arrays.items():
+        g = f.create_group("posterior")
+        _typed(g, run.posterior.encoding)
+        for name, values in run.posterior.stored_arrays().items():
+            g.create_dataset(name, data=values)
+
+        g = f.create_group("history")
+        _typed(g, "history")
+        for name, arr in run.history.items():
+            g.create_dataset(name, data=np.asarray(arr))
+
+        g = f.create_group("metrics")
+        _typed(g, "metrics")
+        _json_attr(g, "metrics", run.metrics)
+
+        if run.state is not None:
+            g = f.create_group("state")
+            _typed(g, "train-state")
+            for name, arr in run.state["arrays"].items():
                 g.create_dataset(name, data=np.asarray(arr))
-
-            g = f.create_group("model")
-            _typed(g, "mlp")
-            g.attrs["sizes"] = np.asarray(run.model.sizes, dtype=np.int64)
-            g.attrs["activation"] = run.model.activation
-            g.attrs["likelihood"] = run.model.likelihood
-            g.attrs["noise_precision"] = float(run.model.noise_precision)
-            g.create_dataset("prior_precision", data=run.prior_precision)
-
-            g = f.create_group("posterior")
-            _typed(g, run.posterior.encoding)
-            for name, values in run.posterior.stored_arrays().items():
-                g.create_dataset(name, data=values)
-
-            g = f.create_group("history")
-            _typed(g, "history")
-            for name, arr in run.history.items():
+            for name, value in run.state["scalars"].items():
+                g.attrs[name] = value
+        if run.compression:
+            g = f.create_group("compression")
+            _typed(g, "compression")
+            _json_attr(g, "summary", run.compression)
+            for name, arr in run.compression_arrays.items():
                 g.create_dataset(name, data=np.asarray(arr))
-
-            g = f.create_group("metrics")
-            _typed(g, "metrics")
-            _json_attr(g, "metrics", run.metrics)
-
-            if run.state is not None:
-                g = f.create_group("state")
-                _typed(g, "train-state")
-                for name, arr in run.state["arrays"].items():
-                    g.create_dataset(name, data=np.asarray(arr))
-                for name, value in run.state["scalars"].items():
-                    g.attrs[name] = value
-            if run.compression:
-                g = f.create_group("compression")
-                _typed(g, "compression")
-                _json_attr(g, "summary", run.compression)
-                for name, arr in run.compression_arrays.items():
-                    g.create_dataset(name, data=np.asarray(arr))
-        return tmp
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # libhdf5 can loop forever reading a variable-length string attribute whose global-heap object is corrupted (seen

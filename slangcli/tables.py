@@ -11,20 +11,17 @@ error leaves no partial file; ``-`` writes the CSV to stdout once everything is 
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import datetime
 import json
-import os
 import sys
-from pathlib import Path
 
 import h5py
 import numpy as np
 
 from slangcli import __version__
 from slangcli.prepare import LabelMap
-from slangcli.io import temporary_beside
+from slangcli.outputs import atomic_output, hdf5_image, writing_stdout
 
 PREDICTIONS_TYPE = "slang-predictions"
 PREDICTIONS_VERSION = "1.0"
@@ -33,16 +30,8 @@ HDF5_SUFFIXES = (".h5", ".hdf5")
 _FLOAT_FORMAT = "%.12g"
 
 
-@contextlib.contextmanager
-def atomic_path(path):
-    """A temporary path beside ``path``, renamed to ``path`` when the block completes and removed when it fails."""
-    tmp = temporary_beside(path)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+# a temporary path beside the output, renamed onto it when the block completes and removed when it fails
+atomic_path = atomic_output
 
 
 def csv_header(predictions) -> list[str]:
@@ -87,7 +76,7 @@ def _h5_data(values):
 
 
 def _write_h5(path, predictions) -> None:
-    with h5py.File(path, "w") as f:
+    with hdf5_image(path) as f:
         f.attrs["encoding-type"] = PREDICTIONS_TYPE
         f.attrs["encoding-version"] = PREDICTIONS_VERSION
         f.attrs["slang_version"] = __version__
@@ -105,8 +94,9 @@ def _write_h5(path, predictions) -> None:
 def write_predictions(output: str, predictions) -> None:
     """Write ``predictions`` to ``output``: HDF5 for ``.h5``/``.hdf5``, CSV on stdout for ``-``, else CSV."""
     if output == "-":
-        _write_csv(sys.stdout, predictions)
-        sys.stdout.flush()
+        with writing_stdout():
+            _write_csv(sys.stdout, predictions)
+            sys.stdout.flush()
         return
     with atomic_path(output) as tmp:
         if output.lower().endswith(HDF5_SUFFIXES):

@@ -1,8 +1,10 @@
 """The ``slang`` command line: a click group whose commands are thin wrappers around ``slangcli.workflow``.
 
-Exit codes: 0 success; 1 bad data, a bad or unreadable run file, or a diverged fit; 2 usage errors (unknown
-option, invalid value or combination); 130 interrupted. Messages go to stderr as one line; data (``--json``)
-to stdout.
+Exit codes: 0 success; 1 bad data, a bad or unreadable run file, a diverged fit, an output that cannot be written
+(disk full) or memory exhausted; 2 usage errors (unknown option, invalid value or combination, an unusable
+output path); 128 + the signal number when stopped by a signal (130 SIGINT, 129 SIGHUP, 143 SIGTERM), with no
+partial or temporary output left; 141 when the reader of stdout went away (a closed pipe, as ``head`` does:
+quietly, like a process killed by SIGPIPE). Messages go to stderr as one line; data (``--json``) to stdout.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ from __future__ import annotations
 import click
 
 from slangcli import __version__
-from slangcli.cli.output import error
+from slangcli.cli.output import error, stdout_gone
 from slangcli.errors import ConfigError, SlangError
+from slangcli.outputs import Terminated, signals_raise
 from slangcli.threads import keep_freed_memory
 
 
@@ -27,7 +30,8 @@ class SlangGroup(click.Group):
 
     def invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            with signals_raise():
+                return super().invoke(ctx)
         except ConfigError as exc:
             error(str(exc))
             ctx.exit(2)
@@ -37,6 +41,15 @@ class SlangGroup(click.Group):
         except KeyboardInterrupt:
             error("interrupted")
             ctx.exit(130)
+        except Terminated as exc:
+            error(f"terminated ({exc}): nothing written")
+            ctx.exit(128 + exc.signum)
+        except MemoryError:
+            error("out of memory (the data, the model or a requested size is too large for this machine)")
+            ctx.exit(1)
+        except BrokenPipeError:
+            stdout_gone()
+            ctx.exit(141)
 
 
 @click.group(cls=SlangGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -14,6 +14,7 @@ from slangcli.cli.options import check_delimiter, check_output, invocation
 from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, note, progress_bar
 from slangcli.errors import DivergenceError, Interrupted
 from slangcli.io import read_run, write_run
+from slangcli.outputs import Terminated
 from slangcli.methods import METHODS
 from slangcli.methods.base import is_solver, option_specs
 from slangcli.models import ACTIVATIONS, LIKELIHOODS
@@ -285,6 +286,8 @@ def _cluster_map(address: str | None):
     finally:
         client.close()
 
+# the signals that stop a fit after its current step, with a checkpoint
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 # options a resumed fit accepts; everything else comes from the checkpoint
 RESUME_OPTIONS = {"resume_path", "checkpoint_every", "checkpoint_seconds", "progress", "as_json"}
@@ -298,22 +301,37 @@ def _checkpointing(output: str, checkpoint: dict | None):
         yield None
         return
     received: list[int] = []
+    written: list[int] = []
+    writing: list[bool] = []
 
     def handler(signum, frame):
-        if received:  # a second signal: stop without waiting for the step (the last checkpoint stays valid)
-            raise KeyboardInterrupt
+        # a second signal stops at once (the last checkpoint stays valid), except while a checkpoint is being
+        # written: that one finishes first (a second SIGTERM from a process manager must not cost the checkpoint)
+        if received and not writing:
+            raise Terminated(signum)
         received.append(signum)
 
-    written: list[int] = []
-
     def write(run):
-        write_run(output, run)
+        writing.append(True)
+        try:
+            write_run(output, run)
+        finally:
+            writing.clear()
         written.append(run.metrics["steps"])
+
+    def stopped(signum: int, what: str):
+        name = signal.Signals(signum).name
+        if written:
+            error(f"{what} ({name}); the fit so far (step {written[-1]}) is in {output}; continue with: "
+                  f"slang fit --resume {output}")
+        else:
+            error(f"{what} ({name}), before any checkpoint: nothing written")
+        sys.exit(128 + signum)
 
     # signal handlers can only be set from the main thread; a fit run in another thread (a slang sweep task on a
     # Dask worker) checkpoints on time and step counts only, and its process's own signals stop it
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS} if main_thread else {}
     try:
         yield Checkpointing(write=write, stop=lambda: bool(received), **checkpoint)
     except DivergenceError as exc:
@@ -321,12 +339,9 @@ def _checkpointing(output: str, checkpoint: dict | None):
             raise DivergenceError(f"{exc}; the last good checkpoint (step {written[-1]}) is in {output}") from None
         raise
     except Interrupted as exc:
-        name = signal.Signals(received[0]).name if received else "a signal"
-        if exc.checkpointed:
-            error(f"{exc} ({name}); the fit so far is in {output}; continue with: slang fit --resume {output}")
-        else:
-            error(f"{exc} ({name}), before any step: nothing written")
-        sys.exit(128 + (received[0] if received else signal.SIGINT))
+        stopped(received[0] if received else signal.SIGINT, str(exc))
+    except Terminated as exc:
+        stopped(received[0] if received else exc.signum, "stopped by a second signal")
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)

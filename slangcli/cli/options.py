@@ -6,6 +6,8 @@ import os
 
 import click
 
+from slangcli.outputs import UnusableOutput, check_output_path
+
 DELIMITERS = {",": ",", ";": ";", "tab": "\t", "\\t": "\t", "\t": "\t", "whitespace": "whitespace", " ": "whitespace"}
 
 
@@ -18,12 +20,12 @@ def check_delimiter(ctx, param, value):
 
 
 def check_output(output: str, inputs: list) -> None:
-    """Refuse, before any work, an output path that cannot be written or that would overwrite an input."""
-    parent = os.path.dirname(os.path.abspath(output))
-    if not os.path.isdir(parent):
-        raise click.BadParameter(f"directory {os.path.dirname(output) or '.'} does not exist", param_hint="'-o'")
-    if not os.access(parent, os.W_OK):
-        raise click.BadParameter(f"directory {os.path.dirname(output) or '.'} is not writable", param_hint="'-o'")
+    """Refuse, before any work, an output path that cannot be written (``slangcli.outputs.check_output_path``:
+    special files, directories, names too long, unwritable directories) or that would overwrite an input."""
+    try:
+        check_output_path(output)
+    except UnusableOutput as exc:
+        raise click.BadParameter(str(exc), param_hint="'-o'") from None
     for path in inputs:
         if path is not None and os.path.exists(path) and os.path.exists(output) and os.path.samefile(path, output):
             raise click.BadParameter(f"{output} is an input file; refusing to overwrite it", param_hint="'-o'")

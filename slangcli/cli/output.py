@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from slangcli.outputs import discard_stdout as stdout_gone, writing_stdout  # noqa: F401
+
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -37,8 +39,9 @@ def _clean(obj):
 
 def emit_json(obj) -> None:
     """Exactly one JSON object on stdout."""
-    sys.stdout.write(json.dumps(_clean(obj), allow_nan=False) + "\n")
-    sys.stdout.flush()
+    with writing_stdout():
+        sys.stdout.write(json.dumps(_clean(obj), allow_nan=False) + "\n")
+        sys.stdout.flush()
 
 
 def metric_rows(scores: dict) -> list[tuple[str, str, object]]:

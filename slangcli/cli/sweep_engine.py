@@ -347,14 +347,10 @@ def _columns(records: list[dict]) -> list[str]:
 
 
 def _atomic_text(path: Path, text: str) -> None:
-    from slangcli.io import temporary_beside
+    from slangcli.outputs import atomic_output
 
-    tmp = temporary_beside(path)
-    try:
+    with atomic_output(path) as tmp:
         Path(tmp).write_text(text)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
 
 
 def write_results(directory, records: list[dict]) -> None:

@@ -1,0 +1,238 @@
+"""Writing an output file: checked before any work, written under a temporary name, renamed into place.
+
+Every command that writes (``fit``, ``predict``, ``compress``, ``plot``, ``sweep``) goes through
+:func:`check_output_path` before it reads or computes anything and through :func:`atomic_output` when it writes,
+so each refuses the same outputs with the same words, and none leaves a partial or temporary file behind:
+
+- the output must be a regular file or not exist: a device, a FIFO, a socket, a directory, a dangling symlink or a
+  symlink to any of these is refused (replacing ``/dev/null`` with an HDF5 file is never what was meant); a
+  symlink to a regular file is written through (its target is replaced);
+- its directory must exist and be writable, and its name must leave room for the temporary name's affixes;
+- a full disk or a file-size limit (``ENOSPC``, ``EDQUOT``, ``EFBIG``) while writing becomes
+  :class:`OutputError` "no space left on device writing OUT"; ``SIGXFSZ`` is ignored so that the write fails
+  with ``EFBIG`` instead of killing the process (inside libhdf5 that killed it with a core dump);
+- the temporary file is removed when anything fails, including the exceptions :func:`signals_raise` turns
+  ``SIGTERM`` and ``SIGHUP`` into.
+
+No click here: the command line maps :class:`OutputError` to exit 1 and :class:`UnusableOutput` to a usage error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import stat
+import tempfile
+from pathlib import Path
+
+from slangcli.errors import ConfigError, SlangError
+
+# ".NAME." + the random part and ".tmp" that mkstemp adds (8 random characters; a little room to spare)
+TEMPORARY_AFFIXES = len("..") + 8 + len(".tmp") + 6
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+class OutputError(SlangError):
+    """An output file could not be written (disk full, file-size limit, permissions): exit 1."""
+
+
+class UnusableOutput(ConfigError):
+    """An output path that cannot be used at all (a device, a directory, a name too long): a usage error."""
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by :func:`signals_raise`'s handlers: the process received ``signum``.
+
+    A BaseException, like KeyboardInterrupt, so that ``except Exception`` never swallows it while every
+    ``except BaseException`` / ``finally`` cleanup still runs."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _show(path) -> str:
+    """``path`` as it appears in a one-line message (a newline in a name would break the line)."""
+    text = os.fspath(path)
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
+def check_output_path(output) -> None:
+    """Refuse, before any work, an output that is not (or would not be) a regular file in a writable directory.
+
+    Raises :class:`UnusableOutput` naming the path and the reason."""
+    text = os.fspath(output)
+    shown = _show(text)
+    if text.endswith(os.sep) or os.path.isdir(text):
+        raise UnusableOutput(f"{shown} is a directory; give a file name")
+    if os.path.islink(text) and not os.path.exists(text):
+        raise UnusableOutput(f"{shown} is a symbolic link to nothing ({_show(os.readlink(text))}); refusing to "
+                             "replace it")
+    if os.path.exists(text):
+        mode = os.stat(text).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+            via = " (through a symbolic link)" if os.path.islink(text) else ""
+            raise UnusableOutput(f"{shown} is {kind}{via}; slang writes only regular files")
+    target = os.path.realpath(text)  # a symlink to a regular file is written through: its target is replaced
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        raise UnusableOutput(f"directory {_show(os.path.dirname(text) or '.')} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UnusableOutput(f"directory {_show(os.path.dirname(text) or '.')} is not writable")
+    try:
+        name_max = os.pathconf(parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    name = os.path.basename(target)
+    if len(os.fsencode(name)) + TEMPORARY_AFFIXES > name_max:
+        raise UnusableOutput(f"{_show(name)[:40]}...: the file name is {len(os.fsencode(name))} bytes long; at most "
+                             f"{name_max - TEMPORARY_AFFIXES} fit in this directory beside the temporary name")
+
+
+def temporary_beside(path) -> str:
+    """A new empty file in ``path``'s directory (so renaming it onto ``path`` is atomic), named ``.NAME.*.tmp``,
+    with the permissions of any new file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    # mkstemp creates the file 0600; give it the permissions of any new file (0666 less the umask)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    return tmp
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) is a full disk or a file-size limit.
+
+    libhdf5 reports a failed write as its own error, whose message carries the system's error text."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno in NO_SPACE:
+            return True
+        text = str(exc)
+        if any(os.strerror(code) in text for code in NO_SPACE):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+@contextlib.contextmanager
+def atomic_output(path):
+    """Yield a temporary path beside ``path``; rename it onto ``path`` when the block completes, remove it when
+    the block fails (a full disk then raises :class:`OutputError`)."""
+    target = os.path.realpath(path)  # write through a symlink to a regular file, keeping the link
+    # signals stay pending while the temporary file is made, so that the handler's exception is raised inside
+    # the block that removes it, never between its creation and that block
+    blocked = _block_signals()
+    try:
+        tmp = temporary_beside(target)
+    except OSError as exc:
+        _unblock_signals(blocked)
+        raise output_error(path, exc) from None
+    try:
+        _unblock_signals(blocked)
+        yield tmp
+        os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise output_error(path, exc) from None
+    except BaseException as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if is_no_space(exc):
+            raise output_error(path, exc) from None
+        raise
+
+
+# the signals whose handlers raise (KeyboardInterrupt, Terminated)
+RAISING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _block_signals():
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, RAISING_SIGNALS)
+
+
+def _unblock_signals(previous) -> None:
+    if previous is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def output_error(path, exc: BaseException) -> OutputError:
+    if is_no_space(exc):
+        return OutputError(f"no space left on device writing {_show(path)}")
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return OutputError(f"cannot write {_show(path)}: {reason}")
+
+
+@contextlib.contextmanager
+def hdf5_image(tmp):
+    """An HDF5 file built in memory and written to ``tmp`` in one plain write when the block completes.
+
+    libhdf5 does not survive a failed write of its own (a full disk or ``ulimit -f`` crashed the process with a
+    segmentation fault, after pages of HDF5 error stacks); a Python write fails with an OSError that
+    :func:`atomic_output` reports. The cost is one copy of the file in memory while it is written."""
+    import io
+
+    import h5py
+
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w") as f:
+        yield f
+    with open(tmp, "wb") as stream:
+        stream.write(buffer.getbuffer())
+
+
+@contextlib.contextmanager
+def writing_stdout():
+    """Turn a full stdout (``> /dev/full``) into a one-line OutputError; a closed pipe (BrokenPipeError) is left
+    to the command group, which exits quietly."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        discard_stdout()
+        raise output_error("stdout", exc) from None
+
+
+def discard_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of what is still buffered cannot fail
+    again (and print "Exception ignored ...") once a full or closed stdout has been reported."""
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+@contextlib.contextmanager
+def signals_raise(signums=(signal.SIGTERM, signal.SIGHUP)):
+    """While the block runs (main thread only), turn each of ``signums`` into :class:`Terminated` and ignore
+    ``SIGXFSZ`` (a write over the file-size limit then fails with ``EFBIG``); restores the handlers after."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated(signum)
+
+    previous = {}
+    try:
+        for sig in signums:
+            previous[sig] = signal.signal(sig, handler)
+        if hasattr(signal, "SIGXFSZ"):
+            previous[signal.SIGXFSZ] = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -1,0 +1,234 @@
+"""Hostile use of the real command line (issue 24): special outputs, disk full, signals, closed stdout, sizes.
+
+Every case runs ``python -m slangcli`` in a subprocess in a temporary directory and checks the promise of the
+README: a one-line error naming the file, the right exit code, no traceback, and no partial or temporary file.
+Disk full is a real file-size limit (``RLIMIT_FSIZE`` set in the child), never a mocked write.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from slangcli.io import read_run
+
+ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+FAST = ["--epochs", "2", "--no-progress"]
+
+
+def some_slow(cases, fast):
+    """``cases`` as pytest params, those not in ``fast`` marked slow (each case starts Python: seconds apiece on
+    a loaded machine; the default run keeps one of each kind)."""
+    return [pytest.param(*c if isinstance(c, tuple) else (c,), marks=() if c in fast else pytest.mark.slow)
+            for c in cases]
+
+
+def popen(*args, cwd, limit_fsize=None, **kw):
+    def child():
+        if limit_fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit_fsize, limit_fsize))
+
+    return subprocess.Popen([sys.executable, "-m", "slangcli", *map(str, args)], cwd=cwd, stdout=kw.pop(
+        "stdout", subprocess.PIPE), stderr=subprocess.PIPE, text=True, env=ENV, preexec_fn=child, **kw)
+
+
+def slang(*args, cwd, **kw):
+    proc = popen(*args, cwd=cwd, **kw)
+    out, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err, err
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def leftovers(directory):
+    return sorted(p.name for p in directory.rglob("*") if p.name.endswith(".tmp"))
+
+
+def one_error(result, code, *words):
+    """Exit ``code`` with exactly one ``slang: error:`` line (or click's usage error) holding every word."""
+    assert result.returncode == code, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "error" in line.lower()]
+    assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[0], result.stderr
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """A directory with a 3-feature CSV (header a,b,c,label), a linear run and a one-hidden-layer run."""
+    d = tmp_path_factory.mktemp("small")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = (X @ [1.5, -1.0, 0.5] > 0).astype(int)
+    (d / "train.csv").write_text("a,b,c,label\n" + "".join(f"{a:.5f},{b:.5f},{c:.5f},{t}\n"
+                                                           for (a, b, c), t in zip(X, y)))
+    for name, extra in (("linear.h5", []), ("mlp.h5", ["--hidden", "8"])):
+        done = slang("fit", "train.csv", "-o", name, *FAST, "--test-fraction", "0.25", *extra, cwd=d)
+        assert done.returncode == 0, done.stderr
+    return d
+
+
+# ---------------------------------------------------------------------------------------- item 7: special outputs
+
+
+def _special(tmp_path, kind):
+    if kind == "device":
+        return "/dev/null"
+    if kind == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+        return tmp_path / "fifo"
+    if kind == "dangling symlink":
+        (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+        return tmp_path / "dangling"
+    if kind == "symlink to a device":
+        (tmp_path / "stdout").symlink_to("/dev/stdout")
+        return tmp_path / "stdout"
+    raise AssertionError(kind)
+
+
+KINDS = ["device", "fifo", "dangling symlink", "symlink to a device"]
+
+
+@pytest.mark.parametrize("command, kind", some_slow(
+    [(c, k) for c in ("fit", "predict", "compress") for k in KINDS],
+    [("predict", k) for k in KINDS] + [("fit", "device"), ("compress", "fifo")]))
+def test_special_outputs_are_refused_before_any_work(small, tmp_path, kind, command):
+    target = _special(tmp_path, kind)
+    before = os.lstat(target) if os.path.lexists(target) else None
+    args = {"fit": ["fit", small / "train.csv", *FAST], "predict": ["predict", small / "linear.h5",
+                                                                    small / "train.csv"],
+            "compress": ["compress", small / "mlp.h5", "-k", "1"]}[command]
+    result = slang(*args, "-o", target, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    one_error(result, 2, str(target))
+    after = os.lstat(target) if os.path.lexists(target) else None
+    assert (before is None) == (after is None) and (before is None or before.st_mode == after.st_mode)
+    assert leftovers(tmp_path) == []
+
+
+def test_symlink_to_a_regular_file_is_written_through(small, tmp_path):
+    (tmp_path / "real.csv").write_text("old\n")
+    (tmp_path / "link.csv").symlink_to(tmp_path / "real.csv")
+    done = slang("predict", small / "linear.h5", small / "train.csv", "-o", "link.csv", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "link.csv").is_symlink() and (tmp_path / "real.csv").read_text().startswith("p_0")
+
+
+# ------------------------------------------------------------------------------- item 10: directories, long names
+
+
+@pytest.mark.parametrize("command", some_slow(["fit", "predict", "compress"], ["compress"]))
+def test_directory_outputs_are_refused(small, tmp_path, command):
+    (tmp_path / "existing").mkdir()
+    args = {"fit": ["fit", small / "train.csv", *FAST], "predict": ["predict", small / "linear.h5",
+                                                                    small / "train.csv"],
+            "compress": ["compress", small / "mlp.h5", "-k", "1"]}[command]
+    for output in ("existing", "newdir/", "existing/"):
+        result = slang(*args, "-o", output, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert "directory" in result.stderr
+    assert not (tmp_path / "newdir").exists() and list((tmp_path / "existing").iterdir()) == []
+
+
+def test_a_name_too_long_is_refused_before_the_fit(small, tmp_path):
+    name = "r" * 250 + ".h5"
+    started = time.monotonic()
+    result = slang("fit", small / "train.csv", "-o", name, "--epochs", "500", "--no-progress", cwd=tmp_path)
+    one_error(result, 2, "file name is 253 bytes long")
+    assert time.monotonic() - started < 20  # refused up front, not after 500 epochs
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------ item 9: disk full, ulimit -f
+
+
+@pytest.mark.parametrize("command", some_slow(["fit", "predict-h5", "predict-csv", "compress", "checkpoint"],
+                                             ["fit", "predict-h5"]))
+def test_file_size_limit_gives_one_line_and_no_temporary_file(small, tmp_path, command):
+    args = {"fit": ["fit", small / "train.csv", *FAST, "--hidden", "64", "-o", "out.h5"],
+            "checkpoint": ["fit", small / "train.csv", *FAST, "--hidden", "64", "--checkpoint-every", "1",
+                           "-o", "out.h5"],
+            "predict-h5": ["predict", small / "mlp.h5", small / "train.csv", "-o", "out.h5"],
+            "predict-csv": ["predict", small / "mlp.h5", small / "train.csv", "-o", "out.csv"],
+            "compress": ["compress", small / "mlp.h5", "-k", "1,2", "-o", "out.h5"]}[command]
+    result = slang(*args, cwd=tmp_path, limit_fsize=2048)
+    one_error(result, 1, "no space left on device writing out")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------------- item 12: stdout full or closed
+
+
+def test_stdout_full_is_one_line(small, tmp_path):
+    with open("/dev/full", "w") as full:
+        result = slang("evaluate", small / "linear.h5", "--json", cwd=tmp_path, stdout=full)
+    one_error(result, 1, "no space left on device writing stdout")
+
+
+@pytest.mark.parametrize("args", [["evaluate", "linear.h5", "--json"], ["predict", "linear.h5", "train.csv",
+                                                                         "-o", "-"]])
+def test_closed_stdout_exits_quietly_with_141(small, args):
+    proc = popen(*args, cwd=small)
+    proc.stdout.close()  # the reader went away (as `| head -c 0` does)
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
+    proc.stderr.close()
+    assert proc.returncode == 141, err
+    assert err.strip() == "" or "error" not in err.lower(), err
+
+
+# ------------------------------------------------------------------------ items 6 and 8: signals while writing
+
+
+def _signal_when_temporary_appears(args, cwd, sig, name):
+    """Start slang, send ``sig`` as soon as its temporary ``.NAME.*.tmp`` exists (inside the write), return it."""
+    proc = popen(*args, cwd=cwd)
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if any(p.name.startswith(f".{name}.") for p in cwd.iterdir()):
+            proc.send_signal(sig)
+            break
+        time.sleep(0.0005)
+    out, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err, err
+    return proc.returncode, err
+
+
+@pytest.fixture(scope="module")
+def many_rows(small):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(30000, 3))
+    path = small / "many.csv"
+    path.write_text("a,b,c,label\n" + "".join(f"{a:.3f},{b:.3f},{c:.3f},{int(a > 0)}\n" for a, b, c in X))
+    return path
+
+
+@pytest.mark.parametrize("sig, output", some_slow(
+    [(sig, out) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) for out in ("out.csv", "out.h5")],
+    [(signal.SIGINT, "out.csv"), (signal.SIGTERM, "out.h5")]))
+def test_signal_while_predict_writes(small, many_rows, tmp_path, sig, output):
+    code, err = _signal_when_temporary_appears(["predict", small / "mlp.h5", many_rows, "-o", output, "-S", "50"],
+                                               tmp_path, sig, output)
+    if code == 0:  # the write finished before the signal arrived: a complete file
+        assert (tmp_path / output).stat().st_size > 0
+    else:
+        assert code == 128 + sig, err
+        assert not (tmp_path / output).exists()
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("sig", some_slow([signal.SIGTERM, signal.SIGHUP], [signal.SIGTERM]))
+def test_signal_while_compress_computes_or_writes(small, tmp_path, sig):
+    for delay in (0.0, 0.3, 1.0):
+        proc = popen("compress", small / "mlp.h5", "-k", "1", "-o", "c.h5", "--evaluate", cwd=tmp_path)
+        time.sleep(delay)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+        assert "Traceback" not in err
+        assert proc.returncode in (0, 128 + sig, -sig), err
+        assert leftovers(tmp_path) == []
