@@ -40,6 +40,6 @@ class Interrupted(SlangError):
     """A fit stopped on request (SIGINT, SIGTERM) before its last step; ``checkpointed`` says whether its state
     was written for ``slang fit --resume``."""
 
-    def __init__(self, step: int, n_steps: int, checkpointed: bool):
-        super().__init__(f"interrupted at step {step} of {n_steps}")
+    def __init__(self, step: int, n_steps: int, checkpointed: bool, message: str | None = None):
+        super().__init__(message or f"interrupted at step {step} of {n_steps}")
         self.step, self.n_steps, self.checkpointed = step, n_steps, checkpointed

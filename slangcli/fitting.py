@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from slangcli import learned, streams, task, train, tuning
+from slangcli.checks import recorded_options, stored_hyper
 from slangcli.errors import ConfigError, DataError, DivergenceError, FormatError, Interrupted
 from slangcli.io import Run
 from slangcli.methods import METHODS
@@ -430,9 +431,10 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
     if method not in METHODS or is_solver(METHODS[method]):
         raise FormatError(f"{run_name}: a checkpoint of an unknown or non-resumable method {method!r}")
     module = METHODS[method]
-    hyper_obj = module.Hyper(**config["hyper"])
-    # options a newer minor format added are ignored here too, as the format promises
-    opts = _stored_options(run)
+    hyper_obj = stored_hyper(module, config, run_name)
+    # options a newer minor format added are ignored here too, as the format promises; the data paths are the
+    # absolute ones recorded at fit time (a resume works from any working directory)
+    opts = recorded_options(run, _stored_options(run))
     if STDIN in (opts.path, opts.test):
         raise DataError(f"{run_name}: its data were read from standard input, which cannot be read again; fit anew")
     prepared = load_training(opts, likelihood=run.model.likelihood, notify=notify)

@@ -34,8 +34,9 @@ TEMPORARY_AFFIXES = len("..") + 8 + len(".tmp") + 6
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
-class OutputError(SlangError):
-    """An output file could not be written (disk full, file-size limit, permissions): exit 1."""
+class OutputError(SlangError, OSError):
+    """An output file could not be written (disk full, file-size limit, permissions): exit 1 (an OSError, as
+    Python callers of ``write_run`` expect)."""
 
 
 class UnusableOutput(ConfigError):

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from slangcli import task
+from slangcli.checks import match_columns
 from slangcli.errors import ConfigError, DataError
 from slangcli.io import ARRAYS, Run
 from slangcli.prepare import LabelMap, Prepared, Standardizer, prepare, train_test_split
@@ -146,7 +147,8 @@ def transform(run: Run, X, y_raw, path) -> tuple[np.ndarray, np.ndarray | None]:
     may be None: data without a target column)."""
     width = run.model.sizes[0]
     if X.shape[1] != width:
-        raise DataError(f"{path}: {X.shape[1]} feature columns, but the model was trained on {width}")
+        raise DataError(f"{path}: {X.shape[1]} feature columns, but the model was trained on {width}"
+                        + (" (is the target column missing? scoring needs it)" if X.shape[1] == width - 1 else ""))
     if "feature_mean" in run.arrays:
         X = Standardizer(mean=run.arrays["feature_mean"], scale=run.arrays["feature_scale"]).apply(X)
     if y_raw is None:
@@ -214,6 +216,7 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
         table = read_table(data_path, **dict(opts.reader_options(), format=fmt))
         if table.provenance["format"] == "libsvm" and table.X.shape[1] < width:
             table = widen(table, width)
+        table = match_columns(run, table, data_path)
         X, y = transform(run, table.X, table.y, data_path)
         return X, y, {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"],
                       **_dropped(table)}
@@ -269,6 +272,7 @@ def load_inputs(run: Run, data_path, *, missing: str | None = None,
             table = widen(table, width)
         if table.y is None:
             _check_targetless_header(run, table, data_path, notify)
+        table = match_columns(run, table, data_path, notify)
         X_raw, y_raw = table.X, table.y
         source = {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"],
                   **_dropped(table)}
@@ -289,8 +293,8 @@ def load_inputs(run: Run, data_path, *, missing: str | None = None,
 
 
 def _check_targetless_header(run: Run, table, path, notify) -> None:
-    """A file read as features only whose header names the training target has lost a feature column instead;
-    other header names that differ from the training features are only noted (columns are taken by position)."""
+    """A file read as features only whose header names the training target has lost a feature column instead
+    (other header names are matched by ``checks.match_columns``)."""
     if not table.provenance.get("header") or not run.data["train"].get("header"):
         return
     target_name = run.data["train"].get("target")
@@ -299,6 +303,3 @@ def _check_targetless_header(run: Run, table, path, notify) -> None:
         raise DataError(f"{path}: {len(table.feature_names)} columns, one of them the target {target_name!r}, but "
                         f"the model takes {len(trained)} features ({', '.join(trained)}): a feature column is "
                         "missing")
-    if tuple(table.feature_names) != trained:
-        notify(f"{path}: header names differ from the training features ({', '.join(trained)}); columns are taken "
-               "in order")

@@ -8,8 +8,9 @@ import click
 from rich.table import Table
 
 from slangcli.cli import main
-from slangcli.cli.options import check_output, invocation
+from slangcli.cli.options import SEED, check_output, invocation
 from slangcli.cli.output import emit_json, note, stderr
+from slangcli.errors import DataError
 from slangcli.io import read_run, write_runs
 from slangcli.workflow import compress as compress_run
 from slangcli.workflow import parse_ranks, rank_outputs
@@ -79,7 +80,7 @@ def results_table(source: dict, results) -> Table:
                    "or RMSE and log-likelihood) and training -ELBO / N.")
 @click.option("--samples", "-S", type=click.IntRange(min=1), default=100, show_default=True,
               help="Monte-Carlo weight samples of --evaluate (the k-tied paper's Table 2 uses 100).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the --evaluate samples (the same for every posterior: common random numbers).")
 @click.option("--json", "as_json", is_flag=True, help="Print the spectrum and results as one JSON object on stdout.")
 def compress(run_file, ranks, output, evaluate, samples, seed, as_json):
@@ -98,6 +99,9 @@ def compress(run_file, ranks, output, evaluate, samples, seed, as_json):
         if os.path.isdir(path):  # a derived name (OUT-kK.h5) is not checked by click's dir_okay=False
             raise click.BadParameter(f"{path} is a directory", param_hint="'-o'")
     run = read_run(run_file)
+    if run.status == "checkpoint":
+        raise DataError(f"{run_file}: a checkpoint of a fit stopped at step {run.metrics.get('steps', '?')}; "
+                        f"finish it first (slang fit --resume {run_file}), then compress the finished run")
     source, results = compress_run(run, run_file, rank_list, outputs, evaluate=evaluate, samples=samples, seed=seed,
                                    command=invocation(), notify=note)
     write_runs([(r.path, r.run) for r in results])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from slangcli.cli import main
+from slangcli.cli.options import SEED
 from slangcli.cli.output import calibration_table, emit_json, metric_rows, metrics_table, note
 from slangcli.io import read_run
 from slangcli.metrics import PREDICTIVES
@@ -20,7 +21,7 @@ from slangcli.workflow import evaluate as evaluate_run
                    "or Monte Carlo.")
 @click.option("--samples", "-S", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Monte-Carlo weight samples.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the Monte-Carlo samples.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the Monte-Carlo samples.")
 @click.option("--bins", type=click.IntRange(min=1), default=15, show_default=True,
               help="Equal-width confidence bins of the expected calibration error (classification).")
 @click.option("--reference", "reference_file", metavar="OTHER.h5", default=None,

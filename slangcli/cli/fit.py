@@ -10,7 +10,7 @@ import threading
 import click
 
 from slangcli.cli import main
-from slangcli.cli.options import check_delimiter, check_output, invocation
+from slangcli.cli.options import FloatRange, SEED, check_delimiter, check_output, invocation
 from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, note, progress_bar
 from slangcli.errors import DivergenceError, Interrupted
 from slangcli.io import read_run, write_run
@@ -107,12 +107,22 @@ PRECISION = _Precision()
 
 
 def _target(value):
-    if value is None:
+    """The --target text as given: the reader decides (a header name that matches exactly wins, else a number is
+    a 0-based index; "#3" is always an index), and the fit says which column it took."""
+    return value
+
+
+def _target_note(target: str | None, run) -> str | None:
+    chosen = run.data.get("train", {}).get("target")
+    if target is None or chosen is None:
         return None
-    try:
-        return int(value)
-    except ValueError:
-        return value
+    if isinstance(chosen, str) and chosen == target.strip():
+        how = "by header name" + ("; '#N' takes the column at 0-based position N" if target.strip().lstrip("+-")
+                                  .isdigit() else "")
+        return f"--target {target}: the column named {chosen!r} ({how})"
+    where = target.strip().lstrip("#")
+    return f"--target {target}: the column at 0-based position {where}" + (
+        f", named {chosen!r}" if isinstance(chosen, str) else "")
 
 
 @main.command(cls=FitCommand)
@@ -123,7 +133,8 @@ def _target(value):
               show_default=True, help="Input format of DATA (and --test); a folder is read as a Gal-layout UCI set.")
 @click.option("--uci-split", type=click.IntRange(min=0), default=None,
               help="Train/test split K of a Gal-layout UCI folder (index_train_K.txt, index_test_K.txt).")
-@click.option("--target", default=None, help="Target column: a header name or a 0-based index (default: last).")
+@click.option("--target", default=None, help="Target column: a header name (wins when one matches exactly), a 0-based index, or #N for "
+                   "the index even when a header cell is named N (default: last).")
 @click.option("--delimiter", default=None, callback=check_delimiter,
               help="CSV delimiter: ',', ';', 'tab' (or '\\t') or 'whitespace' (default: detect).")
 @click.option("--header/--no-header", default=None, help="Whether the CSV has a header row (default: detect).")
@@ -141,9 +152,9 @@ def _target(value):
               help="LIBSVM width (default: the highest index in the training and test files).")
 @click.option("--test", "test_path", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Test data file (same format as DATA).")
-@click.option("--test-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
+@click.option("--test-fraction", type=FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="Hold out this fraction of DATA as the test set.")
-@click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the --test-fraction split.")
+@click.option("--split-seed", type=SEED, default=0, show_default=True, help="Seed of the --test-fraction split.")
 @click.option("--standardize/--no-standardize", default=None,
               help="Standardise features with training statistics (stored and reapplied at evaluation). "
                    "Default: on for a network (--hidden) or a UCI folder, off for a linear model.")
@@ -172,7 +183,7 @@ def _target(value):
               help="Passes over the training data, step methods [default: 200].")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
               help="Number of steps (instead of --epochs), step methods.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of initialisation, batches and samples.")
 @click.option("--eval-samples", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Monte-Carlo samples of the final evaluation (where quadrature does not apply).")
@@ -198,7 +209,7 @@ def _target(value):
                    "(e.g. tcp://host:8786), with the same results as here.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
               help="Write a resumable checkpoint to OUTPUT every N steps.")
-@click.option("--checkpoint-seconds", type=click.FloatRange(min=0), default=600.0, show_default=True,
+@click.option("--checkpoint-seconds", type=FloatRange(min=0), default=600.0, show_default=True,
               help="Write a resumable checkpoint to OUTPUT when this many seconds passed since the last (0: never).")
 @click.option("--resume", "resume_path", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Continue the fit checkpointed in this run file (its data, options and state) and write the "
@@ -263,6 +274,8 @@ def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_
                       command=invocation(), progress=bar, notify=note, checkpointing=checkpointing, tune=tune,
                       tune_folds=tune_folds, tune_epochs=tune_epochs, tune_rounds=tune_rounds,
                       restarts=restarts, map_jobs=map_jobs)
+    if _target_note(target, run):
+        note(_target_note(target, run))
     write_run(output, run)
     _report(output, run, as_json)
 

@@ -11,6 +11,20 @@ from slangcli.outputs import UnusableOutput, check_output_path
 DELIMITERS = {",": ",", ";": ";", "tab": "\t", "\\t": "\t", "\t": "\t", "whitespace": "whitespace", " ": "whitespace"}
 
 
+# the largest seed every consumer takes (NumPy's generators take any, an HDF5 attribute an int64)
+SEED = click.IntRange(0, 2**63 - 1)
+
+
+class FloatRange(click.FloatRange):
+    """click's FloatRange that also refuses NaN (which passes every comparison's negation)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if number != number:
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return number
+
+
 def check_delimiter(ctx, param, value):
     if value is None:
         return None

@@ -7,7 +7,7 @@ import os
 import click
 
 from slangcli.cli import main
-from slangcli.cli.options import check_output
+from slangcli.cli.options import SEED, check_output
 from slangcli.cli.output import error, note
 
 KINDS = ("training", "calibration", "spectrum", "posterior", "sweep")
@@ -45,7 +45,7 @@ def _figures():
               help="calibration: equal-width confidence bins (default: the 15 stored at fit time).")
 @click.option("--samples", "-S", type=click.IntRange(min=1), default=1000, show_default=True,
               help="calibration: Monte-Carlo weight samples when predictions are recomputed.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="calibration: seed of those samples (as slang evaluate --seed).")
 @click.option("--metric", default=None,
               help="sweep: nll, accuracy, error, ece, rmse, loglik, elbo, fit_seconds, or a dotted path into the "

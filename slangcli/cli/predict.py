@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from slangcli.cli import main
-from slangcli.cli.options import check_output
+from slangcli.cli.options import FloatRange, SEED, check_output
 from slangcli.cli.output import emit_json, note
 from slangcli.io import read_run
 from slangcli.readers import MISSING_POLICIES
@@ -20,9 +20,9 @@ from slangcli.workflow import predict as predict_run
               help="Where to write: OUT.csv (CSV), OUT.h5 or OUT.hdf5 (HDF5 datasets), or - (CSV on stdout).")
 @click.option("--samples", "-S", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Monte-Carlo weight samples (networks and regression; logistic regression is exact).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the Monte-Carlo weight samples.")
-@click.option("--interval", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.95,
+@click.option("--interval", type=FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.95,
               show_default=True, help="Probability of the central predictive interval (regression).")
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
               help="A row of DATA with a missing value: an error, or left out of the predictions (default: as in "

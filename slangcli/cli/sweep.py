@@ -8,6 +8,7 @@ import time
 import click
 
 from slangcli.cli import main
+from slangcli.cli.options import FloatRange
 from slangcli.cli.output import emit_json, error, note, progress_bar
 from slangcli.errors import ConfigError
 from slangcli.cli.sweep_engine import (
@@ -39,7 +40,7 @@ def grid_options(command):
                    "and DIR must be on a file system its workers share.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes of the local cluster (default: the machine's cores), one thread each.")
-@click.option("--checkpoint-seconds", type=click.FloatRange(min=0), default=60.0, show_default=True,
+@click.option("--checkpoint-seconds", type=FloatRange(min=0), default=60.0, show_default=True,
               help="Each fit checkpoints to its run file this often, so a fit whose worker dies continues there.")
 @click.option("--dry-run", is_flag=True, help="List the fits and whether each is complete; run nothing.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal only).")

@@ -255,9 +255,10 @@ def _finite(st: Stack, nll: np.ndarray) -> np.ndarray:
 
 
 def run(runs: Runs, model: MLP, hyper: slang.Hyper, X: np.ndarray, y: np.ndarray, *, seed: int, batch_size: int,
-        n_steps: int) -> list[slang.State | None]:
+        n_steps: int, stop=None) -> list[slang.State | None]:
     """Train the stacked runs for ``n_steps`` steps from ``slang.init``, with the minibatches and generators of
-    ``train.run`` for ``seed``. Returns each run's final state, or None for a run that diverged."""
+    ``train.run`` for ``seed``. Returns each run's final state, or None for a run that diverged; when ``stop()``
+    turns true after a step, the states so far (``t < n_steps``)."""
     n, B = len(X), runs.size
     model1 = replace(model, noise_precision=1.0) if model.likelihood == "gaussian" else model
     st = init(streams.derive_rng(seed, streams.INIT), Problem(model1, runs.prior_precision[0], n), hyper, B)
@@ -265,7 +266,7 @@ def run(runs: Runs, model: MLP, hyper: slang.Hyper, X: np.ndarray, y: np.ndarray
     spe = streams.steps_per_epoch(n, batch_size)
     order, order_epoch = None, -1
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        while st.t < n_steps:
+        while st.t < n_steps and not (stop is not None and st.t and stop()):
             epoch, j = divmod(st.t, spe)
             if epoch != order_epoch:
                 order, order_epoch = streams.epoch_order(seed, epoch, n), epoch

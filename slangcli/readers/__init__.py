@@ -53,7 +53,9 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         is refused with a pointer to the split option: read it with ``read_uci_folder``.
     target : None, int or str
         CSV only. None: the last column; an int: a 0-based column index (negative counts from the end);
-        a str: a header name, or a digit string such as ``"3"`` that names no column, taken as an index.
+        a str: a header name, which wins when one matches exactly; else a digit string such as ``"3"`` is a
+        0-based index; ``"#3"`` is always the index (the way to reach the fourth column when a header cell is
+        named ``3``).
     delimiter : None or {",", "\\t", ";", " ", "whitespace"}
         CSV only. None detects it among ``,`` tab ``;`` and runs of whitespace; ``" "`` means whitespace.
     header : None or bool

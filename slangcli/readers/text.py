@@ -29,6 +29,8 @@ from slangcli.readers._common import Table, _is_number, _listing, _nonfinite_wor
 _DELIMITERS = {",": ",", "\t": "\t", ";": ";", " ": "whitespace", "whitespace": "whitespace"}
 _SNIFF_LINES = 50
 _INT_RE = re.compile(r"[+-]?\d+")
+# "#3": a 0-based column position, even when a header cell is named "3" (a header name wins over a bare number)
+_POSITION_RE = re.compile(r"#[+-]?\d+")
 _TWO_COLONS = re.compile(r":\S*:")
 _X_NAME = re.compile(r"x\d+")
 # What a missing cell looks like unless --na-values says otherwise (compared after stripping blanks), and what
@@ -363,7 +365,9 @@ def _provisional_target(target, first, ncols):
         return ncols - 1
     if isinstance(target, str):
         key = target.strip()
-        if key in first:
+        if _POSITION_RE.fullmatch(key):
+            key = key[1:]
+        elif key in first:
             return first.index(key)
         if not _INT_RE.fullmatch(key):
             return None
@@ -378,6 +382,8 @@ def _resolve_target(name, target, names, ncols):
         return ncols - 1
     if isinstance(target, (int, np.integer)) and not isinstance(target, bool):
         index = int(target)
+    elif isinstance(target, str) and _POSITION_RE.fullmatch(target.strip()):
+        index = int(target.strip()[1:])  # "#3": the column at 0-based index 3, whatever the header says
     elif isinstance(target, str):
         key = target.strip()
         if names is not None and key in names:

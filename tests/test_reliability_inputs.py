@@ -1,0 +1,234 @@
+"""Issue 24's input and run-file cases that need no subprocess: columns by name, numeric header names, compress on a
+checkpoint, resume from another directory, seeds and NaN ranges, a NaN stored hyperparameter."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from slangcli.cli import main
+from slangcli.io import read_run
+
+FAST = ["--epochs", "2", "--no-progress"]
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert "Traceback" not in result.stderr
+    return result
+
+
+def after_first():
+    """A stop request that is false when the fit starts and true after its first step (a checkpoint is written)."""
+    calls = []
+    return lambda: calls.append(1) or len(calls) > 1
+
+
+def write_csv(path, header, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        if header:
+            w.writerow(header)
+        w.writerows(rows)
+    return path
+
+
+@pytest.fixture
+def named(tmp_path):
+    """Training data f0,f1,y where the label depends on f0 only (swapping the columns changes predictions)."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(80, 2))
+    y = (X[:, 0] > 0).astype(int)
+    write_csv(tmp_path / "train.csv", ["f0", "f1", "y"], [[f"{a:.5f}", f"{b:.5f}", t] for (a, b), t in zip(X, y)])
+    done = invoke("fit", tmp_path / "train.csv", "-o", tmp_path / "run.h5", "--epochs", "20", "--no-progress")
+    assert done.exit_code == 0, done.stderr
+    return tmp_path, X, y
+
+
+# ------------------------------------------------------------------------------------------- item 1: columns by name
+
+
+def test_predict_and_evaluate_match_columns_by_name(named):
+    d, X, y = named
+    write_csv(d / "swapped.csv", ["f1", "f0", "y"], [[f"{b:.5f}", f"{a:.5f}", t] for (a, b), t in zip(X, y)])
+    for name in ("train.csv", "swapped.csv"):
+        assert invoke("predict", d / "run.h5", d / name, "-o", d / f"p-{name}").exit_code == 0
+    assert (d / "p-train.csv").read_text() == (d / "p-swapped.csv").read_text()
+    scores = [json.loads(invoke("evaluate", d / "run.h5", d / name, "--json").stdout)["metrics"]["test"]
+              for name in ("train.csv", "swapped.csv")]
+    assert scores[0] == scores[1]
+    # features only, in another order
+    write_csv(d / "features.csv", ["f1", "f0"], [[f"{b:.5f}", f"{a:.5f}"] for a, b in X])
+    assert invoke("predict", d / "run.h5", d / "features.csv", "-o", d / "p-f.csv").exit_code == 0
+    first = [row[:3] for row in csv.reader(open(d / "p-f.csv"))]
+    assert first == [row[:3] for row in csv.reader(open(d / "p-train.csv"))]
+
+
+def test_different_column_names_are_refused_naming_them(named):
+    d, X, y = named
+    write_csv(d / "other.csv", ["f0", "g1", "y"], [[f"{a:.5f}", f"{b:.5f}", t] for (a, b), t in zip(X, y)])
+    for command in (["predict", d / "run.h5", d / "other.csv", "-o", d / "p.csv"],
+                    ["evaluate", d / "run.h5", d / "other.csv"]):
+        result = invoke(*command)
+        assert result.exit_code == 1
+        assert "'f1'" in result.stderr and "'g1'" in result.stderr and "other.csv" in result.stderr
+    assert not (d / "p.csv").exists()
+
+
+def test_evaluate_without_the_target_column_says_so(named):
+    d, X, y = named
+    write_csv(d / "features.csv", ["f0", "f1"], [[f"{a:.5f}", f"{b:.5f}"] for a, b in X])
+    result = invoke("evaluate", d / "run.h5", d / "features.csv")
+    assert result.exit_code == 1 and "target column 'y' is missing" in result.stderr
+
+
+# -------------------------------------------------------------------------------- item 2: a header named like a number
+
+
+def test_a_header_name_wins_over_an_index_and_the_choice_is_said(tmp_path):
+    rng = np.random.default_rng(4)
+    rows = [[f"{v:.4f}" for v in rng.normal(size=3)] + [i % 2, i % 3] for i in range(40)]
+    # columns a, b, c, "3" (binary), y (three classes): --target 3 is the column named "3", #3 the fourth
+    data = write_csv(tmp_path / "d.csv", ["a", "b", "c", "3", "y"], rows)
+    by_name = invoke("fit", data, "-o", tmp_path / "n.h5", *FAST, "--target", "3")
+    assert by_name.exit_code == 0, by_name.stderr
+    assert "--target 3: the column named '3'" in by_name.stderr
+    assert read_run(tmp_path / "n.h5").model.likelihood == "bernoulli"
+    by_position = invoke("fit", data, "-o", tmp_path / "p.h5", *FAST, "--target", "#4")
+    assert by_position.exit_code == 0, by_position.stderr
+    assert "--target #4: the column at 0-based position 4, named 'y'" in by_position.stderr
+    assert read_run(tmp_path / "p.h5").model.likelihood == "categorical"
+    index = invoke("fit", data, "-o", tmp_path / "i.h5", *FAST, "--target", "2")
+    assert "position 2, named 'c'" in index.stderr
+
+
+# --------------------------------------------------------------------------------- item 3: compress on a checkpoint
+
+
+def test_compress_refuses_a_checkpoint(named):
+    d, _, _ = named
+    run = d / "ckpt.h5"
+    # a real checkpoint: a fit stopped by its own stop request
+    from slangcli.workflow import Checkpointing, DataOptions, fit
+    from slangcli.io import write_run
+    from slangcli.errors import Interrupted
+
+    stop = Checkpointing(write=lambda r: write_run(run, r), stop=after_first(), every_steps=1)
+    with pytest.raises(Interrupted):
+        fit(DataOptions(path=str(d / "train.csv")), method="bbb", hidden="4", epochs=5, checkpointing=stop)
+    assert read_run(run).status == "checkpoint"
+    result = invoke("compress", run, "-k", "1", "-o", d / "c.h5")
+    assert result.exit_code == 1 and "checkpoint" in result.stderr and "--resume" in result.stderr
+    assert not (d / "c.h5").exists()
+
+
+# ------------------------------------------------------------------------------ item 5: resume from another directory
+
+
+def test_resume_from_another_directory(tmp_path, named):
+    d, _, _ = named
+    from slangcli.errors import Interrupted
+    from slangcli.io import write_run
+    from slangcli.workflow import Checkpointing, DataOptions, fit
+
+    os.chdir(d)
+    try:
+        ckpt = Checkpointing(write=lambda r: write_run(d / "ck.h5", r), stop=after_first(), every_steps=1)
+        with pytest.raises(Interrupted):
+            fit(DataOptions(path="train.csv", test_fraction=0.25), method="bbb", epochs=3, checkpointing=ckpt)
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        os.chdir(elsewhere)
+        result = invoke("fit", "--resume", d / "ck.h5", "--no-progress")
+    finally:
+        os.chdir(d)
+    assert result.exit_code == 0, result.stderr
+    assert read_run(d / "ck.h5").status == "complete"
+
+
+# --------------------------------------------------------------------- items 12 and 15: seeds, NaN, stored values
+
+
+@pytest.mark.parametrize("args", [["--seed", str(2**64)], ["--split-seed", str(2**64), "--test-fraction", "0.2"],
+                                  ["--test-fraction", "nan"]])
+def test_out_of_range_options_are_usage_errors(named, args):
+    d, _, _ = named
+    result = invoke("fit", d / "train.csv", "-o", d / "x.h5", *FAST, *args)
+    assert result.exit_code == 2 and not (d / "x.h5").exists()
+
+
+def test_evaluate_and_predict_seed_range(named):
+    d, _, _ = named
+    assert invoke("evaluate", d / "run.h5", "--seed", str(2**64)).exit_code == 2
+    assert invoke("predict", d / "run.h5", d / "train.csv", "-o", d / "p.csv", "--seed", str(2**64)).exit_code == 2
+
+
+def test_a_nan_stored_hyperparameter_names_the_file_and_field(named):
+    d, _, _ = named
+    from slangcli.errors import Interrupted
+    from slangcli.io import write_run
+    from slangcli.workflow import Checkpointing, DataOptions, fit
+
+    ck = d / "ck.h5"
+    with pytest.raises(Interrupted):
+        fit(DataOptions(path=str(d / "train.csv")), method="bbb", epochs=3,
+            checkpointing=Checkpointing(write=lambda r: write_run(ck, r), stop=after_first(), every_steps=1))
+    with h5py.File(ck, "r+") as f:
+        config = json.loads(f.attrs["config"])
+        config["hyper"]["lr"] = float("nan")
+        f.attrs["config"] = json.dumps(config)
+    result = invoke("fit", "--resume", ck)
+    assert result.exit_code == 1, result.stderr
+    assert "ck.h5" in result.stderr and "'lr'" in result.stderr and "config" in result.stderr
+
+
+# -------------------------------------------------------------------- item 6: signals during --tune, two SIGTERMs
+
+
+ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
+def _started(args, cwd):
+    return subprocess.Popen([sys.executable, "-m", "slangcli", *map(str, args)], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV)
+
+
+def _wait_for(proc, text, timeout=120):
+    """Read stderr lines until one holds ``text``; returns what was read."""
+    seen = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if text in line:
+            return "".join(seen)
+    raise AssertionError("".join(seen))
+
+
+def test_two_sigterms_exit_143_with_a_checkpoint(named):
+    d, _, _ = named
+    out = d / "two.h5"
+    proc = _started(["fit", d / "train.csv", "-o", out, "--epochs", "3000", "--hidden", "8", "--method", "bbb",
+                     "--checkpoint-every", "50", "--no-progress"], d)
+    deadline = time.monotonic() + 120
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "slang fit --resume" in err
+    assert read_run(out).status == "checkpoint"
+    assert not any(p.name.endswith(".tmp") for p in d.iterdir())
