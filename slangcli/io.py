@@ -37,6 +37,9 @@ ARRAYS = "arrays"
 POSTERIOR_KINDS = (LowRankGaussian, DiagonalGaussian, FullGaussian, KTiedGaussian)
 # |log_sigma| above this would overflow sigma^2 or 1 / sigma^2 (exp(2 * 354) > the largest float64)
 MAX_ABS_LOG_SIGMA = 300.0
+# a dataset may declare up to this many bytes more than MAX_EXPANSION times what the file stores for it
+MAX_UNSTORED_BYTES = 1 << 20
+MAX_EXPANSION = 64
 POSTERIOR_NAMES = {cls: cls.encoding for cls in POSTERIOR_KINDS}
 
 
@@ -234,10 +237,22 @@ class _Reader:
             self.fail(f"{where} has shape {tuple(ds.shape)}, expected {tuple(shape)}")
         if ds.dtype.kind not in "fiu":
             self.fail(f"{where} is not numeric (dtype {ds.dtype})")
+        self.check_size(ds, where)
         arr = ds[()]
         if finite and ds.dtype.kind == "f" and not np.isfinite(arr).all():
             self.fail(f"{where} holds non-finite values")
         return arr
+
+    def check_size(self, ds, where: str) -> None:
+        """Refuse a dataset that declares far more data than the file stores (a chunked dataset of 8 TB in a
+        20 KB file would be read as fill values until memory runs out). slang writes its datasets uncompressed;
+        others' compression is allowed up to ``MAX_EXPANSION`` times."""
+        declared = int(ds.size) * ds.dtype.itemsize
+        if declared <= MAX_UNSTORED_BYTES:
+            return
+        stored = ds.id.get_storage_size()
+        if declared > MAX_EXPANSION * stored + MAX_UNSTORED_BYTES:
+            self.fail(f"{where} declares {declared / 1e9:.3g} GB of data but the file stores {stored} bytes of it")
 
     def read(self, probe: bool = True) -> Run:
         if not self.path.exists():

@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from slangcli.cli import main
-from slangcli.cli.options import SEED, check_output, invocation
+from slangcli.cli.options import SAMPLES, SEED, check_output, invocation
 from slangcli.cli.output import emit_json, note, stderr
 from slangcli.errors import DataError
 from slangcli.io import read_run, write_runs
@@ -78,7 +78,7 @@ def results_table(source: dict, results) -> Table:
 @click.option("--evaluate", is_flag=True,
               help="Also score the source and every compressed posterior on the run's test data (accuracy and NLL, "
                    "or RMSE and log-likelihood) and training -ELBO / N.")
-@click.option("--samples", "-S", type=click.IntRange(min=1), default=100, show_default=True,
+@click.option("--samples", "-S", type=SAMPLES, default=100, show_default=True,
               help="Monte-Carlo weight samples of --evaluate (the k-tied paper's Table 2 uses 100).")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the --evaluate samples (the same for every posterior: common random numbers).")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from slangcli.cli import main
-from slangcli.cli.options import SEED
+from slangcli.cli.options import BINS, SAMPLES, SEED
 from slangcli.cli.output import calibration_table, emit_json, metric_rows, metrics_table, note
 from slangcli.io import read_run
 from slangcli.metrics import PREDICTIVES
@@ -19,10 +19,10 @@ from slangcli.workflow import evaluate as evaluate_run
 @click.option("--predictive", type=click.Choice(PREDICTIVES), default="auto", show_default=True,
               help="Posterior predictive: exact 1-D quadrature (logistic regression; 'auto' picks it there) "
                    "or Monte Carlo.")
-@click.option("--samples", "-S", type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option("--samples", "-S", type=SAMPLES, default=1000, show_default=True,
               help="Monte-Carlo weight samples.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the Monte-Carlo samples.")
-@click.option("--bins", type=click.IntRange(min=1), default=15, show_default=True,
+@click.option("--bins", type=BINS, default=15, show_default=True,
               help="Equal-width confidence bins of the expected calibration error (classification).")
 @click.option("--reference", "reference_file", metavar="OTHER.h5", default=None,
               type=click.Path(dir_okay=False, path_type=str),

@@ -10,7 +10,7 @@ import threading
 import click
 
 from slangcli.cli import main
-from slangcli.cli.options import FloatRange, SEED, check_delimiter, check_output, invocation
+from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_delimiter, check_output, invocation
 from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, note, progress_bar
 from slangcli.errors import DivergenceError, Interrupted
 from slangcli.io import read_run, write_run
@@ -185,7 +185,7 @@ def _target_note(target: str | None, run) -> str | None:
               help="Number of steps (instead of --epochs), step methods.")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of initialisation, batches and samples.")
-@click.option("--eval-samples", type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option("--eval-samples", type=SAMPLES, default=1000, show_default=True,
               help="Monte-Carlo samples of the final evaluation (where quadrature does not apply).")
 @click.option("--snr", "snr_every", metavar="N", type=click.IntRange(min=1), default=None,
               help="bbb, ktied: record the gradient signal-to-noise ratio of the standard-deviation parameters of "

@@ -15,6 +15,16 @@ DELIMITERS = {",": ",", ";": ";", "tab": "\t", "\\t": "\t", "\t": "\t", "whitesp
 SEED = click.IntRange(0, 2**63 - 1)
 
 
+# Monte-Carlo weight samples of an evaluation or prediction, and calibration bins: at most this many. More samples
+# than 10 million would take days at any size and, for regression, hold 80 MB per example; more bins than a
+# million cannot be filled by any test set slang reads, and 10**12 of them would need 8 TB (checked here, before
+# anything is allocated).
+MAX_SAMPLES = 10**7
+MAX_BINS = 10**6
+SAMPLES = click.IntRange(1, MAX_SAMPLES)
+BINS = click.IntRange(1, MAX_BINS)
+
+
 class FloatRange(click.FloatRange):
     """click's FloatRange that also refuses NaN (which passes every comparison's negation)."""
 

@@ -7,7 +7,7 @@ import os
 import click
 
 from slangcli.cli import main
-from slangcli.cli.options import SEED, check_output
+from slangcli.cli.options import BINS, SAMPLES, SEED, check_output
 from slangcli.cli.output import error, note
 
 KINDS = ("training", "calibration", "spectrum", "posterior", "sweep")
@@ -41,9 +41,9 @@ def _figures():
               help="posterior: the run to compare against (e.g. exact-full), same model and training data.")
 @click.option("--data", metavar="DATA", type=click.Path(path_type=str), default=None,
               help="calibration: score on this data file (default: each run's own test data).")
-@click.option("--bins", type=click.IntRange(min=1), default=None,
+@click.option("--bins", type=BINS, default=None,
               help="calibration: equal-width confidence bins (default: the 15 stored at fit time).")
-@click.option("--samples", "-S", type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option("--samples", "-S", type=SAMPLES, default=1000, show_default=True,
               help="calibration: Monte-Carlo weight samples when predictions are recomputed.")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="calibration: seed of those samples (as slang evaluate --seed).")

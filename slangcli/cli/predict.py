@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from slangcli.cli import main
-from slangcli.cli.options import FloatRange, SEED, check_output
+from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_output
 from slangcli.cli.output import emit_json, note
 from slangcli.io import read_run
 from slangcli.readers import MISSING_POLICIES
@@ -18,7 +18,7 @@ from slangcli.workflow import predict as predict_run
 @click.argument("data", type=click.Path(path_type=str))
 @click.option("-o", "--output", required=True, metavar="OUT", type=click.Path(path_type=str),
               help="Where to write: OUT.csv (CSV), OUT.h5 or OUT.hdf5 (HDF5 datasets), or - (CSV on stdout).")
-@click.option("--samples", "-S", type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option("--samples", "-S", type=SAMPLES, default=1000, show_default=True,
               help="Monte-Carlo weight samples (networks and regression; logistic regression is exact).")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the Monte-Carlo weight samples.")
