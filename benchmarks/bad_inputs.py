@@ -60,6 +60,8 @@ class Case:
     args: list  # slang's arguments
     exit: int  # the exit code slang must give (None: must hang)
     files: Callable[[Path], None] = lambda d: None  # writes the case's files into its directory
+    fsize: int | None = None  # a file-size limit (ulimit -f, in bytes) for the command: a disk that fills up
+    stdout: str | None = None  # a file stdout is redirected to (/dev/full: a full disk)
 
 
 def text(name, content):
@@ -203,6 +205,39 @@ def cli(what, *options, code=2, files=None, output="run.h5"):
                 files or text("train.csv", GOOD_CSV))
 
 
+def checkpointed(name="ck.h5", cwd=None):
+    """Files: train.csv and the checkpoint of a fit stopped after its first step; with ``cwd``, both in that
+    subdirectory, fitted from there with a relative data path."""
+
+    def write(d):
+        from slangcli.workflow import Checkpointing
+
+        here = d / cwd if cwd else d
+        here.mkdir(exist_ok=True)
+        (here / "train.csv").write_text(GOOD_CSV)
+        calls = []
+        old = os.getcwd()
+        os.chdir(here)
+        try:
+            fit(DataOptions(path="train.csv"), method="bbb", batch_size=8, epochs=4,
+                command=["slang", "fit", "train.csv", "-o", name],
+                checkpointing=Checkpointing(write=lambda run: write_run(here / name, run),
+                                            stop=lambda: calls.append(1) or len(calls) > 1, every_steps=1))
+        except Exception:  # noqa: BLE001 - Interrupted: the checkpoint is written
+            pass
+        finally:
+            os.chdir(old)
+
+    return write
+
+
+def out_case(what, output, *, code=2, extra=None, command="predict"):
+    args = {"predict": ["predict", "run.h5", "train.csv", "-o", output],
+            "compress": ["compress", "run.h5", "-k", "1", "-o", output],
+            "fit": ["fit", "train.csv", *FAST, "-o", output]}[command]
+    return Case("Output files, signals and resources", what, args, code, both(fitted(), extra or (lambda d: None)))
+
+
 def wider_svm_test(d):
     (d / "train.svm").write_text(GOOD_SVM)
     (d / "test.svm").write_text("+1 1:0.5 9:1\n-1 1:-0.5\n")
@@ -331,6 +366,46 @@ CASES = [
     cli("output directory does not exist", output="nodir/run.h5"),
     cli("output path is the input file", output="train.csv"),
     cli("diverging run (learning rate 1e300)", *FAST, "--lr", "1e300", code=1),
+    Case("Run files", "prediction data with the training columns in another order (matched by name)",
+         ["predict", "run.h5", "swapped.csv", "-o", "p.csv"], 0,
+         both(fitted(), text("swapped.csv", "b,a,label\n" + "".join(
+             ",".join([r.split(",")[1], r.split(",")[0], r.split(",")[2]]) + "\n"
+             for r in GOOD_CSV.splitlines()[1:])))),
+    Case("Run files", "prediction data whose header names differ from the run's features",
+         ["predict", "run.h5", "other.csv", "-o", "p.csv"], 1,
+         both(fitted(), text("other.csv", GOOD_CSV.replace("a,b,label", "a,c,label", 1)))),
+    Case("Run files", "evaluation data without the target column",
+         ["evaluate", "run.h5", "features.csv"], 1,
+         both(fitted(), text("features.csv", "\n".join(",".join(r.split(",")[:2])
+                                                       for r in GOOD_CSV.splitlines()) + "\n"))),
+    Case("Run files", "slang compress on a checkpoint (a fit stopped part-way)", ["compress", "ck.h5", "-k", "1",
+                                                                               "-o", "c.h5"], 1, checkpointed()),
+    Case("Run files", "slang fit --resume from another working directory (the recorded absolute paths are read)",
+         ["fit", "--resume", "sub/ck.h5", "--no-progress"], 0, checkpointed(cwd="sub")),
+    Case("Run files", "a checkpoint whose stored lr is NaN", ["fit", "--resume", "ck.h5"], 1,
+         lambda d: (checkpointed()(d), h5edit(lambda f: f.attrs.__setitem__("config", f.attrs["config"].replace(
+             '"lr": 0.01', '"lr": NaN'))))(d / "ck.h5"))),
+    cli("--target 2 where a header column is named 2 (the name wins, and is said)", *FAST, "--target", "2",
+        code=0, files=text("train.csv", GOOD_CSV.replace("a,b,label", "a,2,label", 1))),
+    cli("--target #1: a 0-based position, whatever the header says", *FAST, "--target", "#1", code=0),
+    cli("--restarts 3 (three fits from different seeds, the best kept)", *FAST, "--restarts", "3", code=0),
+    cli("--seed of 2**64", "--seed", str(2**64)),
+    cli("--test-fraction nan", "--test-fraction", "nan"),
+    out_case("-o a device (/dev/null)", "/dev/null"),
+    out_case("-o a FIFO", "fifo", extra=lambda d: os.mkfifo(d / "fifo")),
+    out_case("-o a dangling symbolic link", "link", extra=lambda d: (d / "link").symlink_to("nowhere")),
+    out_case("-o a symbolic link to /dev/stdout", "out", extra=lambda d: (d / "out").symlink_to("/dev/stdout"),
+             command="fit"),
+    out_case("-o an existing directory", "existing", extra=lambda d: (d / "existing").mkdir()),
+    out_case("compress -o a new directory name (trailing /)", "newdir/", command="compress"),
+    out_case("-o a name of 250 characters (refused before the fit)", "r" * 250 + ".h5", command="fit"),
+    Case("Output files, signals and resources", "disk full: a file-size limit of 4 KiB (ulimit -f)",
+         ["fit", "train.csv", "--hidden", "32", *FAST, "-o", "run.h5"], 1, text("train.csv", GOOD_CSV),
+         fsize=4096),
+    Case("Output files, signals and resources", "disk full: a file-size limit of 4 KiB, slang predict -o OUT.h5",
+         ["predict", "run.h5", "train.csv", "-o", "p.h5"], 1, fitted(), fsize=4096),
+    Case("Output files, signals and resources", "stdout on a full disk (--json > /dev/full)",
+         ["evaluate", "run.h5", "--json"], 1, fitted(), stdout="/dev/full"),
     cli("features near 1e160 overflow the fit", *FAST, code=1,
         files=text("train.csv", "a,b,label\n" + "".join(f"{v:.3e},1,{k % 2}\n" for k, v in
                                                        enumerate(np.linspace(-1e160, 1e160, 12))))),
@@ -340,13 +415,21 @@ CASES = [
 # ------------------------------------------------------------------------------------------------ running
 
 
-def slang(args, cwd):
+def slang(args, cwd, fsize=None, stdout=None):
     """(exit code or None if stopped, stderr) of this checkout's slang run in ``cwd``."""
+    import resource
+
+    def limit():
+        if fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
                NO_COLOR="1", TERM="dumb", COLUMNS="100")
     command = [sys.executable, "-c", "from slangcli.cli import main; main(prog_name='slang')", *args]
     try:
-        out = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=HANG_SECONDS)
+        with open(stdout or os.devnull, "w") as sink:
+            out = subprocess.run(command, cwd=cwd, env=env, stdout=sink, stderr=subprocess.PIPE, text=True,
+                                 timeout=HANG_SECONDS, preexec_fn=limit)
     except subprocess.TimeoutExpired:
         return None, ""
     return out.returncode, out.stderr
@@ -387,8 +470,11 @@ def generate(progress=lambda message: None) -> str:
             directory.mkdir()
             case.files(directory)
             progress(f"{case.section}: {case.what}")
-            code, stderr = slang(case.args, directory)
+            code, stderr = slang(case.args, directory, case.fsize, case.stdout)
             check(case, code, stderr)
+            left = sorted(str(p.relative_to(directory)) for p in directory.rglob("*.tmp"))
+            if left:
+                raise SystemExit(f"bad_inputs.py: {case.section} / {case.what}: left {', '.join(left)}")
             shown_code = "—" if code is None else str(code)
             sections.setdefault(case.section, []).append(
                 f"| {case.what} | {command_cell(case.args)} | {shown_code} | {cell(code, stderr, directory)} |")
@@ -399,7 +485,10 @@ def generate(progress=lambda message: None) -> str:
         "Generated by `python benchmarks/bad_inputs.py` (do not edit by hand): each row ran the command shown in",
         "a directory holding the bad input, and shows the exit code and everything slang printed on stderr.",
         "Exit codes: 0 success, 1 bad data, bad run file or diverged fit (one line `slang: error: FILE...`),",
-        "2 usage error. Property-based tests (`tests/test_fuzz.py`) check the same contract on random inputs.",
+        "2 usage error (also an output that cannot be a regular file: a device, a FIFO, a directory, a dangling",
+        "symlink, a name too long), 128 + N when stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP; a fit",
+        "checkpoints first), 141 when the reader of stdout went away. No case leaves a temporary file.",
+        "Property-based tests (`tests/test_fuzz.py`) check the same contract on random inputs.",
         "",
     ]
     for section, rows in sections.items():

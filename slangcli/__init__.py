@@ -33,6 +33,11 @@ The numerical engine (``readers``, ``prepare``, ``models``, ``lowrank``, ``poste
 
 __version__ = "0.1.0"
 
+# before NumPy and SciPy load (see slangcli._startup): under a small memory limit, one BLAS thread
+from slangcli._startup import limit_threads_under_small_memory  # noqa: E402
+
+limit_threads_under_small_memory()
+
 from slangcli.api import FitResult, fit, load  # noqa: E402
 from slangcli.estimators import SLANGClassifier, SLANGRegressor  # noqa: E402
 from slangcli.methods import METHODS  # noqa: E402

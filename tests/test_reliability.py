@@ -232,3 +232,23 @@ def test_signal_while_compress_computes_or_writes(small, tmp_path, sig):
         assert "Traceback" not in err
         assert proc.returncode in (0, 128 + sig, -sig), err
         assert leftovers(tmp_path) == []
+
+
+# ------------------------------------------------------------------------- item 13: a small address-space limit
+
+
+@pytest.mark.parametrize("megabytes", [300, pytest.param(200, marks=pytest.mark.slow)])
+def test_small_address_space_fails_with_a_message_instead_of_hanging(small, tmp_path, megabytes):
+    """Under ``ulimit -v`` OpenBLAS used to spin forever (in ``import scipy``, or at the first BLAS call); now the
+    BLAS threads are set to one before the import, and a limit below what slang needs is refused up front."""
+    def child():
+        limit = megabytes << 20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    env = {k: v for k, v in ENV.items() if not k.endswith("_NUM_THREADS")}  # as a user's shell would have it
+    proc = subprocess.run([sys.executable, "-m", "slangcli", "evaluate", small / "linear.h5"], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, preexec_fn=child, timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    if megabytes == 300:
+        assert "the address-space limit (ulimit -v) of 300 MB is below" in proc.stderr

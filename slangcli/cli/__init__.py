@@ -12,6 +12,7 @@ from __future__ import annotations
 import click
 
 from slangcli import __version__
+from slangcli._startup import MIN_ADDRESS_SPACE, address_space_limit
 from slangcli.cli.output import error, stdout_gone
 from slangcli.errors import ConfigError, SlangError
 from slangcli.outputs import Terminated, signals_raise
@@ -70,6 +71,12 @@ def main():
     slang sweep DATA... --rank 1,2,4 --seed 0-4 -o DIR
                                   a grid of fits on Dask, resumable, with a results table
     """
+    limit = address_space_limit()
+    if limit is not None and limit < MIN_ADDRESS_SPACE:
+        # refused up front: below it the first BLAS call would spin forever inside OpenBLAS (slangcli._startup)
+        error(f"the address-space limit (ulimit -v) of {limit >> 20} MB is below the {MIN_ADDRESS_SPACE >> 20} MB "
+              "slang needs")
+        click.get_current_context().exit(1)
     keep_freed_memory()
 
 

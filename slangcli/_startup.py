@@ -1,0 +1,42 @@
+"""Process start-up before NumPy and SciPy load: one BLAS thread under a small address-space limit.
+
+OpenBLAS (NumPy and SciPy each bundle one) reserves a buffer per thread when it loads. Under a tight
+``RLIMIT_AS`` (``ulimit -v 200000``) SciPy's copy failed to start its threads and spun at 100 % CPU inside
+``import scipy`` for good; with one thread it loads. So when the limit is below ``SMALL_ADDRESS_SPACE`` and the
+user has not chosen thread counts, they are set to one here, before any BLAS library is loaded. Nothing here
+imports NumPy.
+"""
+
+from __future__ import annotations
+
+import os
+
+SMALL_ADDRESS_SPACE = 2 << 30  # bytes
+# below this the first BLAS call cannot get its work buffer even with one thread: OpenBLAS then retries forever
+# (spinning at 100 % CPU, deaf to SIGTERM) or gives up with its own message; measured: 300 MB hangs, 400 MB works
+MIN_ADDRESS_SPACE = 384 << 20
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def address_space_limit() -> int | None:
+    """The soft ``RLIMIT_AS`` in bytes, or None when unlimited (or not a POSIX system)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def limit_threads_under_small_memory() -> bool:
+    """Set the BLAS thread counts to 1 when the address space is limited below ``SMALL_ADDRESS_SPACE`` (and they
+    are not set already); returns whether it did."""
+    soft = address_space_limit()
+    if soft is None or soft >= SMALL_ADDRESS_SPACE:
+        return False
+    changed = False
+    for name in THREAD_VARIABLES:
+        if name not in os.environ:
+            os.environ[name] = "1"
+            changed = True
+    return changed
