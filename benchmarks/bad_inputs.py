@@ -37,7 +37,7 @@ from slangcli.io import write_run  # noqa: E402
 from slangcli.workflow import DataOptions, fit  # noqa: E402
 
 PAGE = REPO / "docs" / "BAD_INPUTS.md"
-HANG_SECONDS = 10  # a command that has not finished by then is stopped and documented as hanging
+HANG_SECONDS = 60  # a command that has not finished by then is stopped and documented as hanging
 FAST = ["--epochs", "2", "--rank", "1"]
 TASK_LINES = ("slang: task: ", "slang: change the task ")
 
@@ -45,6 +45,9 @@ GOOD_CSV = "a,b,label\n" + "".join(
     f"{x:.2f},{y:.2f},{'yes' if x + y > 0 else 'no'}\n"
     for x, y in np.random.default_rng(0).standard_normal((16, 2))
 )
+# a header cell named "2" that is not the column at index 2
+NUMBER_HEADER = "x,2,y\n" + "".join(
+    f"{x:.2f},{int(x > 0)},{y:.2f}\n" for x, y in np.random.default_rng(2).standard_normal((16, 2)))
 GOOD_SVM = "".join(
     f"{'+1' if x > 0 else '-1'} 1:{x:.2f} 3:{y:.2f}\n" for x, y in np.random.default_rng(1).standard_normal((16, 2))
 )
@@ -231,6 +234,12 @@ def checkpointed(name="ck.h5", cwd=None):
     return write
 
 
+def nan_lr_checkpoint(d):
+    checkpointed()(d)
+    with h5py.File(d / "ck.h5", "r+") as f:
+        f.attrs["config"] = f.attrs["config"].replace('"lr": 0.01', '"lr": NaN')
+
+
 def out_case(what, output, *, code=2, extra=None, command="predict"):
     args = {"predict": ["predict", "run.h5", "train.csv", "-o", output],
             "compress": ["compress", "run.h5", "-k", "1", "-o", output],
@@ -382,12 +391,11 @@ CASES = [
                                                                                "-o", "c.h5"], 1, checkpointed()),
     Case("Run files", "slang fit --resume from another working directory (the recorded absolute paths are read)",
          ["fit", "--resume", "sub/ck.h5", "--no-progress"], 0, checkpointed(cwd="sub")),
-    Case("Run files", "a checkpoint whose stored lr is NaN", ["fit", "--resume", "ck.h5"], 1,
-         lambda d: (checkpointed()(d), h5edit(lambda f: f.attrs.__setitem__("config", f.attrs["config"].replace(
-             '"lr": 0.01', '"lr": NaN'))))(d / "ck.h5"))),
+    Case("Run files", "a checkpoint whose stored lr is NaN", ["fit", "--resume", "ck.h5"], 1, nan_lr_checkpoint),
     cli("--target 2 where a header column is named 2 (the name wins, and is said)", *FAST, "--target", "2",
-        code=0, files=text("train.csv", GOOD_CSV.replace("a,b,label", "a,2,label", 1))),
-    cli("--target #1: a 0-based position, whatever the header says", *FAST, "--target", "#1", code=0),
+        code=0, files=text("train.csv", NUMBER_HEADER)),
+    cli("--target #2: a 0-based position, whatever the header says", *FAST, "--target", "#2", code=0,
+        files=text("train.csv", NUMBER_HEADER)),
     cli("--restarts 3 (three fits from different seeds, the best kept)", *FAST, "--restarts", "3", code=0),
     cli("--seed of 2**64", "--seed", str(2**64)),
     cli("--test-fraction nan", "--test-fraction", "nan"),
@@ -404,8 +412,15 @@ CASES = [
          fsize=4096),
     Case("Output files, signals and resources", "disk full: a file-size limit of 4 KiB, slang predict -o OUT.h5",
          ["predict", "run.h5", "train.csv", "-o", "p.h5"], 1, fitted(), fsize=4096),
-    Case("Output files, signals and resources", "stdout on a full disk (--json > /dev/full)",
-         ["evaluate", "run.h5", "--json"], 1, fitted(), stdout="/dev/full"),
+    Case("Output files, signals and resources", "stdout on a full disk (slang predict -o - > /dev/full)",
+         ["predict", "run.h5", "train.csv", "-o", "-"], 1, fitted(), stdout="/dev/full"),
+    Case("Output files, signals and resources", "--samples 10**12 (refused before allocating)",
+         ["predict", "run.h5", "train.csv", "-o", "p.csv", "--samples", str(10**12)], 2, fitted()),
+    Case("Output files, signals and resources", "--bins 10**12 (refused before allocating)",
+         ["evaluate", "run.h5", "--bins", str(10**12)], 2, fitted()),
+    Case("Run files", "a 20 KB run file declaring an 8 TB chunked dataset", ["evaluate", "run.h5"], 1,
+         fitted(h5edit(lambda f: f["history"].create_dataset("huge", shape=(10**12,), dtype="f8",
+                                                             chunks=(1024,))))),
     cli("features near 1e160 overflow the fit", *FAST, code=1,
         files=text("train.csv", "a,b,label\n" + "".join(f"{v:.3e},1,{k % 2}\n" for k, v in
                                                        enumerate(np.linspace(-1e160, 1e160, 12))))),
