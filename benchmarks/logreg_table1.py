@@ -30,19 +30,15 @@ rerun with the same DIR does only the missing fits.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import math
 import os
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from results import table_stream, write_json
-from slangcli.cli.sweep_engine import sweep_fits
+from results import sweep_results, table_stream, write_json
 from slangcli.divergence import symmetric_kl
 from slangcli.io import read_run
 
@@ -167,22 +163,10 @@ def main(argv=None):
     jobs = [{"data_dir": a.data_dir, "set": s, "split": k, "method": m, "hyper": h, "epochs": a.epochs}
             for s in sets for k in range(1 if SETS[s][2] else a.splits) for m, h, _ in methods]
     started = time.perf_counter()
-    with contextlib.ExitStack() as stack:
-        runs = Path(a.runs) if a.runs else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="table1-")))
-
-        def progress(record, done, total):
-            print(f"[{done}/{total}] {record['name']}: {record['status']}"
-                  + (f" ({record['error']})" if record["error"] else
-                     f" -ELBO/N {record['train_neg_elbo_per_example']:.6f} NLL {record['test_nll']:.6f} "
-                     f"({record['seconds']:.1f} s)"), file=sys.stderr)
-
-        points, swept = sweep_fits([fit_options(job) for job in jobs], runs, scheduler=a.scheduler,
-                                   workers=a.jobs, on_record=progress)
-        failed = [r for r in swept.records if r["status"] != "complete"]
-        if failed:
-            sys.exit(f"logreg_table1.py: {len(failed)} fits failed, e.g. {failed[0]['name']}: {failed[0]['error']}")
-        results = [result_row(job, record, runs / point.name)
-                   for job, point, record in zip(jobs, points, swept.records)]
+    results, swept = sweep_results("logreg_table1.py", jobs, fit_options, result_row,
+                                   lambda r: f"-ELBO/N {r['train_neg_elbo_per_example']:.6f} NLL {r['test_nll']:.6f} "
+                                             f"({r['seconds']:.1f} s)",
+                                   runs=a.runs, prefix="table1-", scheduler=a.scheduler, workers=a.jobs)
     wall = time.perf_counter() - started
 
     reference = {(r["set"], r["split"]): r["posterior"] for r in results if r["method"] == "exact-full"}

@@ -32,19 +32,15 @@ with ``--paper``, matched by folder name), and the wall time.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import math
 import os
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from results import table_stream, write_json
-from slangcli.cli.sweep_engine import sweep_fits
+from results import sweep_results, table_stream, write_json
 from slangcli.io import read_run
 
 LARGE = 5000  # rows above which the authors used S = 2 and rates 0.005
@@ -164,21 +160,10 @@ def main(argv=None):
              "tune": tune, "slang_beta": a.slang_beta}
             for f in folders for k in range(min(n_splits(f), a.splits or n_splits(f))) for m in methods]
     started = time.perf_counter()
-    with contextlib.ExitStack() as stack:
-        runs = Path(a.runs) if a.runs else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="uci-runs-")))
-
-        def progress(record, done, total):
-            print(f"[{done}/{total}] {record['name']}: {record['status']}"
-                  + (f" ({record['error']})" if record["error"] else f" RMSE {record['test_rmse']:.3f} loglik "
-                     f"{record['test_loglik']:.3f} ({record['seconds']:.1f} s)"), file=sys.stderr)
-
-        points, swept = sweep_fits([fit_options(job) for job in jobs], runs, scheduler=a.scheduler,
-                                   workers=a.jobs, on_record=progress)
-        failed = [r for r in swept.records if r["status"] != "complete"]
-        if failed:
-            sys.exit(f"uci.py: {len(failed)} fits failed, e.g. {failed[0]['name']}: {failed[0]['error']}")
-        results = [result_row(job, record, runs / point.name)
-                   for job, point, record in zip(jobs, points, swept.records)]
+    results, swept = sweep_results("uci.py", jobs, fit_options, result_row,
+                                   lambda r: f"RMSE {r['test_rmse']:.3f} loglik {r['test_loglik']:.3f} "
+                                             f"({r['seconds']:.1f} s)",
+                                   runs=a.runs, prefix="uci-runs-", scheduler=a.scheduler, workers=a.jobs)
     wall = time.perf_counter() - started
 
     table = []
