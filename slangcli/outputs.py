@@ -137,7 +137,9 @@ def atomic_output(path):
     try:
         _unblock_signals(blocked)
         yield tmp
+        raise_swallowed_signal()  # a signal lost inside a finaliser during the block still stops the rename
         os.replace(tmp, target)
+        written.append(os.fspath(path))
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise output_error(path, exc) from None
@@ -214,10 +216,47 @@ def discard_stdout() -> None:
         pass
 
 
+# signal exceptions that Python could not raise where they happened (see _keep_swallowed_signals)
+_swallowed: list[BaseException] = []
+# the outputs this process has renamed into place, for the message of a signal that arrives after them
+written: list[str] = []
+
+
+def _keep_swallowed_signals(default_hook):
+    """An ``sys.unraisablehook`` that keeps, silently, the exceptions of signal handlers.
+
+    Python runs a signal handler between two bytecodes of the main thread, which may be inside a finaliser or a
+    weakref callback (h5py and NumPy run many). An exception raised there cannot propagate: the interpreter
+    prints "Exception ignored ... Traceback" and carries on, so a SIGTERM in the middle of a write was lost and
+    the command completed with exit 0. Kept here, it is raised again at the next check
+    (:func:`raise_swallowed_signal`: before an output is renamed into place, and when a command returns)."""
+
+    def hook(unraisable):
+        if isinstance(unraisable.exc_value, (Terminated, KeyboardInterrupt)):
+            _swallowed.append(unraisable.exc_value)
+        else:
+            default_hook(unraisable)
+
+    return hook
+
+
+def raise_swallowed_signal() -> None:
+    """Raise the first signal exception that a finaliser swallowed since the last call, if any."""
+    if _swallowed:
+        exc = _swallowed[0]
+        _swallowed.clear()
+        raise exc
+
+
 @contextlib.contextmanager
 def signals_raise(signums=(signal.SIGTERM, signal.SIGHUP)):
     """While the block runs (main thread only), turn each of ``signums`` into :class:`Terminated` and ignore
-    ``SIGXFSZ`` (a write over the file-size limit then fails with ``EFBIG``); restores the handlers after."""
+    ``SIGXFSZ`` (a write over the file-size limit then fails with ``EFBIG``); restores the handlers after.
+
+    A signal exception swallowed by a finaliser during the block is kept and raised again by
+    :func:`raise_swallowed_signal`, which :func:`atomic_output` calls before renaming and the command line calls
+    when a command returns."""
+    import sys
     import threading
 
     if threading.current_thread() is not threading.main_thread():
@@ -228,7 +267,9 @@ def signals_raise(signums=(signal.SIGTERM, signal.SIGHUP)):
         raise Terminated(signum)
 
     previous = {}
+    previous_hook = sys.unraisablehook
     try:
+        sys.unraisablehook = _keep_swallowed_signals(previous_hook)
         for sig in signums:
             previous[sig] = signal.signal(sig, handler)
         if hasattr(signal, "SIGXFSZ"):
@@ -237,3 +278,4 @@ def signals_raise(signums=(signal.SIGTERM, signal.SIGHUP)):
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+        sys.unraisablehook = previous_hook

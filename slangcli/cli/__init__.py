@@ -15,7 +15,8 @@ from slangcli import __version__
 from slangcli._startup import MIN_ADDRESS_SPACE, address_space_limit
 from slangcli.cli.output import error, stdout_gone
 from slangcli.errors import ConfigError, SlangError
-from slangcli.outputs import Terminated, signals_raise
+from slangcli import outputs
+from slangcli.outputs import Terminated, raise_swallowed_signal, signals_raise
 from slangcli.threads import keep_freed_memory
 
 
@@ -32,7 +33,9 @@ class SlangGroup(click.Group):
     def invoke(self, ctx):
         try:
             with signals_raise():
-                return super().invoke(ctx)
+                result = super().invoke(ctx)
+                raise_swallowed_signal()  # a signal lost inside a finaliser still stops with 128 + its number
+                return result
         except ConfigError as exc:
             error(str(exc))
             ctx.exit(2)
@@ -40,10 +43,12 @@ class SlangGroup(click.Group):
             error(str(exc))
             ctx.exit(1)
         except KeyboardInterrupt:
-            error("interrupted")
+            done = ", ".join(outputs.written)
+            error(f"interrupted after writing {done}" if done else "interrupted")
             ctx.exit(130)
         except Terminated as exc:
-            error(f"terminated ({exc}): nothing written")
+            done = ", ".join(outputs.written)
+            error(f"terminated ({exc}) after writing {done}" if done else f"terminated ({exc}): nothing written")
             ctx.exit(128 + exc.signum)
         except MemoryError:
             error("out of memory (the data, the model or a requested size is too large for this machine)")
