@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,22 +26,47 @@ from slangcli.prepare import LabelMap
 from slangcli.errors import DataError, FormatError
 from slangcli.models import MLP
 from slangcli.outputs import atomic_output, hdf5_image, temporary_beside  # noqa: F401  (temporary_beside: re-exported)
-from slangcli.posteriors import DiagonalGaussian, FullGaussian, KTiedGaussian, LowRankGaussian
+from slangcli.posteriors import POSTERIORS
 
 FORMAT_VERSION = "1.3"
 RUN_TYPE = "slang-run"
 # the data format and test source of a run fitted to arrays from Python (format 1.3)
 ARRAYS = "arrays"
 
-# every posterior kind names its encoding and its datasets (``encoding``, ``stored_arrays``); the reader of each
-# encoding, which checks the datasets against the model, is registered in _Reader.POSTERIOR_READERS
-POSTERIOR_KINDS = (LowRankGaussian, DiagonalGaussian, FullGaussian, KTiedGaussian)
-# |log_sigma| above this would overflow sigma^2 or 1 / sigma^2 (exp(2 * 354) > the largest float64)
-MAX_ABS_LOG_SIGMA = 300.0
 # a dataset may declare up to this many bytes more than MAX_EXPANSION times what the file stores for it
 MAX_UNSTORED_BYTES = 1 << 20
 MAX_EXPANSION = 64
-POSTERIOR_NAMES = {cls: cls.encoding for cls in POSTERIOR_KINDS}
+
+
+class _Registered(Mapping):
+    """The posterior kinds registered in ``slangcli.posteriors.POSTERIORS`` as ``{key(cls): value(cls)}``, looked up
+    anew on every use: a kind registered after this module was imported is written, read and named like the
+    built-in ones."""
+
+    def __init__(self, key, value):
+        self._key, self._value = key, value
+
+    def _table(self) -> dict:
+        return {self._key(cls): self._value(cls) for cls in POSTERIORS.values()}
+
+    def __getitem__(self, name):
+        return self._table()[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self._table()
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(POSTERIORS)
+
+
+# every posterior kind carries its encoding (``encoding``, ``stored_arrays`` and the classmethod ``from_group``,
+# which reads the datasets back and checks them against the model): the class of a posterior -> its encoding-type,
+# and the encoding-type -> the reader of that kind
+POSTERIOR_NAMES = _Registered(lambda cls: cls, lambda cls: cls.encoding)
+POSTERIOR_READERS = _Registered(lambda cls: cls.encoding, lambda cls: cls.from_group)
 
 
 @dataclass
@@ -243,6 +269,13 @@ class _Reader:
             self.fail(f"{where} holds non-finite values")
         return arr
 
+    def dataset_shape(self, group, name: str) -> tuple | None:
+        """The shape of the dataset ``name`` in ``group``, None when it has none (for a reader that names the
+        shape it expected)."""
+        if name not in group or not isinstance(group[name], h5py.Dataset):
+            return None
+        return tuple(group[name].shape)
+
     def check_size(self, ds, where: str) -> None:
         """Refuse a dataset that declares far more data than the file stores (a chunked dataset of 8 TB in a
         20 KB file would be read as fill values until memory runs out). slang writes its datasets uncompressed;
@@ -301,10 +334,10 @@ class _Reader:
 
         g = self.group(f, "posterior")
         kind = g.attrs.get("encoding-type")
-        if kind not in self.POSTERIOR_READERS:
+        if kind not in POSTERIOR_READERS:
             self.fail(f"/posterior has unknown encoding-type {kind!r}")
         self.check_version(g, "/posterior")
-        posterior = self.POSTERIOR_READERS[kind](self, g, model)
+        posterior = POSTERIOR_READERS[kind](self, g, model)
 
         self._check_consistency(data, arrays, model)
         g = self.group(f, "history")
@@ -439,79 +472,6 @@ class _Reader:
             keys = ("rmse", "loglik") if isinstance(test, dict) and "rmse" in test else ("nll", "accuracy")
             if not (isinstance(test, dict) and all(_is_number(test.get(key)) for key in keys)):
                 self.fail(f"{where} 'test' lacks {keys[0]!r} or {keys[1]!r} (numbers)")
-
-    def _ktied(self, g, model: MLP) -> KTiedGaussian:
-        """A k-tied posterior, checked against the model's layout: per-layer factor shapes, a rank >= 1, finite
-        values, floors >= 0, positive factors where a layer has no floor, and positive standard deviations whose
-        logarithms lie in [-300, 300] like ``log_sigma``."""
-        layers = model.layout.layers
-        L, B = len(layers), sum(s.n_out for s in layers)
-        mean = self.array(g, "mean", (model.n_params,))
-        bias_log_sigma = self.array(g, "bias_log_sigma", (B,))
-        if not (np.abs(bias_log_sigma) <= MAX_ABS_LOG_SIGMA).all():
-            self.fail(f"/posterior/bias_log_sigma must lie in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}]")
-        floor = self.array(g, "floor", (L,))
-        if not (floor >= 0).all():
-            self.fail("/posterior/floor must be >= 0")
-        expected = {f"{x}_{l}" for l in range(L) for x in "UV"}
-        extra = sorted(n for n in g if n.startswith(("U_", "V_")) and n not in expected)
-        if extra:
-            self.fail(f"/posterior/{extra[0]} does not belong to the model's {L} layers")
-        U, V = [], []
-        for l, s in enumerate(layers):
-            for name, rows in ((f"U_{l}", s.n_in), (f"V_{l}", s.n_out)):
-                if name in g and (len(g[name].shape) != 2 or g[name].shape[0] != rows or g[name].shape[1] < 1):
-                    self.fail(f"/posterior/{name} has shape {tuple(g[name].shape)}, expected ({rows}, k) with k >= 1 "
-                              f"(layer {l} is {s.n_in} x {s.n_out})")
-            u, v = self.array(g, f"U_{l}"), self.array(g, f"V_{l}")
-            if u.shape[1] != v.shape[1]:
-                self.fail(f"/posterior/U_{l} and V_{l} have different ranks ({u.shape[1]} and {v.shape[1]})")
-            if floor[l] == 0 and not ((u > 0).all() and (v > 0).all()):
-                self.fail(f"/posterior/U_{l} and V_{l} must be positive where the layer has no floor (floor 0)")
-            U.append(u)
-            V.append(v)
-        posterior = KTiedGaussian(mean=mean, U=tuple(U), V=tuple(V), bias_log_sigma=bias_log_sigma, floor=floor,
-                                  sizes=tuple(model.sizes))
-        for l, A in enumerate(posterior.sigma_matrices()):
-            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-                if not (np.isfinite(A).all() and (A > 0).all() and (np.abs(np.log(A)) <= MAX_ABS_LOG_SIGMA).all()):
-                    self.fail(f"/posterior/U_{l} V_{l}^T gives standard deviations that are not positive and finite "
-                              f"with log in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}]")
-        return posterior
-
-    def _lowrank(self, g, model: MLP) -> LowRankGaussian:
-        D = model.n_params
-        mean = self.array(g, "mean", (D,))
-        if "U" not in g or not isinstance(g["U"], h5py.Dataset) or len(g["U"].shape) != 2 or g["U"].shape[0] != D:
-            self.fail(f"/posterior/U must have shape ({D}, L)")
-        U = self.array(g, "U")
-        d = self.array(g, "d", (D,))
-        if not (d > 0).all():
-            self.fail("/posterior/d must be positive")
-        return LowRankGaussian(mean=mean, U=U, d=d)
-
-    def _diagonal(self, g, model: MLP) -> DiagonalGaussian:
-        D = model.n_params
-        mean = self.array(g, "mean", (D,))
-        log_sigma = self.array(g, "log_sigma", (D,))
-        if not (np.abs(log_sigma) <= MAX_ABS_LOG_SIGMA).all():
-            self.fail(f"/posterior/log_sigma must lie in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}] "
-                      "(sigma^2 and 1 / sigma^2 finite)")
-        return DiagonalGaussian(mean=mean, log_sigma=log_sigma)
-
-    def _full(self, g, model: MLP) -> FullGaussian:
-        D = model.n_params
-        mean = self.array(g, "mean", (D,))
-        chol = self.array(g, "chol", (D, D))
-        if np.any(np.triu(chol, 1)):
-            self.fail("/posterior/chol must be lower triangular (nonzero entries above the diagonal)")
-        if not (np.diag(chol) > 0).all():
-            self.fail("/posterior/chol must have a positive diagonal")
-        return FullGaussian(mean=mean, chol=chol)
-
-    # encoding-type -> the reader that builds and checks that kind (a new kind registers its reader here)
-    POSTERIOR_READERS = {"lowrank-gaussian": _lowrank, "diagonal-gaussian": _diagonal, "full-gaussian": _full,
-                         "ktied-gaussian": _ktied}
 
 
 def _is_str(value) -> bool:

@@ -15,6 +15,14 @@ forms ``x^T Sigma x`` (for linear models), and the KL divergence to the diagonal
 For the KL divergence between any two kinds (``slangcli.divergence``) each also writes its precision as
 ``diag(d) + U U^T`` (:meth:`precision_terms`; ``d`` may be zero), multiplies by its covariance (:meth:`cov_times`)
 and gives ``log |precision|`` (:meth:`precision_logdet`).
+
+Each kind also carries its run-file encoding (``docs/FORMAT.md``, ``/posterior``): ``encoding`` names its
+``encoding-type``, :meth:`stored_arrays` gives its datasets, and the classmethod ``from_group(reader, group, model)``
+reads them back and checks them against the model. ``reader`` is ``slangcli.io``'s checked access to the file:
+``reader.array(group, name, shape=None)`` (a finite numeric dataset, of ``shape`` when given),
+``reader.dataset_shape(group, name)`` (None when there is no such dataset) and ``reader.fail(message)`` (raises
+the file's FormatError), so every problem is one message naming the file. The kinds are registered by name in
+:data:`POSTERIORS`; ``slangcli.io`` writes and reads every kind registered there.
 """
 
 from __future__ import annotations
@@ -30,6 +38,9 @@ from slangcli.models import Layout
 # Largest D for which a D x D matrix is formed (full-Gaussian methods): 800 MB per float64 matrix, and each
 # Cholesky factorisation or triangular inverse is O(D^3), about a minute per step at D = 10 000 on two cores.
 MAX_FULL_PARAMS = 10_000
+# |log_sigma| above this would overflow sigma^2 or 1 / sigma^2 (exp(2 * 354) > the largest float64): a run file's
+# log standard deviations are refused outside [-300, 300]
+MAX_ABS_LOG_SIGMA = 300.0
 
 
 # Every ``sample`` returns its n draws as the rows of a C-contiguous ``(n, D)`` array: the network slices each
@@ -73,6 +84,21 @@ class LowRankGaussian:
     def stored_arrays(self) -> dict:
         """The datasets of its run-file encoding, by name."""
         return {"mean": self.mean, "U": self.U, "d": self.d}
+
+    @classmethod
+    def from_group(cls, reader, group, model) -> "LowRankGaussian":
+        """The posterior stored in ``group`` (a ``/posterior`` group), checked against ``model``: shapes, finite
+        values, ``d > 0``."""
+        D = model.n_params
+        mean = reader.array(group, "mean", (D,))
+        shape = reader.dataset_shape(group, "U")
+        if shape is None or len(shape) != 2 or shape[0] != D:
+            reader.fail(f"/posterior/U must have shape ({D}, L)")
+        U = reader.array(group, "U")
+        d = reader.array(group, "d", (D,))
+        if not (d > 0).all():
+            reader.fail("/posterior/d must be positive")
+        return cls(mean=mean, U=U, d=d)
 
     def std(self) -> np.ndarray:
         """Marginal standard deviations ``(D,)`` (Woodbury; no D x D matrix)."""
@@ -128,6 +154,17 @@ class DiagonalGaussian:
     def stored_arrays(self) -> dict:
         return {"mean": self.mean, "log_sigma": self.log_sigma}
 
+    @classmethod
+    def from_group(cls, reader, group, model) -> "DiagonalGaussian":
+        """Checked: shapes, finite values, ``log_sigma`` in [-300, 300]."""
+        D = model.n_params
+        mean = reader.array(group, "mean", (D,))
+        log_sigma = reader.array(group, "log_sigma", (D,))
+        if not (np.abs(log_sigma) <= MAX_ABS_LOG_SIGMA).all():
+            reader.fail(f"/posterior/log_sigma must lie in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}] "
+                        "(sigma^2 and 1 / sigma^2 finite)")
+        return cls(mean=mean, log_sigma=log_sigma)
+
     def std(self) -> np.ndarray:
         return np.exp(self.log_sigma)
 
@@ -179,6 +216,18 @@ class FullGaussian:
 
     def stored_arrays(self) -> dict:
         return {"mean": self.mean, "chol": self.chol}
+
+    @classmethod
+    def from_group(cls, reader, group, model) -> "FullGaussian":
+        """Checked: shapes, finite values, ``chol`` lower triangular with a positive diagonal."""
+        D = model.n_params
+        mean = reader.array(group, "mean", (D,))
+        chol = reader.array(group, "chol", (D, D))
+        if np.any(np.triu(chol, 1)):
+            reader.fail("/posterior/chol must be lower triangular (nonzero entries above the diagonal)")
+        if not (np.diag(chol) > 0).all():
+            reader.fail("/posterior/chol must have a positive diagonal")
+        return cls(mean=mean, chol=chol)
 
     def std(self) -> np.ndarray:
         return np.sqrt(self.marginal_variances())
@@ -260,6 +309,47 @@ class KTiedGaussian:
             out[f"U_{l}"], out[f"V_{l}"] = U, V
         return out
 
+    @classmethod
+    def from_group(cls, reader, group, model) -> "KTiedGaussian":
+        """Checked against the model's layout: per-layer factor shapes, a rank >= 1, finite values, floors >= 0,
+        positive factors where a layer has no floor, and positive standard deviations whose logarithms lie in
+        [-300, 300] like ``log_sigma``."""
+        g, layers = group, model.layout.layers
+        L, B = len(layers), sum(s.n_out for s in layers)
+        mean = reader.array(g, "mean", (model.n_params,))
+        bias_log_sigma = reader.array(g, "bias_log_sigma", (B,))
+        if not (np.abs(bias_log_sigma) <= MAX_ABS_LOG_SIGMA).all():
+            reader.fail(f"/posterior/bias_log_sigma must lie in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}]")
+        floor = reader.array(g, "floor", (L,))
+        if not (floor >= 0).all():
+            reader.fail("/posterior/floor must be >= 0")
+        expected = {f"{x}_{l}" for l in range(L) for x in "UV"}
+        extra = sorted(n for n in g if n.startswith(("U_", "V_")) and n not in expected)
+        if extra:
+            reader.fail(f"/posterior/{extra[0]} does not belong to the model's {L} layers")
+        U, V = [], []
+        for l, s in enumerate(layers):
+            for name, rows in ((f"U_{l}", s.n_in), (f"V_{l}", s.n_out)):
+                shape = reader.dataset_shape(g, name)
+                if shape is not None and (len(shape) != 2 or shape[0] != rows or shape[1] < 1):
+                    reader.fail(f"/posterior/{name} has shape {shape}, expected ({rows}, k) with k >= 1 "
+                                f"(layer {l} is {s.n_in} x {s.n_out})")
+            u, v = reader.array(g, f"U_{l}"), reader.array(g, f"V_{l}")
+            if u.shape[1] != v.shape[1]:
+                reader.fail(f"/posterior/U_{l} and V_{l} have different ranks ({u.shape[1]} and {v.shape[1]})")
+            if floor[l] == 0 and not ((u > 0).all() and (v > 0).all()):
+                reader.fail(f"/posterior/U_{l} and V_{l} must be positive where the layer has no floor (floor 0)")
+            U.append(u)
+            V.append(v)
+        posterior = cls(mean=mean, U=tuple(U), V=tuple(V), bias_log_sigma=bias_log_sigma, floor=floor,
+                        sizes=tuple(model.sizes))
+        for l, A in enumerate(posterior.sigma_matrices()):
+            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+                if not (np.isfinite(A).all() and (A > 0).all() and (np.abs(np.log(A)) <= MAX_ABS_LOG_SIGMA).all()):
+                    reader.fail(f"/posterior/U_{l} V_{l}^T gives standard deviations that are not positive and "
+                                f"finite with log in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}]")
+        return posterior
+
     def std(self) -> np.ndarray:
         return self.sigma()
 
@@ -321,4 +411,12 @@ class KTiedGaussian:
         return -2.0 * float(np.sum(np.log(self.sigma())))
 
 
-POSTERIORS = {cls.kind: cls for cls in (LowRankGaussian, DiagonalGaussian, FullGaussian, KTiedGaussian)}
+# The posterior kinds by name: the registry. A kind is its class (the arrays, ``sample``, ``std`` and the rest above,
+# and its run-file encoding: ``encoding``, ``stored_arrays``, ``from_group``); adding one is its class and one line
+# here. ``slangcli.io`` writes and reads every kind registered.
+POSTERIORS = {
+    "lowrank": LowRankGaussian,
+    "diagonal": DiagonalGaussian,
+    "full": FullGaussian,
+    "ktied": KTiedGaussian,
+}

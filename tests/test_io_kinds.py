@@ -111,17 +111,17 @@ def test_control_the_uncorrupted_files_read(kind_file):
 
 def test_every_posterior_kind_brings_its_encoding_std_and_parameter_count():
     """A posterior kind describes itself: its run-file encoding and datasets, its marginal standard deviations
-    (against the dense covariance where one exists) and its variational parameter count; the reader of its
-    encoding is registered by name."""
-    from slangcli.io import POSTERIOR_KINDS, _Reader
+    (against the dense covariance where one exists) and its variational parameter count; the run file reads
+    each registered kind with the kind's own ``from_group``."""
+    from slangcli.io import POSTERIOR_NAMES, POSTERIOR_READERS
     from slangcli.posteriors import POSTERIORS
 
-    assert set(POSTERIOR_KINDS) == set(POSTERIORS.values())
     rng = np.random.default_rng(0)
     D = 6
     low = LowRankGaussian(rng.normal(size=D), rng.normal(size=(D, 2)), rng.uniform(1, 2, D))
     dense = np.linalg.inv(low.U @ low.U.T + np.diag(low.d))
     np.testing.assert_allclose(low.std(), np.sqrt(np.diag(dense)), rtol=1e-12)
     assert low.n_variational_params() == D * 4
-    for cls in POSTERIOR_KINDS:
-        assert cls.encoding in _Reader.POSTERIOR_READERS
+    for cls in POSTERIORS.values():
+        assert POSTERIOR_NAMES[cls] == cls.encoding
+        assert POSTERIOR_READERS[cls.encoding] == cls.from_group
