@@ -112,17 +112,21 @@ def _scoring_data(run: Run, run_name: str, data_path, notify, without_train: str
 def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samples=1000, seed=0, bins=15,
              reference: Run | None = None, reference_name: str = "reference", missing: str | None = None,
              notify: Callable[[str], None] = lambda msg: None) -> dict:
-    """Score a stored run on ``data_path`` or on its own test data, plus its training -ELBO / N; with a
-    ``reference`` run, also the KL divergences between the two posteriors (``out["reference"]``)."""
+    """Score a stored run on ``data_path`` or on its own test data, plus its training -ELBO / N (``out["train"]``:
+    recomputed when the training data can be re-read, else the value the run stores, ``stored=True``, else absent);
+    with a ``reference`` run, also the KL divergences between the two posteriors (``out["reference"]``)."""
     if reference is not None:
         check_comparable(run, run_name, reference, reference_name)
+    # a compressed run stores no metrics, and so no training -ELBO to fall back on
+    stored_train = run.metrics.get("train")
     X_test, y_test, source, X_train, y_train, target_scale = _scoring_data(
-        run, run_name, data_path, notify, "the training -ELBO is the value stored at fit time", missing)
+        run, run_name, data_path, notify, "the training -ELBO is the value stored at fit time" if stored_train
+        else "the training -ELBO is not reported (the run stores none)", missing)
     out = score(run.model, run.posterior, run.prior_precision, X_train=X_train, y_train=y_train,
                 X_test=X_test, y_test=y_test, target_scale=target_scale, predictive=predictive, samples=samples,
                 seed=seed, bins=bins)
-    if X_train is None:
-        out["train"] = dict(run.metrics.get("train", {}), stored=True)
+    if X_train is None and stored_train:
+        out["train"] = dict(stored_train, stored=True)
     out["data"] = source
     if reference is not None:
         out["reference"] = compare(run, run_name, reference, reference_name)

@@ -215,3 +215,19 @@ def test_hidden_widths_are_parsed_alike_everywhere():
 
     assert parse_hidden("400,400") == parse_hidden((400, 400)) == parse_hidden(" 400, 400 ") == (400, 400)
     assert parse_hidden("") == parse_hidden(()) == ()
+
+
+def test_slang_compress_of_a_python_saved_run_is_evaluated(tmp_path):
+    """`slang compress` of a run fitted from arrays: the compressed run stores no training -ELBO and its data file
+    cannot be re-read, so evaluate reports the test scores alone."""
+    (train, test), X, y, X_test, y_test = _data(tmp_path, "gaussian")
+    result = slangcli.fit(X, y, likelihood="gaussian", hidden=4, epochs=3, method="bbb", standardize=True)
+    result.save(tmp_path / "py.h5")
+    runner = CliRunner()
+    done = runner.invoke(main, ["compress", str(tmp_path / "py.h5"), "--rank", "1", "-o", str(tmp_path / "k.h5")])
+    assert done.exit_code == 0, done.output
+    done = runner.invoke(main, ["evaluate", str(tmp_path / "k.h5"), str(test), "--samples", "20", "--json"])
+    assert done.exit_code == 0, done.output
+    assert set(json.loads(done.stdout)["metrics"]) >= {"test"} and "train" not in json.loads(done.stdout)["metrics"]
+    done = runner.invoke(main, ["inspect", str(tmp_path / "k.h5")])
+    assert done.exit_code == 0 and f"compressed from {tmp_path / 'py.h5'} (sha256 " in done.stderr
