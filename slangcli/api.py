@@ -14,6 +14,7 @@ numbers (regression), as in the files.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import replace
 from typing import Callable
 
@@ -296,8 +297,13 @@ class FitResult:
 
     def compress(self, rank: int) -> FitResult:
         """The k-tied posterior with rank-``rank`` standard deviations of every weight matrix (``slang
-        compress``)."""
-        source = {"path": self.path, "sha256": None, "posterior": POSTERIOR_NAMES[type(self.posterior)],
+        compress``).
+
+        Its provenance names the run file this result was loaded from or saved to (as an absolute path, like
+        ``slang compress``), if any, but no sha256: what is compressed is the posterior in memory, not a file.
+        """
+        path = os.path.abspath(self.path) if self.path else None
+        source = {"path": path, "sha256": None, "posterior": POSTERIOR_NAMES[type(self.posterior)],
                   "method": self.config.get("method")}
         return FitResult(workflow.compressed_run(self.run, int(rank), source).run)
 

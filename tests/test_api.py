@@ -217,6 +217,82 @@ def test_hidden_widths_are_parsed_alike_everywhere():
     assert parse_hidden("") == parse_hidden(()) == ()
 
 
+@pytest.mark.parametrize("method", ["slang", "bbb"])
+def test_compress_in_python_truncates_each_layers_standard_deviations(method):
+    """``FitResult.compress(rank)``: a k-tied posterior whose weight standard deviations are the floored rank-k SVD
+    truncation of the source's (``min(k, m, n)`` per layer), with the means and bias standard deviations kept."""
+    from slangcli.compress import FLOOR_RELATIVE
+    from slangcli.io import POSTERIOR_NAMES
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 3))
+    y = X @ np.array([1.0, -0.5, 0.2]) + 0.1 * rng.normal(size=40)
+    result = slangcli.fit(X, y, likelihood="gaussian", hidden=(6, 5), epochs=2, method=method, seed=2)
+    source_std = result.posterior.std()
+    for rank in (1, 2, 10):
+        c = result.compress(rank=rank)
+        assert c.posterior.kind == "ktied" and POSTERIOR_NAMES[type(c.posterior)] == "ktied-gaussian"
+        layers = c.model.layout.layers
+        assert c.posterior.ranks == tuple(min(rank, s.n_in, s.n_out) for s in layers)
+        assert c.run.compression["rank"] == rank and c.config == result.config
+        assert np.array_equal(c.posterior.mean, result.posterior.mean)
+        std = c.posterior.std()
+        for l, s in enumerate(layers):
+            k = min(rank, s.n_in, s.n_out)
+            assert c.posterior.U[l].shape == (s.n_in, k) and c.posterior.V[l].shape == (s.n_out, k)
+            A = source_std[s.W].reshape(s.n_in, s.n_out)
+            U, g, Vt = np.linalg.svd(A, full_matrices=False)
+            expected = np.maximum((U[:, :k] * g[:k]) @ Vt[:k], FLOOR_RELATIVE * A.max())
+            np.testing.assert_allclose(std[s.W].reshape(s.n_in, s.n_out), expected, rtol=1e-10, atol=1e-14,
+                                       err_msg=f"rank {rank}, layer {l}")
+            if k == min(s.n_in, s.n_out):  # full rank: the source itself
+                np.testing.assert_allclose(std[s.W], source_std[s.W], rtol=1e-10)
+            np.testing.assert_allclose(std[s.b], source_std[s.b], rtol=1e-12)
+        assert c.run.compression["params_after"] == c.posterior.n_variational_params()
+
+
+def test_a_run_compressed_in_python_is_read_by_every_command(tmp_path):
+    """A k-tied run made by ``FitResult.compress`` from arrays (no data file, no source file, no stored metrics)
+    is inspected, evaluated, predicted and compressed again by the commands."""
+    (train, test), X, y, X_test, y_test = _data(tmp_path, "gaussian")
+    result = slangcli.fit(X, y, likelihood="gaussian", hidden=4, epochs=3, rank=2, noise_precision=7.5,
+                          standardize=True)
+    path = tmp_path / "k1.h5"
+    compressed = result.compress(rank=1)
+    compressed.save(path)
+    runner = CliRunner()
+
+    done = runner.invoke(main, ["inspect", str(path)])
+    assert done.exit_code == 0, done.output
+    assert "compressed from a run in memory (Python) (lowrank-gaussian) at rank 1" in done.stderr
+    assert "(none: made in Python)" in done.stderr and "ktied-gaussian" in done.stderr
+    done = runner.invoke(main, ["inspect", str(path), "--json"])
+    assert done.exit_code == 0 and json.loads(done.stdout)["compression"]["source"]["sha256"] is None
+
+    done = runner.invoke(main, ["evaluate", str(path), str(test), "--samples", "20", "--json"])
+    assert done.exit_code == 0, done.output
+    scores = json.loads(done.stdout)["metrics"]
+    assert "train" not in scores and "the training -ELBO is not reported" in done.stderr
+    assert scores["test"] == compressed.score(X_test, y_test, samples=20)
+    done = runner.invoke(main, ["evaluate", str(path), str(test), "--samples", "20"])
+    assert done.exit_code == 0 and "RMSE" in done.stderr and "-ELBO / N" not in done.stderr
+
+    done = runner.invoke(main, ["predict", str(path), str(test), "--samples", "20", "-o", str(tmp_path / "p.csv")])
+    assert done.exit_code == 0, done.output
+    table = np.genfromtxt(tmp_path / "p.csv", delimiter=",", names=True)
+    np.testing.assert_allclose(table["mean"], compressed.predict(X_test, samples=20).mean, rtol=1e-10)
+
+    done = runner.invoke(main, ["compress", str(path), "--rank", "1", "-o", str(tmp_path / "again.h5")])
+    assert done.exit_code == 0, done.output
+    assert read_run(tmp_path / "again.h5").posterior.ranks == compressed.posterior.ranks
+
+    # a saved (or loaded) result names its file, as an absolute path, but no checksum: the posterior in memory
+    # is what is compressed
+    result.save(tmp_path / "source.h5")
+    source = result.compress(rank=1).run.compression["source"]
+    assert source["path"] == str(tmp_path / "source.h5") and source["sha256"] is None
+
+
 def test_slang_compress_of_a_python_saved_run_is_evaluated(tmp_path):
     """`slang compress` of a run fitted from arrays: the compressed run stores no training -ELBO and its data file
     cannot be re-read, so evaluate reports the test scores alone."""

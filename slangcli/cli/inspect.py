@@ -62,6 +62,14 @@ def _left_out(source: dict) -> str:
         text += f"; {source['rows_dropped']} rows with a missing value dropped"
     return text
 
+def _compression_source(source: dict) -> str:
+    """``/runs/a.h5 (sha256 0e3e66ffd0801673…, lowrank-gaussian)``; a run compressed in Python
+    (``FitResult.compress``) has no file checksum, and no path unless it was saved or loaded."""
+    where = source.get("path") or "a run in memory (Python)"
+    known = ([f"sha256 {source['sha256'][:16]}…"] if source.get("sha256") else []) + [source["posterior"]]
+    return f"{where} ({', '.join(known)})"
+
+
 @main.command()
 @click.argument("run_file", metavar="RUN.h5", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print the description as one JSON object on stdout.")
@@ -75,7 +83,7 @@ def inspect(run_file, as_json):
     c, d, m = s["config"], s["data"], s["metrics"]
     lines = [
         f"[bold]{run_file}[/bold]  (slang {s['slang_version']}, {s['created']})",
-        f"command    {' '.join(s['command'])}",
+        f"command    {' '.join(s['command']) or '(none: made in Python)'}",
         f"method     {s['method']}  {c.get('hyper', {})}",
         f"posterior  {s['posterior']['type']}, D = {s['posterior']['n_params']}, "
         + ", ".join(f"{k} {_shape_text(v)}" for k, v in s["posterior"]["arrays"].items()),
@@ -86,8 +94,9 @@ def inspect(run_file, as_json):
          f"{m['solver']['grad_max']:.2g} (tol {m['solver']['tol']:g})" if "solver" in m else
          f"training   {c.get('n_steps')} steps, batch {c.get('batch_size')}, seed {c.get('seed')}, "
          f"{s['history']['epochs']} epochs recorded"),
-        f"train data {d['train']['path'] or 'arrays from Python'}  sha256 {d['train']['sha256'][:16]}…  "
-        f"{d['train']['rows']} rows x {d['train']['features']} features ({d['train']['format']})"
+        f"train data {d['train']['path'] or 'arrays from Python'}  "
+        + (f"sha256 {d['train']['sha256'][:16]}…  " if d["train"].get("sha256") else "")
+        + f"{d['train']['rows']} rows x {d['train']['features']} features ({d['train']['format']})"
         + _left_out(d["train"]),
     ]
     t = d.get("test")
@@ -108,9 +117,8 @@ def inspect(run_file, as_json):
         lines.append(f"train      -ELBO/N {m['train']['neg_elbo_per_example']:.4f}")
     comp = s["compression"]
     if comp:
-        src = comp["source"]
-        lines.insert(3, f"compressed from {src['path']} (sha256 {src['sha256'][:16]}…, {src['posterior']}) at rank "
-                        f"{comp['rank']}: {comp['params_before']} -> {comp['params_after']} variational parameters")
+        lines.insert(3, f"compressed from {_compression_source(comp['source'])} at rank {comp['rank']}: "
+                        f"{comp['params_before']} -> {comp['params_after']} variational parameters")
     if not m:
         lines.append("metrics    none stored (slang evaluate scores this run)")
     if run.status == "checkpoint":
