@@ -217,6 +217,71 @@ def test_hidden_widths_are_parsed_alike_everywhere():
     assert parse_hidden("") == parse_hidden(()) == ()
 
 
+def test_help_shows_the_public_api_before_the_package_contents():
+    """``help(slangcli)`` starts with the API (every public name), not with the list of modules."""
+    import pydoc
+
+    text = pydoc.render_doc(slangcli, renderer=pydoc.plaintext)
+    api, contents = text.split("PACKAGE CONTENTS", 1)
+    assert "slangcli.fit(X, y" in api
+    for name in ("fit(X, y, **options)", "load(path)", "FitResult", "SLANGClassifier, SLANGRegressor", "METHODS"):
+        assert name in api, name
+    assert "\n    api\n" in contents  # the modules follow
+    # the command of the README's promise, with a plain (non-interactive) pager
+    done = subprocess.run([sys.executable, "-c", "import slangcli; help(slangcli)"], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.index("slangcli.fit(X, y") < done.stdout.index("PACKAGE CONTENTS")
+
+
+def test_regression_predict_evaluate_and_the_api_give_the_same_predictive(tmp_path):
+    """For a regression, `slang predict`, `slang evaluate` and the API use the same weight samples for the same seed
+    and sample count: the same predictive mean and standard deviation, and evaluate's log-likelihood is the mean of
+    the per-point mixture log-likelihoods of those samples."""
+    import h5py
+    import scipy.special
+
+    from slangcli.workflow import transform
+
+    (train, test), X, y, X_test, y_test = _data(tmp_path, "gaussian")
+    out = tmp_path / "run.h5"
+    runner = CliRunner()
+    done = runner.invoke(main, ["fit", str(train), "--test", str(test), "--likelihood", "gaussian", "--hidden", "3",
+                                "--epochs", "3", "--noise-precision", "4", "--standardize", "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    S, seed = 37, 5
+    done = runner.invoke(main, ["evaluate", str(out), "--samples", str(S), "--seed", str(seed), "--json"])
+    assert done.exit_code == 0, done.output
+    scores = json.loads(done.stdout)["metrics"]["test"]
+    done = runner.invoke(main, ["predict", str(out), str(test), "--samples", str(S), "--seed", str(seed),
+                                "--interval", "0.9", "-o", str(tmp_path / "p.h5")])
+    assert done.exit_code == 0, done.output
+    with h5py.File(tmp_path / "p.h5") as f:
+        cli = {name: f[name][()] for name in ("mean", "std_total", "lower", "upper")}
+
+    result = slangcli.load(out)
+    api = result.predict(X_test, samples=S, seed=seed, interval=0.9)
+    assert np.array_equal(api.mean, cli["mean"]) and np.array_equal(api.std, cli["std_total"])
+    assert np.array_equal(api.lower, cli["lower"]) and np.array_equal(api.upper, cli["upper"])
+    assert result.score(X_test, y_test, samples=S, seed=seed) == scores
+
+    # per point, from the draws behind both (FitResult.sample with the same seed), in the target's units
+    run = read_run(out)
+    Xs, ys = transform(run, X_test, y_test, "test")
+    theta = result.sample(S, seed=seed)
+    f = run.model.forward(theta, Xs)[0][..., 0]  # (S, N), standardised units
+    tau = run.model.noise_precision
+    t_mean, t_scale = run.arrays["target_mean"][0], run.arrays["target_scale"][0]
+    loglik = (scipy.special.logsumexp(0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (ys - f) ** 2, axis=0)
+              - np.log(S) - np.log(t_scale))
+    assert scores["loglik"] == pytest.approx(loglik.mean(), rel=1e-12)
+    np.testing.assert_allclose(cli["mean"], t_mean + t_scale * f.mean(axis=0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(cli["std_total"], t_scale * np.sqrt(f.var(axis=0) + 1.0 / tau), rtol=1e-10)
+    assert scores["rmse"] == pytest.approx(np.sqrt(np.mean((cli["mean"] - y_test) ** 2)), rel=1e-10)
+    inside = np.mean((cli["lower"] <= y_test) & (y_test <= cli["upper"]))
+    assert scores["coverage"]["0.9"] == pytest.approx(inside, abs=1e-12)
+
+
 @pytest.mark.parametrize("method", ["slang", "bbb"])
 def test_compress_in_python_truncates_each_layers_standard_deviations(method):
     """``FitResult.compress(rank)``: a k-tied posterior whose weight standard deviations are the floored rank-k SVD
