@@ -1,25 +1,28 @@
-"""Fitting a posterior to prepared data: option checks, the model and problem, tuning, the training loop with
-checkpoints, restarts, resuming a checkpoint, and the final scores of the run.
+"""Fitting a posterior to prepared data: option checks, the model and problem, tuning, the training of a step
+method or the solve of a solver, resuming a checkpoint, and the final scores of the run.
 
-Step methods train in ``slangcli.train.run``; checkpoints store the method's state (:class:`Checkpointing` says when
-and how); a resumed fit equals, bit for bit, the fit that was never stopped, because every random stream is derived
-from the seed and the step. ``restarts > 1`` fits from several seeds and keeps the lowest training -ELBO.
+Step methods train in ``slangcli.train.run`` from a ``slangcli.fitsetup.Setup``; checkpoints store the method's
+state (``slangcli.checkpoints``: :class:`Checkpointing` says when and how); a resumed fit equals, bit for bit, the
+fit that was never stopped, because every random stream is derived from the seed and the step. ``restarts > 1``
+fits from several seeds and keeps the lowest training -ELBO (``slangcli.restarts``).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Callable
 
 import numpy as np
 
-from slangcli import learned, streams, task, train, tuning
+from slangcli import checkpoints, learned, streams, task, train, tuning
+from slangcli.checkpoints import Checkpointing
 from slangcli.checks import recorded_options, stored_hyper
 from slangcli.errors import ConfigError, DataError, DivergenceError, FormatError, Interrupted
 from slangcli.io import Run
 from slangcli.methods import METHODS
-from slangcli.methods.base import Problem, adapt, cache_fields, hyper_names, is_solver, samples_per_step
+from slangcli.fitsetup import Setup, train_steps
+from slangcli.methods.base import Problem, adapt, hyper_names, is_solver, samples_per_step
 from slangcli.models import ACTIVATIONS, LIKELIHOODS, MLP
 from slangcli.threads import blas_threads
 from slangcli.evaluation import score
@@ -62,41 +65,6 @@ def check_hyper(method: str, hyper: dict) -> None:
     if unknown:
         raise ConfigError(f"{option_name(unknown[0])} does not apply to --method {method} (its options: "
                           f"{', '.join(option_name(n) for n in names)})")
-
-
-@dataclass
-class Checkpointing:
-    """When a step method's fit writes a resumable snapshot of itself (a run file with status "checkpoint"), and
-    how: ``write(run)`` stores it (atomically); ``stop()`` is polled after every step and, when it returns True,
-    the fit writes a last snapshot and raises :class:`Interrupted`."""
-
-    write: Callable[[Run], None]
-    every_steps: int | None = None
-    every_seconds: float | None = None
-    stop: Callable[[], bool] = lambda: False
-
-
-@dataclass
-class _Setup:
-    """Everything a fit needs besides its training state: rebuilt from the options (``fit``) or from a
-    checkpoint (``resume``)."""
-
-    method: str
-    module: object
-    hyper: object
-    model: MLP
-    problem: Problem
-    prepared: Prepared
-    config: dict
-    command: list
-    learn_noise: bool = False
-    learn_prior: bool = False
-
-    def learner(self, problem: Problem | None = None) -> learned.Learner:
-        """A fresh learner of this fit's learned precisions, from ``problem`` (default: the setup's)."""
-        n, batch = self.problem.n_data, self.config["batch_size"]
-        return learned.Learner(problem or self.problem, noise=self.learn_noise, prior=self.learn_prior,
-                               window=streams.steps_per_epoch(n, batch) if batch else 1)
 
 
 def fit(opts: DataOptions, *, likelihood: str = "auto", notify: Callable[[str], None] = lambda msg: None,
@@ -346,9 +314,9 @@ def _fit_prepared(
     params = tuning.parse_tune(tune, prepared.likelihood, module)
     if params and (learn_noise or learn_prior):
         # the search starts from the learned values: learn them first, by a fit of the same length on all rows
-        first = _Setup(method, module, hyper_obj, model,
-                       Problem(model, model.prior_precision(prior_precision, bias_prior_precision), n), prepared,
-                       {"batch_size": batch}, [], learn_noise, learn_prior)
+        first = Setup(method, module, hyper_obj, model,
+                      Problem(model, model.prior_precision(prior_precision, bias_prior_precision), n), prepared,
+                      {"batch_size": batch}, [], learn_noise, learn_prior)
         learner = first.learner()
         with blas_threads(model.n_params, samples_per_step(hyper_obj), batch):
             train.run(module, hyper_obj, learner.problem, prepared.X_train, prepared.y_train, seed=seed,
@@ -399,8 +367,8 @@ def _fit_prepared(
         "model": {"sizes": list(model.sizes), "activation": model.activation, "likelihood": model.likelihood,
                   "noise_precision": model.noise_precision},
     }
-    setup = _Setup(method, module, hyper_obj, model, problem, prepared, config, list(command or []), learn_noise,
-                   learn_prior)
+    setup = Setup(method, module, hyper_obj, model, problem, prepared, config, list(command or []), learn_noise,
+                  learn_prior)
 
     if not solver:
         if restarts > 1:
@@ -448,99 +416,27 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
     problem = Problem(run.model, run.prior_precision, len(prepared.X_train))
     prepared.data = run.data  # the provenance as first recorded (including notes such as a widened width)
     flags = config.get("learned") or {}
-    setup = _Setup(method, module, hyper_obj, run.model, problem, prepared, config, run.command,
-                   bool(flags.get("noise_precision")), bool(flags.get("prior_precision")))
-
-    # the method's state: a fresh one as the template of fields, shapes and dtypes, then the stored values
-    template = module.init(streams.derive_rng(config["seed"], streams.INIT), problem, hyper_obj)
-    stored, scalars = run.state["arrays"], run.state["scalars"]
-    values = {}
-    for name, value in zip(template._fields, template):
-        if name == "t":
-            values[name] = int(scalars["t"])
-        elif isinstance(value, np.ndarray) and name in stored:
-            got = stored[name]
-            if got.shape != value.shape:
-                raise FormatError(f"{run_name}: /state/{name} has shape {got.shape}, expected {value.shape}")
-            # the template's dtype and memory order (SLANG keeps U Fortran-ordered): BLAS kernels, and so the
-            # rounding of every later step, depend on the layout
-            order = "F" if value.flags.f_contiguous and not value.flags.c_contiguous else "C"
-            values[name] = np.array(got, dtype=value.dtype, order=order)
-        elif isinstance(value, np.ndarray) and name not in cache_fields(module):
-            raise FormatError(f"{run_name}: /state lacks {name!r}")
-        elif isinstance(value, (int, float)) and name in scalars:
-            values[name] = type(value)(scalars[name])
-        else:
-            values[name] = None if isinstance(value, np.ndarray) else value
-    state = template._replace(**values)
-    if not 0 < state.t < config["n_steps"]:
-        raise FormatError(f"{run_name}: /state is at step {state.t} of {config['n_steps']}")
-    history = train.History(
-        epoch=[int(v) for v in run.history.get("epoch", [])], step=[int(v) for v in run.history.get("step", [])],
-        nll=[float(v) for v in run.history.get("nll", [])], seconds=[float(v) for v in run.history.get("seconds", [])],
-        kl=[float(v) for v in run.history.get("kl", [])],
-        open_sum=float(scalars.get("history_open_sum", 0.0)), open_count=int(scalars.get("history_open_count", 0)),
-        open_seconds=float(scalars.get("history_open_seconds", 0.0)))
-    learner = setup.learner()
-    learner.residual = float(scalars.get("learned_residual", float("nan")))
-    learner.restore_history(run.history)
+    setup = Setup(method, module, hyper_obj, run.model, problem, prepared, config, run.command,
+                  bool(flags.get("noise_precision")), bool(flags.get("prior_precision")))
+    state, history, learner = checkpoints.restore(run, run_name, setup)
     return _train(setup, state, history, float(run.metrics.get("fit_seconds", 0.0)), progress, checkpointing,
                   learner)
 
 
-def _snapshot(setup: _Setup, state, history: train.History, fit_seconds: float, learner: learned.Learner) -> Run:
-    """The run file of a fit stopped after step ``state.t``: the posterior so far and the state to resume (the
-    learned precisions in force are the run's model and prior, their smoothing state a scalar)."""
-    arrays = {name: value for name, value in zip(state._fields, state) if isinstance(value, np.ndarray)}
-    scalars = {"t": int(state.t), "history_open_sum": float(history.open_sum),
-               "history_open_count": int(history.open_count), "history_open_seconds": float(history.open_seconds)}
-    if learner.noise:
-        scalars["learned_residual"] = float(learner.residual)
-    scalars.update({name: value for name, value in zip(state._fields, state)
-                    if name != "t" and isinstance(value, (int, float))})
-    metrics = {"steps": int(state.t), "n_steps": setup.config["n_steps"], "fit_seconds": fit_seconds}
-    return Run(model=learner.problem.model, prior_precision=learner.problem.prior_precision,
-               posterior=setup.module.posterior(state), config=setup.config, data=setup.prepared.data,
-               arrays=setup.prepared.arrays, history={**history.as_arrays(), **learner.history()}, metrics=metrics,
-               command=setup.command, meta=meta(), status="checkpoint", state={"arrays": arrays, "scalars": scalars})
-
-
-def _snr_options(cfg: dict) -> dict:
-    """``train.run``'s gradient-SNR arguments from the run's config (``--snr``; none recorded when absent)."""
-    snr = cfg.get("snr") or {}
-    return {"snr_every": snr.get("every") or 0, "snr_draws": snr.get("draws", 10)}
-
-
-def _train(setup: _Setup, state, history, elapsed: float, progress, checkpointing: Checkpointing | None,
+def _train(setup: Setup, state, history, elapsed: float, progress, checkpointing: Checkpointing | None,
            learner: learned.Learner | None = None) -> Run:
     """Train a step method from ``state`` (None: fresh) to the configured last step, writing checkpoints as
     ``checkpointing`` asks, then score it."""
-    cfg, p = setup.config, setup.prepared
+    cfg = setup.config
     learner = learner or setup.learner()
     started = time.perf_counter()
-    last_write = started
     first_step = 0 if state is None else state.t
-
-    def after_step(state, history) -> bool:
-        nonlocal last_write
-        if checkpointing is None:
-            return False
-        stop = checkpointing.stop()
-        now = time.perf_counter()
-        due = (checkpointing.every_steps and state.t % checkpointing.every_steps == 0) or \
-              (checkpointing.every_seconds and now - last_write >= checkpointing.every_seconds)
-        if (due or stop) and state.t < cfg["n_steps"]:
-            checkpointing.write(_snapshot(setup, state, history, elapsed + now - started, learner))
-            last_write = time.perf_counter()
-        return stop
-
+    after_step = None if checkpointing is None else checkpoints.writer(checkpointing, setup, learner, elapsed,
+                                                                        started)
     stopped = checkpointing is not None and checkpointing.stop()
     if not stopped:
-        with blas_threads(setup.model.n_params, samples_per_step(setup.hyper), cfg["batch_size"]):
-            state, history = train.run(setup.module, setup.hyper, learner.problem, p.X_train, p.y_train,
-                                       seed=cfg["seed"], batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
-                                       state=state, history=history, progress=progress, after_step=after_step,
-                                       learner=learner, **_snr_options(cfg))
+        state, history = train_steps(setup, learner, seed=cfg["seed"], state=state, history=history,
+                                     progress=progress, after_step=after_step)
     if stopped or state.t < cfg["n_steps"]:
         step = first_step if state is None else state.t
         raise Interrupted(step, cfg["n_steps"], checkpointed=step > first_step)
@@ -555,17 +451,14 @@ def restart_seed(seed: int, r: int) -> int:
     return seed if r == 0 else int(streams.derive_rng(seed, streams.RESTART, r).integers(2**31))
 
 
-def _restart(setup: _Setup, seed: int, progress=None):
+def _restart(setup: Setup, seed: int, progress=None):
     """One restart's fit from ``seed``: ``(posterior, history, steps, training -ELBO / N, problem)`` (the problem
     with any learned precisions as they ended), or the DivergenceError it ended in (returned, so that a cluster's
     map carries it back like a result)."""
     cfg, p = setup.config, setup.prepared
     learner = setup.learner()
     try:
-        with blas_threads(setup.model.n_params, samples_per_step(setup.hyper), cfg["batch_size"]):
-            state, history = train.run(setup.module, setup.hyper, learner.problem, p.X_train, p.y_train,
-                                       seed=seed, batch_size=cfg["batch_size"], n_steps=cfg["n_steps"],
-                                       progress=progress, learner=learner, **_snr_options(cfg))
+        state, history = train_steps(setup, learner, seed=seed, progress=progress)
     except DivergenceError as exc:
         return exc
     posterior = setup.module.posterior(state)
@@ -577,7 +470,7 @@ def _restart(setup: _Setup, seed: int, progress=None):
             nelbo if np.isfinite(nelbo) else float("inf"), learner.problem)
 
 
-def _train_restarts(setup: _Setup, restarts: int, progress, notify, map_jobs=None) -> Run:
+def _train_restarts(setup: Setup, restarts: int, progress, notify, map_jobs=None) -> Run:
     """``restarts`` fits from different seeds (initial mean, minibatches, weight noise); the one with the lowest
     -ELBO on the training data is kept and scored. The test data play no part in the choice. A restart that
     diverges is left out; if all do, the first one's error is raised. With ``map_jobs`` (a cluster's map) the
@@ -609,7 +502,7 @@ def _train_restarts(setup: _Setup, restarts: int, progress, notify, map_jobs=Non
     return _finish(setup, posterior, history, steps, time.perf_counter() - started)
 
 
-def _finish(setup: _Setup, posterior, history: dict, steps: int, fit_seconds: float, solver=None) -> Run:
+def _finish(setup: Setup, posterior, history: dict, steps: int, fit_seconds: float, solver=None) -> Run:
     """Score the fitted posterior and assemble the complete run."""
     p, cfg = setup.prepared, setup.config
     cfg["model"]["noise_precision"] = setup.model.noise_precision  # a learned one as it ended
