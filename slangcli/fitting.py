@@ -18,10 +18,10 @@ import numpy as np
 from slangcli import checkpoints, learned, streams, task, train, tuning
 from slangcli.checkpoints import Checkpointing
 from slangcli.checks import recorded_options, stored_hyper
-from slangcli.errors import ConfigError, DataError, DivergenceError, FormatError, Interrupted
+from slangcli.errors import ConfigError, DataError, FormatError, Interrupted
+from slangcli.fitsetup import Setup, train_steps
 from slangcli.io import Run
 from slangcli.methods import METHODS
-from slangcli.fitsetup import Setup, train_steps
 from slangcli.methods.base import Problem, adapt, hyper_names, is_solver, samples_per_step
 from slangcli.models import ACTIVATIONS, LIKELIHOODS, MLP
 from slangcli.threads import blas_threads
@@ -29,6 +29,7 @@ from slangcli.evaluation import score
 from slangcli.prepare import Prepared
 from slangcli.provenance import meta
 from slangcli.readers import STDIN
+from slangcli.restarts import train_restarts
 from slangcli.sources import DataOptions, _is_uci, _stored_options, load_training
 
 # the value of --noise-precision and --prior-precision that learns them (slangcli.learned)
@@ -372,7 +373,7 @@ def _fit_prepared(
 
     if not solver:
         if restarts > 1:
-            return _train_restarts(setup, restarts, progress, notify, map_jobs)
+            return _finish(setup, *train_restarts(setup, restarts, progress, notify, map_jobs))
         return _train(setup, None, None, 0.0, progress, checkpointing)
     started = time.perf_counter()
     # one iteration is O(N D^2) for the full solver: the thread policy of a step of that size
@@ -444,62 +445,6 @@ def _train(setup: Setup, state, history, elapsed: float, progress, checkpointing
     setup.model, setup.problem = learner.problem.model, learner.problem
     return _finish(setup, setup.module.posterior(state), {**history.as_arrays(), **learner.history()},
                    int(state.t), fit_seconds)
-
-
-def restart_seed(seed: int, r: int) -> int:
-    """The training seed of restart ``r`` (restart 0 trains with ``seed`` itself)."""
-    return seed if r == 0 else int(streams.derive_rng(seed, streams.RESTART, r).integers(2**31))
-
-
-def _restart(setup: Setup, seed: int, progress=None):
-    """One restart's fit from ``seed``: ``(posterior, history, steps, training -ELBO / N, problem)`` (the problem
-    with any learned precisions as they ended), or the DivergenceError it ended in (returned, so that a cluster's
-    map carries it back like a result)."""
-    cfg, p = setup.config, setup.prepared
-    learner = setup.learner()
-    try:
-        state, history = train_steps(setup, learner, seed=seed, progress=progress)
-    except DivergenceError as exc:
-        return exc
-    posterior = setup.module.posterior(state)
-    with np.errstate(over="ignore", invalid="ignore"):  # the training part of the run's own scores
-        scores = score(learner.problem.model, posterior, learner.problem.prior_precision, X_train=p.X_train,
-                       y_train=p.y_train, samples=cfg["eval_samples"], seed=cfg["seed"])
-    nelbo = scores["train"]["neg_elbo_per_example"]
-    return (posterior, {**history.as_arrays(), **learner.history()}, int(state.t),
-            nelbo if np.isfinite(nelbo) else float("inf"), learner.problem)
-
-
-def _train_restarts(setup: Setup, restarts: int, progress, notify, map_jobs=None) -> Run:
-    """``restarts`` fits from different seeds (initial mean, minibatches, weight noise); the one with the lowest
-    -ELBO on the training data is kept and scored. The test data play no part in the choice. A restart that
-    diverges is left out; if all do, the first one's error is raised. With ``map_jobs`` (a cluster's map) the
-    restarts run there, with the same results."""
-    cfg = setup.config
-    seeds = [restart_seed(cfg["seed"], r) for r in range(restarts)]
-    started = time.perf_counter()
-    if map_jobs is None:
-        outcomes = [_restart(setup, seed, progress) for seed in seeds]
-    else:
-        outcomes = map_jobs(_restart, [(setup, seed) for seed in seeds])
-    best, elbos, error = None, [], None
-    for r, (seed, outcome) in enumerate(zip(seeds, outcomes)):
-        if isinstance(outcome, DivergenceError):
-            error = error or outcome
-            elbos.append(None)
-            notify(f"restart {r + 1} of {restarts} (seed {seed}): {outcome}")
-            continue
-        posterior, history, steps, nelbo, problem = outcome
-        elbos.append(nelbo)
-        notify(f"restart {r + 1} of {restarts} (seed {seed}): training -ELBO per example {nelbo:.4f}")
-        if best is None or nelbo < best[0]:
-            best = (nelbo, r, posterior, history, steps, problem)
-    if best is None:
-        raise error
-    _, chosen, posterior, history, steps, setup.problem = best
-    setup.model = setup.problem.model
-    cfg["restarts"] = {"seeds": seeds, "neg_elbo_per_example": elbos, "chosen": chosen}
-    return _finish(setup, posterior, history, steps, time.perf_counter() - started)
 
 
 def _finish(setup: Setup, posterior, history: dict, steps: int, fit_seconds: float, solver=None) -> Run:

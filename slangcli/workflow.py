@@ -9,6 +9,7 @@ in the module of its concern:
 - ``slangcli.prepare``: label coding, splits, standardisation of arrays (:func:`prepare`);
 - ``slangcli.fitting``: :func:`fit`, :func:`fit_prepared`, :func:`resume`, the option checks;
 - ``slangcli.checkpoints``: :class:`Checkpointing` (when a fit writes a resumable snapshot of itself);
+- ``slangcli.restarts``: :func:`restart_seed` (the seed of each of ``--restarts``);
 - ``slangcli.evaluation``: :func:`score`, :func:`evaluate`, :func:`compare`, and the one predictive
   (:func:`predict`, :func:`predict_arrays`);
 - ``slangcli.compression``: :func:`compress` on runs;
@@ -20,10 +21,11 @@ Everything here works without click or rich (progress and notes arrive as callba
 from slangcli.compression import Compressed, compress, compressed_run, parse_ranks, rank_outputs
 from slangcli.checkpoints import Checkpointing
 from slangcli.evaluation import Predictions, check_comparable, compare, evaluate, predict, predict_arrays, score
-from slangcli.fitting import (check_fit_options, check_hyper, fit, fit_prepared, option_name, parse_hidden,
-                              restart_seed, resume, standardize_by_default)
+from slangcli.fitting import (check_fit_options, check_hyper, fit, fit_prepared, option_name, parse_hidden, resume,
+                              standardize_by_default)
 from slangcli.prepare import Prepared, choose_likelihood, prepare
 from slangcli.provenance import meta, versions
+from slangcli.restarts import restart_seed
 from slangcli.sources import DataOptions, load_inputs, load_test, load_train, load_training, transform
 
 __all__ = [
