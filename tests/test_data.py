@@ -329,6 +329,57 @@ def test_corrupt_gzip(tmp_path, cut):
         read_table(path)
 
 
+@pytest.fixture
+def small_gzip_limit(monkeypatch):
+    """gzip data may expand to 100 times their size, and at least 1 MiB (instead of 1000 times and 1 GiB)."""
+    import slangcli.readers._common as common
+
+    monkeypatch.setattr(common, "GZIP_RATIO", 100)
+    monkeypatch.setattr(common, "GZIP_FLOOR", 1 << 20)
+
+
+@pytest.mark.parametrize("content", [b"\n", b"1,2,0\n"], ids=["blank lines", "data lines"])
+def test_gzip_bomb_is_refused_naming_the_file_and_the_limit(tmp_path, small_gzip_limit, content):
+    # 4 MiB of repeated lines compress to a few KiB: far beyond 100 times, and beyond the 1 MiB floor
+    path = write(tmp_path, "bomb.csv.gz", gzip.compress(content * ((4 << 20) // len(content)), mtime=0))
+    with pytest.raises(DataError, match=where(path) + r" gzip data expand to more than 1 MiB, the most slang "
+                       r"decompresses from [\d.]+ KiB \(the larger of 100 times the compressed size and 1 MiB\)$"):
+        read_table(path)
+
+
+def test_gzip_within_the_limit_is_read(tmp_path, small_gzip_limit):
+    text = "a,b,y\n" + "1,2,0\n3,4,1\n" * 40000  # 480 KB below the 1 MiB floor
+    table = read_table(write(tmp_path, "ok.csv.gz", gzip.compress(text.encode(), mtime=0)))
+    assert table.X.shape == (80000, 2)
+
+
+def _lines_at_once(raw):
+    """The content lines of ``raw`` decoded and split in one piece (the reader before it read in blocks)."""
+    text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8-sig")
+    kept = [(k, line.rstrip("\r")) for k, line in enumerate(text.split("\n"), 1)
+            if line.strip() and not line.strip().startswith("#")]
+    return [k for k, _ in kept], [t for _, t in kept]
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 7, 64, 1 << 20])
+def test_lines_read_in_blocks_are_the_lines_of_the_whole_file(monkeypatch, block):
+    import slangcli.readers._common as common
+
+    monkeypatch.setattr(common, "_BLOCK", block)
+    rng = np.random.default_rng(block)
+    pieces = ["", " ", "\t", "\r", "#c", " # c", "1,2", "a b", "\u00e9\u00e8", "\u20ac", "\u00a0", "x\ry", "\n\n\n"]
+    for _ in range(20):
+        lines = rng.choice(pieces, size=rng.integers(1, 40))
+        raw = ("\ufeff" * int(rng.integers(2)) + "\n".join(lines)).encode("utf-8")
+        for data in (raw, gzip.compress(raw, mtime=0)):
+            assert common._text_lines(data, "f") == _lines_at_once(data), raw
+    # a multi-byte character, a bad byte and a NUL are found on their line whatever the block boundaries
+    with pytest.raises(DataError, match="^f:4: not UTF-8 text \\(byte 0xff\\)$"):
+        common._text_lines("a\n\u20ac\n\n".encode() + b"b\xff\n", "f")
+    with pytest.raises(DataError, match="^f:3: NUL byte"):
+        common._text_lines(gzip.compress(b"a\n\n\x00"), "f")
+
+
 def test_unknown_format(tmp_path):
     path = write(tmp_path, "data.csv", "1,2\n")
     with pytest.raises(DataError, match=where(path) + " unknown format 'arff'"):

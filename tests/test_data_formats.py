@@ -199,6 +199,21 @@ def test_idx_corrupt_gzip(tmp_path):
         read_idx(path)
 
 
+@pytest.mark.parametrize("declared", [4 << 20, 2**32 - 1], ids=["as declared", "declaring more"])
+def test_idx_gzip_bomb_is_refused_at_the_limit(tmp_path, monkeypatch, declared):
+    # 4 MiB of zero pixels compress to a few KiB: beyond 100 times that and the 1 MiB floor, whatever the header
+    # declares (a header declaring more used to be read up to the actual size)
+    import slangcli.readers._common as common
+
+    monkeypatch.setattr(common, "GZIP_RATIO", 100)
+    monkeypatch.setattr(common, "GZIP_FLOOR", 1 << 20)
+    header = bytes([0, 0, 8, 2]) + declared.to_bytes(4, "big") + (1).to_bytes(4, "big")
+    path = write(tmp_path / "b-images-idx3-ubyte.gz", header + bytes(4 << 20), gz=True)
+    write(tmp_path / "b-labels-idx1-ubyte", idx_bytes(np.zeros(4 << 20)))
+    with pytest.raises(DataError, match=where(path) + " gzip data expand to more than 1 MiB"):
+        read_idx(path)
+
+
 def test_idx_missing_images_file(tmp_path):
     with pytest.raises(DataError, match=where(tmp_path / "absent") + " no such file$"):
         read_idx(tmp_path / "absent")

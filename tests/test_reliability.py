@@ -1,4 +1,4 @@
-"""Hostile use of the real command line (issue 24): special outputs, disk full, signals, closed stdout, sizes.
+"""Hostile use of the real command line: special outputs, disk full, signals, closed stdout, sizes, memory.
 
 Every case runs ``python -m slangcli`` in a subprocess in a temporary directory and checks the promise of the
 README: a one-line error naming the file, the right exit code, no traceback, and no partial or temporary file.
@@ -7,6 +7,7 @@ Disk full is a real file-size limit (``RLIMIT_FSIZE`` set in the child), never a
 
 from __future__ import annotations
 
+import gzip
 import os
 import resource
 import signal
@@ -257,6 +258,29 @@ def test_small_address_space_fails_with_a_message_instead_of_hanging(small, tmp_
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     if megabytes == 300:
         assert "the address-space limit (ulimit -v) of 300 MB is below" in proc.stderr
+
+
+def peak_memory(*args, cwd):
+    """``(exit code, stderr, peak resident memory in bytes)`` of ``python -m slangcli ARGS`` run in ``cwd``."""
+    with open(cwd / "stderr.txt", "w+") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "slangcli", *map(str, args)], cwd=cwd, env=ENV,
+                                stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        return proc.returncode, err.read(), usage.ru_maxrss * 1024  # Linux counts ru_maxrss in KiB
+
+
+def test_a_gzip_of_blank_lines_is_read_in_constant_memory(tmp_path):
+    """30 MB of newlines in 30 KB of gzip took 350 MB more than an empty file (decompressed, decoded and split
+    whole; 300 MB of them took 3.2 GB): blank lines are now skipped block by block as they are decompressed."""
+    (tmp_path / "empty.csv.gz").write_bytes(gzip.compress(b"\n", mtime=0))
+    (tmp_path / "bomb.csv.gz").write_bytes(gzip.compress(b"\n" * (30 << 20), mtime=0))
+    peaks = {}
+    for name in ("empty", "bomb"):
+        code, err, peaks[name] = peak_memory("fit", f"{name}.csv.gz", "-o", "r.h5", cwd=tmp_path)
+        assert code == 1 and err == f"slang: error: {name}.csv.gz: file is empty\n", err
+    assert peaks["bomb"] - peaks["empty"] < 64 << 20, peaks
 
 
 class _RaisesInFinaliser:

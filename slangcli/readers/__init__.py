@@ -3,7 +3,8 @@
 ``read_table`` reads one file and dispatches on its format (given, or recognised from its bytes): CSV-like text
 and LIBSVM (``slangcli.readers.text``), IDX (``slangcli.readers.idx``, with the labels file beside the
 images). A Gal-layout UCI folder (``slangcli.readers.uci``) is read with a split by ``read_uci_folder``. The
-shared machinery (bytes, gzip, UTF-8, lines, ``Table``, ``sha256_file``) is in ``slangcli.readers._common``.
+shared machinery (bytes, gzip within a size limit, UTF-8, lines, ``Table``, ``sha256_file``) is in
+``slangcli.readers._common``.
 
 Every malformed input raises ``DataError`` with one line that names the file, the line and, where it
 applies, the column; no other exception type leaves ``read_table``.
@@ -17,8 +18,7 @@ import os
 import numpy as np
 
 from slangcli.errors import DataError
-from slangcli.readers._common import (_GZIP_MAGIC, STDIN, Table, _content_lines, _decode, _gunzip, _read_bytes,
-                                      sha256_file)
+from slangcli.readers._common import _GZIP_MAGIC, STDIN, Table, _read_bytes, _text_lines, sha256_file
 from slangcli.readers.idx import _looks_like_idx, _read_idx, read_idx
 from slangcli.readers.text import (MISSING_POLICIES, NA_VALUES, _looks_like_libsvm, _parse_csv, _parse_libsvm,
                                    widen)
@@ -111,9 +111,7 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         return table
     digest = hashlib.sha256(raw).hexdigest()
     compressed = raw[:2] == _GZIP_MAGIC
-    if compressed:
-        raw = _gunzip(raw, name)
-    linenos, texts = _content_lines(_decode(raw, name))
+    linenos, texts = _text_lines(raw, name)
     if not texts:
         raise DataError(f"{name}: file is empty")
 

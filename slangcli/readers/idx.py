@@ -9,7 +9,6 @@ of dimensions, then one uint32 size per dimension, then the values in C order. A
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import os
@@ -19,7 +18,7 @@ import zlib
 import numpy as np
 
 from slangcli.errors import DataError
-from slangcli.readers._common import _GZIP_MAGIC, Table, _read_bytes
+from slangcli.readers._common import _GZIP_MAGIC, Table, _read_bytes, gzip_limit, gzip_stream, gzip_too_large
 
 # Data-type byte (the third byte of the magic number) -> name, from the IDX description on the MNIST page.
 _IDX_TYPES = {0x08: "unsigned byte", 0x09: "signed byte", 0x0B: "int16", 0x0C: "int32", 0x0D: "float32",
@@ -28,7 +27,8 @@ _IDX_UBYTE = 0x08
 _IDX_IMAGES_NAME = re.compile(r"images-idx\d")
 # Decompression proceeds in blocks of this many bytes and stops one byte past the declared size, so that
 # neither a gzip bomb nor a header declaring 10^12 images can make the reader allocate more than the
-# smaller of the declared and the actual size.
+# smaller of the declared and the actual size; nor more than gzip_limit of the compressed size (the text
+# readers' limit), whatever the header declares.
 _IDX_BLOCK = 1 << 24
 
 
@@ -108,7 +108,7 @@ def _idx_payload(name, raw, *, images):
     """
     expected = "images (magic 0x00000803 or 0x00000802)" if images else "labels (magic 0x00000801)"
     compressed = raw[:2] == _GZIP_MAGIC
-    stream = gzip.GzipFile(fileobj=io.BytesIO(raw), mode="rb") if compressed else io.BytesIO(raw)
+    stream = gzip_stream(raw) if compressed else io.BytesIO(raw)
     try:
         head = _read_at_most(stream, 4)
         if len(head) < 4:
@@ -137,10 +137,13 @@ def _idx_payload(name, raw, *, images):
         n_bytes = 1
         for d in dims:
             n_bytes *= d  # Python ints: 10^12 images do not overflow
-        data = _read_at_most(stream, n_bytes + 1)
+        header = 4 + 4 * ndim
+        room = gzip_limit(len(raw)) - header if compressed else n_bytes  # the most data bytes read
+        data = _read_at_most(stream, min(n_bytes, room) + 1)
     except (OSError, EOFError, zlib.error) as exc:
         raise DataError(f"{name}: corrupt gzip data ({exc})") from None
-    header = 4 + 4 * ndim
+    if compressed and len(data) > room:
+        raise gzip_too_large(name, len(raw))
     what = "decompressed file" if compressed else "file"
     if len(data) < n_bytes:
         raise DataError(

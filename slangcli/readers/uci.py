@@ -14,8 +14,8 @@ import os
 import numpy as np
 
 from slangcli.errors import DataError
-from slangcli.readers._common import (_GZIP_MAGIC, Table, _content_lines, _decode, _fmt_label, _gunzip,
-                                      _is_number, _nonfinite_word, _read_bytes)
+from slangcli.readers._common import (_GZIP_MAGIC, Table, _fmt_label, _is_number, _nonfinite_word, _read_bytes,
+                                      _text_lines)
 
 _UCI_SPLIT_HINT = "choose a split with --uci-split K"
 
@@ -152,9 +152,7 @@ def _read_uci_file(path):
 
 
 def _uci_text_lines(path, raw):
-    if raw[:2] == _GZIP_MAGIC:
-        raw = _gunzip(raw, path)
-    linenos, texts = _content_lines(_decode(raw, path))
+    linenos, texts = _text_lines(raw, path)
     if not texts:
         raise DataError(f"{path}: file is empty")
     return linenos, texts
