@@ -485,6 +485,23 @@ def test_libsvm_errors_name_the_line(tmp_path, bad_line, message):
         read_table(path, format="libsvm")
 
 
+@pytest.mark.parametrize("first", ["1:0.5 2:0.3", "3:1", "  2:-1e-3 7:4 # no label"])
+def test_a_libsvm_file_whose_first_line_lacks_its_label_is_recognised_as_libsvm(tmp_path, first):
+    # it was read as CSV, split at runs of whitespace: "expected 2 cells, found 3" on the next line
+    path = write(tmp_path, "train.svm", f"\n{first}\n-1 1:1 2:1\n+1 2:1\n")
+    token = first.split()[0]
+    with pytest.raises(DataError, match=where(path, 2) + rf" missing label \(the line starts with '{token}'\)$"):
+        read_table(path)
+
+
+@pytest.mark.parametrize("text", ["12:30 13:45 1\n09:15 10:00 0\n", "t1 t2 y\n12:30 13:45 1\n",
+                                  "1:2,3:4,0\n5:6,7:8,1\n"])
+def test_colons_in_csv_cells_do_not_make_a_libsvm_file(tmp_path, text):
+    path = write(tmp_path, "times.txt", text)
+    with pytest.raises(DataError, match=where(path) + r"\d+: column 0 .*cannot parse '\d+:\d+' as a number$"):
+        read_table(path)
+
+
 def test_libsvm_index_above_n_features(tmp_path):
     path = write(tmp_path, "train.svm", "-1 1:1\n+1 2:1\n-1 7:1\n+1 3:1 130:1\n")
     with pytest.raises(DataError, match=where(path, 4) + r" feature index 130 exceeds --n-features 123$"):

@@ -4,7 +4,7 @@
   (detected unless given), an optional header row (detected unless forced), one target column (the last
   unless chosen by name or index), every other column a feature that must parse as a finite number.
 - **LIBSVM**: ``label idx:val idx:val ... [# comment]`` with 1-based, strictly increasing integer indices and
-  zeros omitted. The dense width is the caller's ``n_features`` or else the highest index present; because
+  zeros omitted (a first line of ``idx:val`` tokens alone is recognised as LIBSVM that lacks its label). The dense width is the caller's ``n_features`` or else the highest index present; because
   absent entries are zeros, a table can be widened to a larger width without changing its data (``widen``).
 
 Either may be gzip-compressed; ``slangcli.readers.read_table`` decodes the bytes into lines (``_common``) and
@@ -32,6 +32,7 @@ _INT_RE = re.compile(r"[+-]?\d+")
 # "#3": a 0-based column position, even when a header cell is named "3" (a header name wins over a bare number)
 _POSITION_RE = re.compile(r"#[+-]?\d+")
 _TWO_COLONS = re.compile(r":\S*:")
+_INDEX_VALUE = re.compile(r"\d+:[^:]+")
 _X_NAME = re.compile(r"x\d+")
 # What a missing cell looks like unless --na-values says otherwise (compared after stripping blanks), and what
 # to do about a row that has one.
@@ -52,10 +53,15 @@ _DENSE_FLOOR = 1 << 26
 
 
 def _looks_like_libsvm(line):
+    """Whether a first data line is LIBSVM: ``label idx:val ...`` (or a bare numeric label), or ``idx:val ...``
+    alone, a LIBSVM line that lacks its label (read as LIBSVM, so that the error says so, not that a CSV row has
+    too many cells)."""
     tokens = line.split("#", 1)[0].split()
-    if not tokens or ":" in tokens[0] or not _is_number(tokens[0]):
+    if not tokens:
         return False
-    return all(":" in token for token in tokens[1:])
+    if ":" not in tokens[0] and _is_number(tokens[0]):
+        return all(":" in token for token in tokens[1:])
+    return all(_INDEX_VALUE.fullmatch(token) and _is_number(token.partition(":")[2]) for token in tokens)
 
 
 # ---------------------------------------------------------------------------------------------------------
