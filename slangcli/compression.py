@@ -9,8 +9,8 @@ from typing import Callable
 
 
 from slangcli import compress as compression
-from slangcli.errors import ConfigError
-from slangcli.io import POSTERIOR_NAMES, Run
+from slangcli.errors import ConfigError, DataError
+from slangcli.io import ARRAYS, POSTERIOR_NAMES, Run
 from slangcli.readers import sha256_file
 from slangcli.evaluation import _scoring_data, score
 from slangcli.provenance import meta
@@ -80,6 +80,8 @@ def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, e
     on the run's test data and training -ELBO with ``samples`` weight samples; the same ``seed`` for all, so the
     comparison uses common random numbers. Nothing is written here: the caller writes all or nothing.
     """
+    if evaluate:
+        _check_test_data(run, run_name)
     sha = sha256_file(run_name)
     before = compression.n_variational_params(run.posterior)
     limits = [min(m, n) for m, n in zip(run.model.sizes[:-1], run.model.sizes[1:])]
@@ -105,3 +107,17 @@ def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, e
             item.scores = scores(item.run.posterior)
             item.run.metrics = dict(item.scores)
     return source, results
+
+
+def _check_test_data(run: Run, run_name: str) -> None:
+    """Refuse ``--evaluate`` before any work when the run holds no test data it can re-read (compress takes no data
+    file: the other ways to score are a refit with test data, or ``slang evaluate`` on the compressed file)."""
+    test = run.data.get("test")
+    if test is None:
+        lacks = "the run has no test data"
+    elif test.get("source") == ARRAYS:
+        lacks = "its test data were arrays passed from Python"
+    else:
+        return
+    raise DataError(f"{run_name}: {lacks}, and compress --evaluate scores on the run's own test data: fit with "
+                    "--test FILE or --test-fraction F, or score a compressed file with slang evaluate OUT.h5 DATA")

@@ -170,6 +170,18 @@ def test_failed_evaluation_writes_nothing(bbb_run, train_csv, out_dir):
     assert list(out_dir.iterdir()) == []
 
 
+def test_evaluate_on_a_run_without_test_data_says_how_to_score(train_csv, tmp_path, out_dir):
+    """compress takes no data file, so "pass a data file" could not be followed: the message names the two ways
+    that work, and it comes before any compression."""
+    run = tmp_path / "no-test.h5"
+    ok_json("fit", train_csv, "-o", run, "--method", "bbb", "--hidden", "4", "--epochs", "2")
+    stderr = error(invoke("compress", run, "--rank", "1", "-o", out_dir / "c.h5", "--evaluate"), 1,
+                   f"{run}: the run has no test data, and compress --evaluate scores on the run's own test data: fit "
+                   "with --test FILE or --test-fraction F, or score a compressed file with slang evaluate OUT.h5 DATA")
+    assert "pass a data file" not in stderr
+    assert list(out_dir.iterdir()) == []
+
+
 def test_failed_write_of_a_later_rank_leaves_no_file(bbb_run, out_dir, monkeypatch):
     """A write that fails on the second file (disk full, simulated) removes the first file's temporary too."""
     original, calls = slangcli.io._json_attr, []

@@ -162,6 +162,23 @@ def test_training_overlay_of_a_sweep(sweep_dir, tmp_path):
     assert len(fig.axes[0].get_legend().get_texts()) == 8 + 2
 
 
+def test_method_labels_come_from_the_methods_declarations():
+    """A method's name and rank symbol in labels are what its module declares (``display_name``, ``rank_symbol``);
+    a method without them, or one this slang does not know, is labelled by its stored name."""
+    from types import SimpleNamespace
+
+    def label(method, hyper, compressed=None, **kw):
+        run = SimpleNamespace(config={"method": method, "hyper": hyper}, compression=compressed)
+        return plotdata.method_label(run, **kw)
+
+    assert label("slang", {"rank": 5}) == "SLANG L = 5"
+    assert label("ktied", {"rank": 2}) == "k-tied k = 2"
+    assert label("ktied", {"rank": 2}, rank=False) == "k-tied"
+    assert label("bbb", {"samples": 2}, {"rank": 3}) == "bbb, compressed to k = 3"
+    assert label("bbb", {"samples": 2}, {"rank": 3}, compression=False) == "bbb"
+    assert label("not-a-method", {"rank": 4}) == "not-a-method rank = 4"
+
+
 def test_training_log_axes_follow_the_option(runs):
     loaded = plotdata.load_runs([runs["slang"]])
     curve = plotdata.training_curve(loaded[0][1], "run", "run.h5")
