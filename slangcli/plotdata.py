@@ -30,6 +30,8 @@ import numpy as np
 from slangcli import compress, divergence, metrics
 from slangcli.errors import ConfigError, DataError
 from slangcli.io import Run, read_run
+from slangcli.methods import METHODS
+from slangcli.methods.base import display_name, rank_symbol
 
 # central intervals whose coverage the regression calibration figure shows: 5 %, 10 %, ..., 95 % and 99 %
 COVERAGE_GRID = tuple(np.round(np.r_[np.arange(0.05, 0.951, 0.05), 0.99], 2).tolist())
@@ -89,14 +91,10 @@ def method_label(run: Run, *, rank=True, compression=True) -> str:
     rank or the compression when these are what a sweep varies)."""
     cfg = run.config
     method, hyper = cfg.get("method", "?"), cfg.get("hyper") or {}
-    if not rank:
-        label = {"slang": "SLANG", "ktied": "k-tied"}.get(method, method)
-    elif method == "slang":
-        label = f"SLANG L = {hyper.get('rank', '?')}"
-    elif method == "ktied":
-        label = f"k-tied k = {hyper.get('rank', '?')}"
-    else:
-        label = method
+    module = METHODS.get(method)  # None for a method this slang does not know: its name as stored
+    label = display_name(module, method)
+    if rank and "rank" in hyper:
+        label += f" {rank_symbol(module)} = {hyper['rank']}"
     if run.compression and compression:
         label += f", compressed to k = {run.compression.get('rank', '?')}"
     return label

@@ -16,7 +16,7 @@ from slangcli.errors import DivergenceError, Interrupted
 from slangcli.io import read_run, write_run
 from slangcli.outputs import Terminated
 from slangcli.methods import METHODS
-from slangcli.methods.base import is_solver, option_specs
+from slangcli.methods.base import is_solver, option_specs, rank_symbol
 from slangcli.models import ACTIVATIONS, LIKELIHOODS
 from slangcli.readers import MISSING_POLICIES, NA_VALUES
 from slangcli.workflow import Checkpointing, DataOptions, fit as fit_run, resume as resume_run
@@ -264,7 +264,7 @@ def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_
         checkpoint = None
     if scheduler is not None and not tune and restarts == 1:
         raise click.UsageError("--scheduler runs the fits of --tune and --restarts on a cluster; this fit has neither")
-    label = method + (f" {'k' if method == 'ktied' else 'L'}={hyper['rank']}" if "rank" in hyper else "")
+    label = method + (f" {rank_symbol(METHODS[method])}={hyper['rank']}" if "rank" in hyper else "")
     with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint) as checkpointing, \
             _cluster_map(scheduler) as map_jobs:
         run = fit_run(opts, method=method, hyper=hyper, hidden=hidden, activation=activation, likelihood=likelihood,

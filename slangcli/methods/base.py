@@ -34,7 +34,8 @@ class Problem:
 
 class Method(NamedTuple):
     """A registry entry with the attributes of a method module: the step trio, or ``solve``, and the optional
-    parts of the protocol (see :func:`finite_fields`, :func:`cache_fields`, :func:`adapt`)."""
+    parts of the protocol (see :func:`finite_fields`, :func:`cache_fields`, :func:`adapt`, :func:`display_name`,
+    :func:`rank_symbol`)."""
 
     Hyper: type
     init: Callable | None = None
@@ -63,6 +64,18 @@ def adapt(method, model: MLP, hyper):
     count) and what to tell the user about it (None: nothing), from the method's ``adapt`` hook if it has one."""
     hook = getattr(method, "adapt", None)
     return hook(model, hyper) if hook is not None else (hyper, None)
+
+
+def display_name(method, name: str) -> str:
+    """The method's name in figures (``"SLANG"``, ``"k-tied"``), declared as ``display_name``; default its
+    registry name ``name``."""
+    return getattr(method, "display_name", name)
+
+
+def rank_symbol(method) -> str:
+    """The symbol of the method's ``rank`` hyperparameter in labels, after its paper (``"L"``, the rank of SLANG's
+    precision; ``"k"``, k-tied's), declared as ``rank_symbol``; default ``"rank"``."""
+    return getattr(method, "rank_symbol", "rank")
 
 
 def samples_per_step(hyper) -> int:

@@ -89,7 +89,10 @@ def slices(sizes, ranks) -> Slices:
     return Slices(a, b, slice(start, start + sum(sizes[1:])), tuple(ranks))
 
 
+# the method's declarations (slangcli.methods.base)
 finite_fields = ("mu", "log_scale")
+display_name = "k-tied"
+rank_symbol = "k"
 
 
 class State(NamedTuple):

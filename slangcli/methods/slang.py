@@ -65,10 +65,12 @@ class Hyper(natural.Hyper):
         require(self.dtype in DTYPES, f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
 
 
-# the method's declarations (slangcli.methods.base): state checked for finiteness after every step, and the cache
-# a checkpoint does not need
+# the method's declarations (slangcli.methods.base): state checked for finiteness after every step, the cache
+# a checkpoint does not need, and its name and rank's symbol in labels
 finite_fields = ("mu", "d")
 cache_fields = ("WtW",)
+display_name = "SLANG"
+rank_symbol = "L"
 
 
 def adapt(model, hyper: Hyper):
