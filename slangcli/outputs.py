@@ -54,10 +54,17 @@ class Terminated(BaseException):
         self.signum = signum
 
 
+def one_line(text: str) -> str:
+    """``text`` with each character that is not printable (a newline, a tab, an escape) written as its Python
+    escape (``\\n``, ``\\t``, ``\\x1b``), so that a message naming a file called ``a<newline>b`` stays one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _show(path) -> str:
     """``path`` as it appears in a one-line message (a newline in a name would break the line)."""
-    text = os.fspath(path)
-    return text if text.isprintable() else repr(text)[1:-1]
+    return one_line(os.fspath(path))
 
 
 def check_output_path(output) -> None:

@@ -192,6 +192,33 @@ def test_a_nan_stored_hyperparameter_names_the_file_and_field(named):
     assert "ck.h5" in result.stderr and "'lr'" in result.stderr and "config" in result.stderr
 
 
+# ------------------------------------------------------------------------ a file name holding a newline or an escape
+
+
+@pytest.mark.parametrize("name", ["tr\nain.csv", "tr\x1b[31main.csv"], ids=["newline", "terminal escape"])
+def test_a_file_name_with_a_newline_stays_on_one_line(tmp_path, name):
+    """Every message names paths as the user gave them, escaped where they are printed (the command line's one
+    place for messages), so a name with a newline neither breaks the line nor a terminal escape colours it."""
+    shown = name.replace("\n", "\\n").replace("\x1b", "\\x1b")
+    data = tmp_path / name
+    data.write_text("a,b,y\n1,x,0\n3,4,1\n")
+    write_csv(tmp_path / "train.csv", ["a", "b", "y"], [[1, 2, 0], [3, 4, 1]])
+    cases = [  # (arguments, exit code, what the one line says)
+        (["fit", data, "-o", tmp_path / "r.h5"], 1, f"{shown}:2: column 1 ('b'): cannot parse 'x' as a number"),
+        (["fit", tmp_path / "train.csv", "--test", data, "-o", tmp_path / "r.h5", *FAST], 1,
+         f"{shown}:2: column 1 ('b'): cannot parse 'x' as a number"),
+        (["evaluate", tmp_path / ("ru" + name)], 1, f"ru{shown}: no such file"),
+        (["fit", data, "-o", data], 2, f"{shown} is an input file; refusing to overwrite it"),
+    ]
+    for args, code, says in cases:
+        result = invoke(*args)
+        assert result.exit_code == code, result.stderr
+        lines = [line for line in result.stderr.splitlines() if "rror" in line]
+        assert len(lines) == 1 and says in lines[0], result.stderr
+        assert "\x1b" not in result.stderr and not any(line.startswith("ain.csv") for line in
+                                                      result.stderr.splitlines()), result.stderr
+
+
 # -------------------------------------------------------------------- item 6: signals during --tune, two SIGTERMs
 
 

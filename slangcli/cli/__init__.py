@@ -4,7 +4,8 @@ Exit codes: 0 success; 1 bad data, a bad or unreadable run file, a diverged fit,
 (disk full) or memory exhausted; 2 usage errors (unknown option, invalid value or combination, an unusable
 output path); 128 + the signal number when stopped by a signal (130 SIGINT, 129 SIGHUP, 143 SIGTERM), with no
 partial or temporary output left; 141 when the reader of stdout went away (a closed pipe, as ``head`` does:
-quietly, like a process killed by SIGPIPE). Messages go to stderr as one line; data (``--json``) to stdout.
+quietly, like a process killed by SIGPIPE). Messages go to stderr as one line (a newline or other unprintable
+character in a file name or value is written as its escape); data (``--json``) to stdout.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import click
 
 from slangcli import __version__
 from slangcli._startup import MIN_ADDRESS_SPACE, address_space_limit
-from slangcli.cli.output import error, stdout_gone
+from slangcli.cli.output import error, one_line, stdout_gone
 from slangcli.errors import ConfigError, SlangError
 from slangcli import outputs
 from slangcli.outputs import Terminated, raise_swallowed_signal, signals_raise
@@ -36,6 +37,10 @@ class SlangGroup(click.Group):
                 result = super().invoke(ctx)
                 raise_swallowed_signal()  # a signal lost inside a finaliser still stops with 128 + its number
                 return result
+        except click.ClickException as exc:
+            # a usage error's message names what the user typed: one line, as error() writes every other message
+            exc.message = one_line(exc.message)
+            raise
         except ConfigError as exc:
             error(str(exc))
             ctx.exit(2)

@@ -11,17 +11,21 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from slangcli.outputs import discard_stdout as stdout_gone, writing_stdout  # noqa: F401
+from slangcli.outputs import discard_stdout as stdout_gone, one_line, writing_stdout  # noqa: F401
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+# Every message is one line: the paths, cells and names it quotes come from the user, and a newline or a terminal
+# escape in them is written as its escape here, once, rather than at each place that names a file.
+
+
 def error(message: str) -> None:
-    click.echo(f"slang: error: {message}", err=True)
+    click.echo(f"slang: error: {one_line(message)}", err=True)
 
 
 def note(message: str) -> None:
-    click.echo(f"slang: {message}", err=True)
+    click.echo(f"slang: {one_line(message)}", err=True)
 
 
 def _clean(obj):
