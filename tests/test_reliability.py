@@ -260,6 +260,47 @@ def test_small_address_space_fails_with_a_message_instead_of_hanging(small, tmp_
         assert "the address-space limit (ulimit -v) of 300 MB is below" in proc.stderr
 
 
+# ------------------------------------------------------------------------------ item 11: sizes and memory exhausted
+
+
+@pytest.mark.parametrize("command, option", [("predict", "--samples"), ("evaluate", "--bins")])
+def test_huge_requested_sizes_are_usage_errors_before_allocating(small, tmp_path, command, option):
+    args = {"predict": ["predict", small / "linear.h5", small / "train.csv", "-o", "p.csv"],
+            "evaluate": ["evaluate", small / "linear.h5"]}[command]
+    result = slang(*args, option, "1000000000000", cwd=tmp_path)
+    one_error(result, 2, option, "1000000000000")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_file_declaring_a_huge_chunked_dataset_is_refused_naming_it(small, tmp_path):
+    import h5py
+
+    run = tmp_path / "run.h5"
+    run.write_bytes((small / "linear.h5").read_bytes())
+    with h5py.File(run, "r+") as f:  # 8 TB declared, nothing stored: a 20 KB file
+        f["history"].create_dataset("huge", shape=(10**12,), dtype="f8", chunks=(1024,))
+    assert run.stat().st_size < 10**6
+    for args in (["evaluate", "run.h5"], ["inspect", "run.h5"], ["predict", "run.h5", small / "train.csv", "-o",
+                                                                 "p.csv"]):
+        one_error(slang(*args, cwd=tmp_path), 1, "run.h5", "history/huge", "declares 8e+03 GB")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.h5"]
+
+
+def test_memory_exhausted_during_a_fit_is_one_line(small, tmp_path):
+    """Nine million weights (--hidden 3000,3000) under a 700 MB address-space limit: MemoryError inside the fit
+    becomes one line and exit 1, and neither the run file nor a temporary file is left."""
+    def child():
+        resource.setrlimit(resource.RLIMIT_AS, (700 << 20, 700 << 20))
+
+    proc = subprocess.run([sys.executable, "-m", "slangcli", "fit", small / "train.csv", "--hidden", "3000,3000",
+                           "--epochs", "2", "--no-progress", "-o", "big.h5"], cwd=tmp_path, capture_output=True,
+                          text=True, env=ENV, preexec_fn=child, timeout=300)
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith(("slang: task: ", "slang: change "))]
+    assert proc.returncode == 1 and lines == ["slang: error: out of memory (the data, the model or a requested size "
+                                              "is too large for this machine)"], proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def peak_memory(*args, cwd):
     """``(exit code, stderr, peak resident memory in bytes)`` of ``python -m slangcli ARGS`` run in ``cwd``."""
     with open(cwd / "stderr.txt", "w+") as err:
