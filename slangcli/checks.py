@@ -1,4 +1,4 @@
-"""Checks between a stored run and what a later command is given: data columns, recorded paths, sizes.
+"""Checks between a stored run and what a later command is given: data columns, recorded paths, stored values.
 
 - **Columns by name.** A run stores the names of its feature columns. When it was fitted on a file with a header
   and the data to score have one too, columns are matched by name, not position: the same names in another order
@@ -6,8 +6,9 @@
   the columns are taken in order, as before.
 - **Recorded paths.** ``slang fit --resume`` re-reads the training and test data at the absolute paths recorded
   in the run, so it works from any working directory.
-- **Sizes.** Sizes a user asks for (``--samples``, ``--bins``) are checked against what can be held in memory
-  before anything is allocated.
+
+(The sizes a user asks for, ``--samples`` and ``--bins``, are bounded where the options are declared,
+``slangcli.cli.options``; a run file's declared sizes are checked by ``slangcli.io`` as it reads them.)
 """
 
 from __future__ import annotations
@@ -19,9 +20,6 @@ from typing import Callable
 import numpy as np
 
 from slangcli.errors import ConfigError, DataError
-
-# the most float64 values one requested array may hold (8 GB); a larger request is refused before allocating
-MAX_VALUES = 1 << 30
 
 
 def _names(names, limit: int = 8) -> str:
@@ -74,14 +72,6 @@ def recorded_options(run, opts):
     if opts.test is not None and test.get("source") == "file" and isinstance(test.get("path"), str):
         changes["test"] = test["path"]
     return dataclasses.replace(opts, **changes)
-
-
-def check_request(option: str, value: int, per_unit: int, what: str) -> None:
-    """Refuse ``option value`` when it would make an array of ``value * per_unit`` float64 values, more than
-    ``MAX_VALUES``, before anything is allocated."""
-    if value * max(per_unit, 1) > MAX_VALUES:
-        raise ConfigError(f"{option} {value} would need {8 * value * max(per_unit, 1) / 1e9:.3g} GB for {what}; "
-                          f"at most {MAX_VALUES // max(per_unit, 1)} fit in {8 * MAX_VALUES / 1e9:g} GB")
 
 
 def stored_hyper(module, config: dict, run_name: str):
