@@ -1,7 +1,9 @@
-"""``slang plot``: every kind rendered to PNG and PDF with the Agg backend, and the figures' content checked through
-matplotlib's objects (axes, lines, bars, images, labels) against the run files they were drawn from.
+"""``slang plot``: every kind rendered to PNG and PDF with the Agg backend, and the content of the figure the command
+saved (captured by wrapping ``figures.save_figure``) checked through matplotlib's objects (axes, lines, bars,
+images, labels) against the run files it was drawn from.
 
-The runs are real fits of tiny synthetic problems (``slang fit`` from the command line), made once per module.
+The runs are real fits of tiny synthetic problems (``slang fit`` and ``slang sweep`` from the command line), made
+once per module.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+import h5py
 
 import numpy as np
 import pytest
@@ -27,6 +32,7 @@ from matplotlib.container import BarContainer, ErrorbarContainer  # noqa: E402
 from matplotlib.image import AxesImage  # noqa: E402
 
 from slangcli import figures, plotdata  # noqa: E402
+from slangcli.cli.sweep_engine import make_point  # noqa: E402
 
 STEP = ["--epochs", "3", "--batch-size", "8", "--samples", "2", "--test-fraction", "0.25"]
 
@@ -56,7 +62,8 @@ def fails(code, *args, mentions=()):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Real runs of tiny problems: classification (SLANG L = 2, mean field, exact-full, exact-mf on one split),
-    a network (bbb, 3-4-1) and its rank-1 compression, and a regression (SLANG)."""
+    networks (3-4-1: bbb and its rank-1 compression, SLANG L = 2, k-tied k = 2), and a regression (SLANG) with a
+    second data file of its kind."""
     d = tmp_path_factory.mktemp("plot-runs")
     train = d / "train.csv"
     train.write_text(csv_text(*binary_problem(n=60, seed=0)))
@@ -71,25 +78,68 @@ def runs(tmp_path_factory):
     ok("fit", train, "-o", out["bbb"], "--method", "bbb", "--hidden", "4", *STEP)
     ok("compress", out["bbb"], "--rank", "1", "-o", d / "bbb-c.h5")
     out["compressed"] = d / "bbb-c.h5"
+    for name, extra in {"slang_net": ["--method", "slang", "--rank", "2"],
+                        "ktied": ["--method", "ktied", "--rank", "2"]}.items():
+        out[name] = d / f"{name}.h5"
+        ok("fit", train, "-o", out[name], "--hidden", "4", *extra, *STEP)
     rng = np.random.default_rng(5)
-    X = rng.standard_normal((60, 2))
-    y = X @ np.array([1.0, -0.5]) + 0.3 * rng.standard_normal(60)
+    X = rng.standard_normal((100, 2))
+    y = X @ np.array([1.0, -0.5]) + 0.3 * rng.standard_normal(100)
+    rows = ["".join(f"{a:.6f},{b:.6f},{t:.6f}\n" for (a, b), t in zip(X[part], y[part]))
+            for part in (slice(0, 60), slice(60, None))]
     reg = d / "reg.csv"
-    reg.write_text("a,b,y\n" + "".join(f"{a:.6f},{b:.6f},{t:.6f}\n" for (a, b), t in zip(X, y)))
+    reg.write_text("a,b,y\n" + rows[0])
+    out["reg_data"] = d / "reg-other.csv"  # 40 more targets of the same problem
+    out["reg_data"].write_text("a,b,y\n" + rows[1])
     out["reg"] = d / "reg.h5"
     ok("fit", reg, "-o", out["reg"], "--likelihood", "gaussian", "--noise-precision", "10", "--eval-samples", "200",
        *STEP)
     return out
 
 
-def render(tmp_path, *args):
-    """Run ``slang plot ARGS`` to PNG and PDF; returns the PNG's path."""
-    for suffix in (".png", ".pdf"):
-        path = tmp_path / f"fig{suffix}"
-        ok("plot", *args, "-o", path)
-        head = path.read_bytes()[:8]
-        assert head.startswith(b"\x89PNG" if suffix == ".png" else b"%PDF")
-    return tmp_path / "fig.png"
+@pytest.fixture
+def saved(monkeypatch):
+    """``[(figure, path)]`` of every figure ``slang plot`` saves in this test: ``figures.save_figure`` wrapped by
+    one that records its arguments and then saves as before."""
+    record = []
+    original = figures.save_figure
+
+    def recording(fig, path, *args, **kwargs):
+        record.append((fig, Path(path)))
+        return original(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(figures, "save_figure", recording)
+    return record
+
+
+@pytest.fixture
+def render(tmp_path, saved):
+    """``render(*ARGS)``: run ``slang plot ARGS`` to a PNG and to a PDF, and return the Figure the command saved as
+    the PNG, after checking that each file is what its name says and that the PDF shows the same."""
+
+    def run(*args):
+        drawn = []
+        for suffix, magic in ((".png", b"\x89PNG"), (".pdf", b"%PDF")):
+            path = tmp_path / f"fig{suffix}"
+            del saved[:]
+            ok("plot", *args, "-o", path)
+            ((fig, where),) = saved
+            assert where == path and path.read_bytes().startswith(magic)
+            drawn.append(fig)
+        np.testing.assert_equal(shown(drawn[1]), shown(drawn[0]))
+        return drawn[0]
+
+    return run
+
+
+def shown(fig) -> list:
+    """What a figure shows, per axes: title, axis labels and scales, lines (label, x, y), bar heights, images."""
+    return [(ax.get_title(), ax.get_xlabel(), ax.get_ylabel(), ax.get_xscale(), ax.get_yscale(),
+             [(ln.get_label(), np.asarray(ln.get_xdata(), dtype=float), np.asarray(ln.get_ydata(), dtype=float))
+              for ln in ax.get_lines()],
+             [[p.get_height() for p in c.patches] for c in ax.containers if isinstance(c, BarContainer)],
+             [np.asarray(im.get_array()) for im in ax.get_images()])
+            for ax in fig.axes]
 
 
 def data_lines(ax):
@@ -101,11 +151,8 @@ def data_lines(ax):
 # ------------------------------------------------------------------------------------------------ training
 
 
-def test_training_figure_matches_histories(runs, tmp_path):
-    render(tmp_path, runs["slang"], runs["mf"], runs["exact"], "--kind", "training")
-    loaded = plotdata.load_runs([runs["slang"], runs["mf"], runs["exact"]])
-    fig = figures.training_figure([plotdata.training_curve(r, lab, p)
-                                   for (p, r), lab in zip(loaded, plotdata.labels_for(loaded))])
+def test_training_figure_matches_histories(runs, render):
+    fig = render(runs["slang"], runs["mf"], runs["exact"], "--kind", "training")
     epoch_ax, iter_ax = fig.axes
     assert epoch_ax.get_xlabel().startswith("epoch") and iter_ax.get_xlabel() == "L-BFGS iteration"
     assert "nats" in epoch_ax.get_ylabel() and fig._suptitle.get_text() == "Training"
@@ -123,6 +170,7 @@ def test_training_figure_matches_histories(runs, tmp_path):
         assert values == sorted([run.metrics["train"]["neg_elbo_per_example"], run.metrics["test"]["nll"]])
     legend = [t.get_text() for t in epoch_ax.get_legend().get_texts()]
     assert legend == ["SLANG L = 2", "mf-ef", "final -ELBO / N", "final test NLL (per test example)"]
+    assert [t.get_text() for t in iter_ax.get_legend().get_texts()] == ["exact-full", "final test NLL (per test example)"]
     exact = read_run(runs["exact"])
     (line,) = [ln for ln in iter_ax.get_lines() if ln.get_label() == "exact-full"]
     np.testing.assert_array_equal(line.get_ydata(), exact.history["neg_elbo_per_example"])
@@ -148,18 +196,15 @@ def test_history_records_the_kl_per_epoch(runs):
     assert curve.quantity.startswith("training NLL")
 
 
-def test_training_overlay_of_a_sweep(sweep_dir, tmp_path):
-    """Many runs: labels name the settings in which runs of one method differ, the legend goes below the axes."""
-    render(tmp_path, sweep_dir, "--kind", "training")
-    loaded = plotdata.load_runs([sweep_dir])
-    labels = plotdata.labels_for(loaded)
-    assert len(set(labels)) == len(labels) == 8
-    assert "SLANG L = 1, prior_precision = 10.0, seed = 1, split_seed = 1" in labels
-    slang = [(p, r) for p, r in loaded if r.config["method"] == "slang"]
-    curves = [plotdata.training_curve(r, f"run {i}", p) for i, (p, r) in enumerate(slang * 2)]
-    fig = figures.training_figure(curves)
-    assert fig.get_figheight() > 2.6
-    assert len(fig.axes[0].get_legend().get_texts()) == 8 + 2
+def test_training_overlay_of_a_sweep(sweep_dir, render):
+    """Many runs: labels name the settings in which runs of one method differ."""
+    fig = render(sweep_dir, "--kind", "training")
+    epoch_ax, iter_ax = fig.axes  # SLANG's epochs, exact-mf's iterations
+    labels = [t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()]
+    runs = [t for t in labels if not t.startswith("final ")]
+    assert len(set(runs)) == len(runs) == 8
+    assert "SLANG L = 1, prior_precision = 10.0, seed = 1, split_seed = 1" in runs
+    assert len(data_lines(epoch_ax)) == len(data_lines(iter_ax)) == 4
 
 
 def test_method_labels_come_from_the_methods_declarations():
@@ -179,26 +224,18 @@ def test_method_labels_come_from_the_methods_declarations():
     assert label("not-a-method", {"rank": 4}) == "not-a-method rank = 4"
 
 
-def test_training_log_axes_follow_the_option(runs):
-    loaded = plotdata.load_runs([runs["slang"]])
-    curve = plotdata.training_curve(loaded[0][1], "run", "run.h5")
-    assert figures.training_figure([curve], log="xy").axes[0].get_xscale() == "log"
-    ax = figures.training_figure([curve], log="none").axes[0]
+def test_training_log_axes_follow_the_option(runs, render):
+    ax = render(runs["slang"], "--kind", "training", "--log", "xy").axes[0]
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    ax = render(runs["slang"], "--kind", "training", "--log", "none").axes[0]
     assert ax.get_xscale() == ax.get_yscale() == "linear"
 
 
 # ------------------------------------------------------------------------------------------------ calibration
 
 
-def reliability_axes(runs, *names, **kw):
-    loaded = plotdata.load_runs([runs[n] for n in names])
-    items = [plotdata.calibration(r, p, lab, **kw) for (p, r), lab in zip(loaded, plotdata.labels_for(loaded))]
-    return figures.calibration_figure(items).axes
-
-
-def test_reliability_diagram_matches_stored_bins(runs, tmp_path):
-    render(tmp_path, runs["slang"], runs["exact_mf"], "--kind", "calibration")
-    acc_ax, count_ax = reliability_axes(runs, "slang", "exact_mf")
+def test_reliability_diagram_matches_stored_bins(runs, render):
+    acc_ax, count_ax = render(runs["slang"], runs["exact_mf"], "--kind", "calibration").axes
     assert acc_ax.get_ylabel() == "accuracy in bin (fraction)" and count_ax.get_ylabel() == "test examples"
     assert count_ax.get_xlabel().startswith("confidence")
     bars = [c for c in count_ax.containers if isinstance(c, BarContainer)]
@@ -215,27 +252,33 @@ def test_reliability_diagram_matches_stored_bins(runs, tmp_path):
     assert acc_ax.get_xlim()[0] == pytest.approx(7 / 15)
 
 
-def test_reliability_recomputed_with_other_bins_and_data(runs, tmp_path):
+def test_reliability_recomputed_with_other_bins_and_data(runs, render, tmp_path):
     test_file = tmp_path / "other.csv"
     test_file.write_text(csv_text(*binary_problem(n=30, seed=9)))
-    render(tmp_path, runs["slang"], "--kind", "calibration", "--bins", "5", "--data", test_file)
-    _, count_ax = reliability_axes(runs, "slang", data=str(test_file), bins=5)
+    _, count_ax = render(runs["slang"], "--kind", "calibration", "--bins", "5", "--data", test_file).axes
     (bar,) = count_ax.containers
     assert len(bar.patches) == 5 and sum(p.get_height() for p in bar.patches) == 30
     out = json.loads(ok("evaluate", runs["slang"], test_file, "--bins", "5", "--json").stdout)
     assert [p.get_height() for p in bar.patches] == out["metrics"]["test"]["calibration"]["count"]
 
 
-def test_regression_coverage_curve(runs, tmp_path):
-    render(tmp_path, runs["reg"], "--kind", "calibration", "--samples", "300")
-    (ax,) = reliability_axes(runs, "reg", samples=300)
+@pytest.mark.parametrize("data", [None, "reg_data"], ids=["own-test-split", "DATA-file"])
+def test_regression_coverage_curve(runs, render, data):
+    """Interval coverage on the run's own test split, or on a DATA file: at slang evaluate's three levels it is
+    what slang evaluate reports with the same samples and seed."""
+    given = ["--data", runs[data]] if data else []
+    (ax,) = render(runs["reg"], "--kind", "calibration", "--samples", "300", *given).axes
     (line,) = data_lines(ax)
     np.testing.assert_allclose(line.get_xdata(), 100 * np.array(plotdata.COVERAGE_GRID))
     observed = np.asarray(line.get_ydata())
     assert np.all((observed >= 0) & (observed <= 100)) and np.all(np.diff(observed) >= 0)
     assert ax.get_xlabel() == "nominal coverage of the central interval (%)"
+    assert ax.get_ylabel() == "test targets inside it (%)"
+    assert line.get_label().endswith(f"({40 if data else 15} targets)")  # DATA's 40, or a quarter of 60
     # the same samples as `slang evaluate --samples 300 --seed 0`: the same coverage at its three levels
-    out = json.loads(ok("evaluate", runs["reg"], "--samples", "300", "--json").stdout)
+    out = json.loads(ok("evaluate", runs["reg"], *([runs[data]] if data else []), "--samples", "300",
+                        "--json").stdout)
+    assert out["metrics"]["test"]["n"] == (40 if data else 15)
     for level, value in out["metrics"]["test"]["coverage"].items():
         i = plotdata.COVERAGE_GRID.index(float(level))
         assert observed[i] == pytest.approx(100 * value, rel=1e-12)
@@ -244,47 +287,63 @@ def test_regression_coverage_curve(runs, tmp_path):
 # ------------------------------------------------------------------------------------------------ spectrum
 
 
-def test_spectrum_of_a_network_matches_the_svd(runs, tmp_path):
-    render(tmp_path, runs["bbb"], "--kind", "spectrum", "--top", "3")
-    run = read_run(runs["bbb"])
-    fig = figures.spectrum_figure([plotdata.spectrum(run, "bbb")], top=3)
+def std_matrices_from_file(path) -> list[np.ndarray]:
+    """The posterior standard deviations of the weight matrices of a 3-4-1 network's run file, from its stored
+    arrays by dense algebra (not through slang's posterior classes): bbb ``exp(log_sigma)``, SLANG the square
+    root of the diagonal of ``(U U^T + diag(d))^-1``, k-tied ``max(U_l V_l^T, floor_l)``. The flat layout is
+    W1 (3 x 4, row-major), b1 (4), W2 (4 x 1), b2 (1)."""
+    with h5py.File(path, "r") as f:
+        g = f["posterior"]
+        kind = g.attrs["encoding-type"]
+        if kind == "ktied-gaussian":
+            return [np.maximum(g[f"U_{l}"][()] @ g[f"V_{l}"][()].T, g["floor"][l]) for l in (0, 1)]
+        if kind == "lowrank-gaussian":
+            sigma = np.sqrt(np.diag(np.linalg.inv(g["U"][()] @ g["U"][()].T + np.diag(g["d"][()]))))
+        else:
+            sigma = np.exp(g["log_sigma"][()])
+    return [sigma[0:12].reshape(3, 4), sigma[16:20].reshape(4, 1)]
+
+
+@pytest.mark.parametrize("name", ["bbb", "slang_net", "ktied"])
+def test_spectrum_of_a_network_matches_the_svd(runs, render, name):
+    """Per weight matrix, the bars are the explained variance of the singular values of its standard deviations,
+    for a mean-field, a SLANG and a k-tied posterior."""
+    fig = render(runs[name], "--kind", "spectrum", "--top", "3")
     assert len(fig.axes) == 2  # weight matrices 3 x 4 and 4 x 1
-    sigma = np.exp(run.posterior.log_sigma)
-    for ax, (start, m, n) in zip(fig.axes, ((0, 3, 4), (16, 4, 1))):
-        s = np.linalg.svd(sigma[start:start + m * n].reshape(m, n), compute_uv=False)
+    for layer, (ax, A) in enumerate(zip(fig.axes, std_matrices_from_file(runs[name]))):
+        s = np.linalg.svd(A, compute_uv=False)
         (bar,) = ax.containers
         np.testing.assert_allclose([p.get_height() for p in bar.patches], (100 * s**2 / np.sum(s**2))[:3],
-                                   rtol=1e-10)
-        assert ax.get_title() == f"weight matrix {1 if start == 0 else 2} ({m} x {n})"
+                                   rtol=1e-10, atol=1e-10)
+        m, n = A.shape
+        assert ax.get_title() == f"weight matrix {layer + 1} ({m} x {n})"
         assert ax.get_yscale() == "log" and ax.get_xlabel() == "singular value i"
+        (label,) = ax.texts
+        assert label.get_text() == f"{100 * s[0]**2 / np.sum(s**2):.3g} %"
     assert fig.axes[0].get_ylabel() == "explained variance (%)"
+    if name == "ktied":  # standard deviations of rank 2 (3 x 4) and 1 (4 x 1): nothing beyond
+        assert fig.axes[0].containers[0].patches[2].get_height() < 1e-10
 
 
-def test_spectrum_of_a_compressed_run_marks_the_kept_rank(runs, tmp_path):
-    render(tmp_path, runs["compressed"], runs["bbb"], "--kind", "spectrum")
+def test_spectrum_of_a_compressed_run_marks_the_kept_rank(runs, render):
     run = read_run(runs["compressed"])
-    fig = figures.spectrum_figure([plotdata.spectrum(run, "k = 1")])
-    ax = fig.axes[0]
+    ax = render(runs["compressed"], "--kind", "spectrum").axes[0]
     (bar,) = ax.containers
     np.testing.assert_allclose([p.get_height() for p in bar.patches],
                                100 * run.compression_arrays["explained_variance_0"], rtol=1e-12)
     (kept,) = [line for line in ax.get_lines() if line.get_label() == "kept rank k"]
     assert kept.get_xdata()[0] == 1.5
     # several runs: one line each
-    both = plotdata.load_runs([runs["compressed"], runs["bbb"]])
-    fig = figures.spectrum_figure([plotdata.spectrum(r, lab) for (_, r), lab in zip(both, ["a", "b"])])
+    fig = render(runs["compressed"], runs["bbb"], "--kind", "spectrum", "--label", "a", "--label", "b")
     assert [line.get_label() for line in fig.axes[0].get_lines()] == ["a", "kept rank (a)", "b"]
 
 
 # ------------------------------------------------------------------------------------------------ posterior
 
 
-def test_posterior_against_exact(runs, tmp_path):
-    render(tmp_path, runs["slang"], runs["exact_mf"], "--kind", "posterior", "--reference", runs["exact"])
+def test_posterior_against_exact(runs, render):
+    fig = render(runs["slang"], runs["exact_mf"], "--kind", "posterior", "--reference", runs["exact"])
     ref_run, slang = read_run(runs["exact"]), read_run(runs["slang"])
-    reference = plotdata.summarize_posterior(ref_run, "exact-full")
-    comparisons = [plotdata.compare_posterior(read_run(runs[k]), k, k, ref_run, "exact") for k in ("slang", "exact_mf")]
-    fig = figures.posterior_figure(reference, comparisons)
     ax_mean, ax_var, *images, bar = fig.axes
     assert len(images) == 3 and bar.get_ylabel() == "covariance"
     assert ax_mean.get_xlabel() == "reference mean" and ax_var.get_ylabel() == "posterior marginal variance"
@@ -326,11 +385,8 @@ def sweep_dir(runs):
     return d
 
 
-def test_sweep_means_and_standard_errors(sweep_dir, tmp_path):
-    render(tmp_path, sweep_dir, "--kind", "sweep", "--metric", "nll")
-    result = plotdata.sweep(plotdata.load_runs([sweep_dir]), "nll")
-    assert result.param == "prior_precision" and result.replicates == 2
-    fig = figures.sweep_figure(result, plotdata.metric_label("nll"))
+def test_sweep_means_and_standard_errors(sweep_dir, render):
+    fig = render(sweep_dir, "--kind", "sweep", "--metric", "nll")
     (ax,) = fig.axes
     assert ax.get_ylabel() == "test NLL (nats per example)" and ax.get_xlabel() == "prior precision lambda"
     assert "mean +- s.e. over 2 seeds or splits" in fig._suptitle.get_text()
@@ -367,7 +423,7 @@ def test_sweep_parameter_detection_and_metric_paths(sweep_dir, runs, tmp_path):
     assert not (tmp_path / "f.png").exists()
 
 
-def test_a_method_without_the_swept_parameter_is_a_level(sweep_dir, runs, tmp_path):
+def test_a_method_without_the_swept_parameter_is_a_level(sweep_dir, runs, render, tmp_path):
     """Sweeping SLANG's rank with an exact-full run beside it: exact-full has no rank, so it is drawn as a
     horizontal line."""
     d = tmp_path / "ranks"
@@ -375,24 +431,83 @@ def test_a_method_without_the_swept_parameter_is_a_level(sweep_dir, runs, tmp_pa
     for rank in (1, 2):
         ok("fit", runs["train"], "--test-fraction", "0.25", "--rank", rank, "--epochs", "5", "-o", d / f"r{rank}.h5")
     ok("fit", runs["train"], "--test-fraction", "0.25", "--method", "exact-full", "-o", d / "exact.h5")
-    render(tmp_path, d, "--kind", "sweep", "--metric", "elbo")
-    result = plotdata.sweep(plotdata.load_runs([d]), "elbo")
-    assert result.param == "rank"
-    ax = figures.sweep_figure(result, "x").axes[0]
+    (ax,) = render(d, "--kind", "sweep", "--metric", "elbo").axes
+    assert ax.get_xlabel() == "rank (SLANG L, k-tied k)"
     (level,) = [line for line in ax.get_lines() if line.get_label() == "exact-full"]
     assert level.get_ydata()[0] == read_run(d / "exact.h5").metrics["train"]["neg_elbo_per_example"]
+
+
+@pytest.fixture(scope="module")
+def swept(runs):
+    """The output directory of a real ``slang sweep`` (a local Dask cluster of 2 worker processes): SLANG L = 1
+    and exact-mf at prior precisions 1 and 10 on two splits; a data file that cannot be read, whose fits fail (rows
+    of the table, no run files); and, as an interrupted sweep leaves it, the checkpoint of an unfinished fit."""
+    pytest.importorskip("distributed")
+    d = runs["dir"] / "swept"
+    bad = runs["dir"] / "bad.csv"
+    bad.write_text("a,b,label\n1,2,yes\n3,oops,no\n")
+    common = {"data": [str(runs["train"]), str(bad)], "test-fraction": 0.25, "prior-precision": [1, 10],
+              "split-seed": [0, 1]}
+    spec = runs["dir"] / "grid.json"
+    spec.write_text(json.dumps([{**common, "method": "slang", "rank": 1, "epochs": 5, "batch-size": 16},
+                                {**common, "method": "exact-mf"}]))
+    result = invoke("sweep", "--spec", spec, "-o", d, "--workers", 2, "--json")
+    assert result.exit_code == 1, (result.stderr, result.exception)  # the bad file's fits failed
+    summary = json.loads(result.stdout)
+    assert summary["complete"] == 8 and summary["failed"] == 8
+    # a fit of the same grid at prior precision 100, stopped after its first step (as Ctrl-C leaves it)
+    from slangcli.errors import Interrupted
+    from slangcli.io import write_run
+    from slangcli.workflow import Checkpointing, DataOptions, fit
+
+    name = make_point({"data": str(runs["train"]), "test-fraction": "0.25", "prior-precision": "100.0",
+                       "split-seed": "0", "method": "slang", "rank": "1", "epochs": "5", "batch-size": "16"}).name
+    polls = []
+    stop = Checkpointing(write=lambda r: write_run(d / name, r), stop=lambda: polls.append(1) or len(polls) > 1,
+                         every_steps=1)
+    with pytest.raises(Interrupted):
+        fit(DataOptions(path=str(runs["train"]), test_fraction=0.25), method="slang", hyper={"rank": 1},
+            prior_precision=100.0, epochs=5, batch_size=16, checkpointing=stop)
+    assert read_run(d / name).status == "checkpoint"
+    return d
+
+
+def test_sweep_figure_of_a_slang_sweep_directory(swept, render):
+    """``slang plot DIR --kind sweep`` on what ``slang sweep`` wrote: the failed fits (in the table, without run
+    files) and the checkpoint (left out with a note) leave the figure as the complete fits make it; each point is
+    the mean and standard error, over the two splits, of the test NLL in the sweep's own results table."""
+    table = json.loads((swept / "results.json").read_text())
+    assert {r["status"] for r in table} == {"complete", "failed"} and len(table) == 16
+    result = invoke("plot", swept, "--kind", "sweep", "-o", swept.parent / "swept.png")
+    assert result.exit_code == 0 and "a checkpoint (fit not finished); left out" in result.stderr
+    (ax,) = render(swept, "--kind", "sweep", "--metric", "nll").axes
+    assert ax.get_xlabel() == "prior precision lambda" and ax.get_ylabel() == "test NLL (nats per example)"
+    containers = {c.get_label(): c for c in ax.containers if isinstance(c, ErrorbarContainer)}
+    assert set(containers) == {"SLANG L = 1", "exact-mf"}
+    for label, method in (("SLANG L = 1", "slang"), ("exact-mf", "exact-mf")):
+        nll = {lam: [r["test_nll"] for r in table if r["status"] == "complete" and r.get("method", "slang") == method
+                     and float(r["prior-precision"]) == lam] for lam in (1.0, 10.0)}
+        assert [len(v) for v in nll.values()] == [2, 2]
+        line, _, (bars,) = containers[label].lines
+        np.testing.assert_array_equal(line.get_xdata(), [1, 10])
+        np.testing.assert_allclose(np.asarray(line.get_ydata(), dtype=float), [np.mean(v) for v in nll.values()],
+                                   rtol=1e-14)
+        spans = [seg[1][1] - seg[0][1] for seg in bars.get_segments()]
+        np.testing.assert_allclose(spans, [2 * np.std(v, ddof=1) / np.sqrt(2) for v in nll.values()], rtol=1e-10)
 
 
 # ------------------------------------------------------------------------------------------------ the command
 
 
-def test_png_pixels_follow_dpi(runs, tmp_path):
+def test_png_pixels_follow_dpi(runs, tmp_path, saved):
     import PIL.Image
 
     out = tmp_path / "f.png"
     ok("plot", runs["slang"], "--kind", "training", "--dpi", "100", "-o", out)
+    ((fig, _),) = saved
+    assert fig.get_figwidth() == 3.4  # a paper column; the height holds the axes and the legend under them
     with PIL.Image.open(out) as image:
-        assert image.size == (340, 260) and image.mode == "P"  # 3.4 x 2.6 in, a 256-colour palette
+        assert image.size == (340, round(100 * fig.get_figheight())) and image.mode == "P"  # a 256-colour palette
 
 
 def test_svg_output_and_labels(runs, tmp_path):
