@@ -38,8 +38,9 @@ class ConvergenceError(SlangError):
 
 class Interrupted(SlangError):
     """A fit stopped on request (SIGINT, SIGTERM) before its last step; ``checkpointed`` says whether its state
-    was written for ``slang fit --resume``."""
+    was written for ``slang fit --resume``, ``hint`` (optional) what the user should know about the work lost."""
 
-    def __init__(self, step: int, n_steps: int, checkpointed: bool, message: str | None = None):
+    def __init__(self, step: int, n_steps: int, checkpointed: bool, message: str | None = None,
+                 hint: str | None = None):
         super().__init__(message or f"interrupted at step {step} of {n_steps}")
-        self.step, self.n_steps, self.checkpointed = step, n_steps, checkpointed
+        self.step, self.n_steps, self.checkpointed, self.hint = step, n_steps, checkpointed, hint

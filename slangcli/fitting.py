@@ -313,6 +313,8 @@ def _fit_prepared(
         n_steps = iterations if iterations is not None else epochs * streams.steps_per_epoch(n, batch)
     tuned = None
     params = tuning.parse_tune(tune, prepared.likelihood, module)
+    # the fit's stop request (its signal handler) reaches the fits before the final one too
+    stop = checkpointing.stop if checkpointing is not None else None
     if params and (learn_noise or learn_prior):
         # the search starts from the learned values: learn them first, by a fit of the same length on all rows
         first = Setup(method, module, hyper_obj, model,
@@ -320,8 +322,13 @@ def _fit_prepared(
                       {"batch_size": batch}, [], learn_noise, learn_prior)
         learner = first.learner()
         with blas_threads(model.n_params, samples_per_step(hyper_obj), batch):
-            train.run(module, hyper_obj, learner.problem, prepared.X_train, prepared.y_train, seed=seed,
-                      batch_size=batch, n_steps=n_steps, learner=learner)
+            state, _ = train.run(module, hyper_obj, learner.problem, prepared.X_train, prepared.y_train, seed=seed,
+                                 batch_size=batch, n_steps=n_steps, learner=learner,
+                                 after_step=None if stop is None else lambda *_: stop())
+        if state.t < n_steps:
+            raise Interrupted(0, n_steps, checkpointed=False, hint=tuning.NOT_KEPT,
+                              message=f"interrupted at step {state.t} of {n_steps} of the fit that learns the "
+                                      "precisions the tuning starts from")
         if learn_noise:
             noise_precision = float(learner.problem.model.noise_precision)
         if learn_prior:
@@ -342,7 +349,7 @@ def _fit_prepared(
             values={"prior-precision": prior_precision, "noise-precision": noise_precision}, build=build,
             method=module, hyper=hyper_obj, X=prepared.X_train, y=prepared.y_train, seed=seed, batch_size=batch,
             epochs=-(-n_steps // streams.steps_per_epoch(n, batch)), notify=notify,
-            map_jobs=map_jobs or tuning.serial_map)
+            map_jobs=map_jobs, stop=stop)
         prior_precision, noise_precision = best["prior-precision"], best["noise-precision"]
         hyper_obj = replace(hyper_obj, **{p: best[p] for p in tuning.RATES if p in params})
         model, _ = build(best)

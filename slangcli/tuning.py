@@ -19,6 +19,11 @@ folds (each fit still trains on ``(k - 1) / k`` of the rows). The folds are a se
 Every candidate of a sweep trains on a fold from the same seed. For SLANG on a small network the sweep's fits run
 stacked (``slangcli.methods.slang_stacked``): one pass of the network for all of them per step, several times
 faster than one after the other and equal to it to rounding.
+
+A search asked to stop (``stop()`` turns true: the fit's signal handler) stops within a training step of the fit in
+progress, here or between two candidates, and raises :class:`Interrupted`; the candidates scored so far are not
+kept (a search has no checkpoint: run again, it starts anew). Fits sent to a cluster (``map_jobs``) run to their
+end; the search then stops before its next round.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Callable
 import numpy as np
 
 from slangcli import metrics, streams, train
-from slangcli.errors import ConfigError, DivergenceError
+from slangcli.errors import ConfigError, DivergenceError, Interrupted
 from slangcli.methods.base import Problem, hyper_names, samples_per_step
 from slangcli.models import MLP
 from slangcli.threads import blas_threads
@@ -102,21 +107,24 @@ def grid(param: str, start: dict) -> tuple[float, ...]:
     return tuple(sorted({float(v) for v in GRIDS[param]} | {float(start[param])}))
 
 
-def serial_map(function: Callable, jobs: list[tuple]) -> list:
-    """``[function(*job) for job in jobs]``: the default way the candidate fits run (a cluster passes its own)."""
-    return [function(*job) for job in jobs]
+# what a stopped search tells its user besides the count (slangcli.errors.Interrupted's hint)
+NOT_KEPT = "a --tune search is not checkpointed, so the same command tunes again from the start"
 
 
 def search(search: Search, *, values: dict, build: Callable[[dict], tuple[MLP, np.ndarray]], method, hyper,
            X: np.ndarray, y: np.ndarray, seed: int, batch_size: int, epochs: int,
-           notify: Callable[[str], None] = lambda msg: None, map_jobs: Callable = serial_map) -> tuple[dict, dict]:
+           notify: Callable[[str], None] = lambda msg: None, map_jobs: Callable | None = None,
+           stop: Callable[[], bool] | None = None) -> tuple[dict, dict]:
     """Coordinate search of ``search.params`` starting from ``values`` (option name -> value; ``lr`` and
     ``beta`` are taken from ``hyper`` when tuned).
 
     ``build(values) -> (model, prior_precision)`` makes the model of a candidate. Returns the best values and a
     JSON-able record of every candidate's fold scores. The fits of each round of candidates, one job per stack of
-    candidates and fold, run through ``map_jobs(function, jobs)`` (:func:`serial_map`, or a cluster's map): every
-    job is a pure function of its arguments, so the result does not depend on where the jobs ran.
+    candidates and fold, run here one after the other, or through ``map_jobs(function, jobs)`` (a cluster's map):
+    every job is a pure function of its arguments, so the result does not depend on where the jobs ran.
+
+    ``stop()`` is polled after every training step of the fits run here and before each round; when it turns
+    true the search raises :class:`Interrupted` (what it scored so far is lost).
     """
     folds = fold_indices(len(X), search.folds, seed)[: search.rounds or search.folds]
     epochs = search.epochs or epochs
@@ -130,16 +138,29 @@ def search(search: Search, *, values: dict, build: Callable[[dict], tuple[MLP, n
     def key(candidate: dict) -> tuple:
         return tuple(sorted(candidate.items()))
 
+    def interrupted() -> Interrupted:
+        return Interrupted(0, 0, checkpointed=False, hint=NOT_KEPT,
+                           message=f"interrupted while tuning, after {len(cache)} "
+                                   f"candidate{'' if len(cache) == 1 else 's'} scored")
+
     def score(candidates: list[dict]) -> list[float]:
         todo = list({key(c): c for c in candidates if key(c) not in cache}.values())
         chunks = [todo[lo : lo + STACK_MAX] for lo in range(0, len(todo), STACK_MAX)]
         jobs = [(chunk, build, method, hyper, X, y, np.setdiff1d(np.arange(len(X)), val, assume_unique=True), val,
                  seed, k, batch_size, epochs) for chunk in chunks for k, val in enumerate(folds)]
-        results = iter(map_jobs(_fold_scores, jobs))
+        if stop is not None and stop():
+            raise interrupted()
+        if map_jobs is None:  # lazily, one job at a time: each polls stop() after every step
+            results = (_fold_scores(*job, stop=stop) for job in jobs)
+        else:
+            results = iter(map_jobs(_fold_scores, jobs))
         for chunk in chunks:
             scores = [[] for _ in chunk]
             for _ in folds:
-                for j, s in enumerate(next(results)):
+                fold = next(results)
+                if fold is None:
+                    raise interrupted()
+                for j, s in enumerate(fold):
                     scores[j].append(s)
             for c, sc in zip(chunk, scores):
                 cache[key(c)] = sc
@@ -180,9 +201,11 @@ def search(search: Search, *, values: dict, build: Callable[[dict], tuple[MLP, n
 
 
 def _fold_scores(candidates: list[dict], build, method, hyper, X, y, fit_rows, val, seed: int, k: int,
-                 batch_size: int, epochs: int) -> list[float]:
+                 batch_size: int, epochs: int, stop: Callable[[], bool] | None = None) -> list[float] | None:
     """Held-out log-likelihood on fold ``k`` of each candidate, trained on ``fit_rows`` (minus infinity for one
-    that diverges); stacked when the method and shapes allow."""
+    that diverges); stacked when the method and shapes allow. None when ``stop()`` turned true (it is polled after
+    every training step and before each candidate)."""
+    stopped = stop if stop is not None else lambda: False
     batch = min(batch_size, len(fit_rows))
     n_steps = epochs * streams.steps_per_epoch(len(fit_rows), batch)
     fold_seed = int(streams.derive_rng(seed, TUNE, 2, k).integers(2**31))
@@ -198,19 +221,23 @@ def _fold_scores(candidates: list[dict], build, method, hyper, X, y, fit_rows, v
                                   lr=np.array([h.lr for h in hypers]), beta=np.array([h.beta for h in hypers]))
         with blas_threads(model0.n_params, samples_per_step(hyper), batch):
             states = slang_stacked.run(runs, model0, hyper, Xf, yf, seed=fold_seed, batch_size=batch,
-                                       n_steps=n_steps)
+                                       n_steps=n_steps, stop=stop)
     else:
         states = []
         for (model, lam), h in zip(built, hypers):
+            if stopped():
+                return None
             with blas_threads(model.n_params, samples_per_step(h), batch):
                 try:
                     state, _ = train.run(method, h, Problem(model, lam, len(fit_rows)), Xf, yf, seed=fold_seed,
-                                         batch_size=batch, n_steps=n_steps)
+                                         batch_size=batch, n_steps=n_steps, after_step=lambda *_: stopped())
                 except DivergenceError:
                     state = None
             states.append(state)
     out = []
     for (model, _), state in zip(built, states):
+        if stopped():  # (a state stopped part-way has t < n_steps: never scored)
+            return None
         if state is None:
             out.append(-np.inf)
             continue

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
+
+from conftest import binary_problem, csv_text
 
 from slangcli import tuning
 from slangcli.errors import ConfigError
@@ -70,3 +78,107 @@ def test_bad_tune_options(text, likelihood, message):
 def test_too_many_folds():
     with pytest.raises(ConfigError, match="--tune-folds"):
         tuning.fold_indices(5, 6, seed=0)
+
+
+# ------------------------------------------------------------------------------------ a stop request reaches tuning
+
+
+def _stop_after(polls: int):
+    """A stop request that turns true at its ``polls``-th poll; ``calls`` counts the polls."""
+    calls = []
+
+    def stop():
+        calls.append(1)
+        return len(calls) >= polls
+
+    stop.calls = calls
+    return stop
+
+
+@pytest.mark.parametrize("kw,says", [
+    # the search's SLANG fits run stacked (slangcli.methods.slang_stacked)
+    (dict(method="slang", hidden="4", tune="prior-precision", likelihood="bernoulli"), "while tuning"),
+    # one fit per candidate (train.run)
+    (dict(method="bbb", hidden="4", tune="prior-precision,lr", likelihood="bernoulli"), "while tuning"),
+    # regression learns the noise precision (auto) before the search, by a fit on every training row
+    (dict(method="slang", hyper={"rank": 1}, tune="prior-precision", likelihood="gaussian", noise_precision="auto"),
+     "learns the precisions"),
+])
+def test_a_stop_request_interrupts_tuning_within_a_step(write_file, kw, says):
+    """The fit's stop request (its signal handler's) is polled after every step of every fit the search runs: the
+    search raises Interrupted a step after it turns true, instead of finishing and stopping the final fit."""
+    from slangcli.errors import Interrupted
+    from slangcli.workflow import Checkpointing
+
+    train = _regression_csv(write_file, "train.csv", 60, seed=5)
+    if kw["likelihood"] == "bernoulli":
+        train = write_file("train.csv", csv_text(*binary_problem(n=60, seed=5)))
+    stop = _stop_after(25)
+    written = []
+    with pytest.raises(Interrupted) as info:
+        fit(DataOptions(path=str(train)), batch_size=10, epochs=30, seed=1, tune_folds=3, eval_samples=10,
+            checkpointing=Checkpointing(write=written.append, stop=stop), **kw)
+    assert says in str(info.value) and "not checkpointed" in info.value.hint
+    assert not info.value.checkpointed and not written
+    assert len(stop.calls) <= 27, len(stop.calls)  # a poll or two after the stop, not the rest of the search
+
+
+def test_a_search_stopped_between_rounds_raises(write_file):
+    """A stop request already true before the search starts: nothing is trained."""
+    from slangcli.errors import Interrupted
+    from slangcli.methods import METHODS
+    from slangcli.models import MLP
+
+    model = MLP((2, 1), likelihood="gaussian")
+    X = np.random.default_rng(0).standard_normal((30, 2))
+    with pytest.raises(Interrupted, match="after 0 candidates scored"):
+        tuning.search(tuning.Search(("prior-precision",), folds=3), values={"prior-precision": 1.0,
+                      "noise-precision": 1.0}, build=lambda v: (model, model.prior_precision(v["prior-precision"],
+                      1e-5)), method=METHODS["slang"], hyper=METHODS["slang"].Hyper(rank=1), X=X, y=X[:, 0],
+                      seed=0, batch_size=10, epochs=2, stop=lambda: True)
+
+
+# the command line: a signal during --tune exits 128 + its number within about a second, leaving nothing
+
+
+def _slang(args, cwd):
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return subprocess.Popen([sys.executable, "-m", "slangcli", *map(str, args)], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _read_until(proc, text: str, timeout: float = 120) -> str:
+    seen = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if text in line:
+            return "".join(seen)
+    raise AssertionError(f"no line with {text!r}: " + "".join(seen))
+
+
+@pytest.mark.parametrize("sig,args,wait_for", [
+    # one fit per candidate; the signal after the first round's progress lines, with two rounds and the final
+    # fit still to run (about as long again as the first round)
+    (signal.SIGTERM, ["--method", "bbb", "--tune", "prior-precision,lr", "--tune-rounds", "1", "--epochs", "300"],
+     "slang: tuning "),
+    # stacked SLANG fits; the signal in the first round
+    (signal.SIGINT, ["--tune", "prior-precision", "--epochs", "150"], "slang: change the task"),
+], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_during_tune_exits_at_once(tmp_path, sig, args, wait_for):
+    (tmp_path / "data.csv").write_text(csv_text(*binary_problem(n=200, seed=1)))
+    proc = _slang(["fit", "data.csv", "-o", "out.h5", "--hidden", "8", "--no-progress", *args], tmp_path)
+    seen = _read_until(proc, wait_for)
+    time.sleep(0.3)
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    took = time.monotonic() - sent
+    assert proc.returncode == 128 + sig, seen + err
+    assert took < 4.0, (took, err)  # the rest of the search takes several times that
+    assert "interrupted while tuning" in err and "nothing written" in err and "not checkpointed" in err, err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]

@@ -332,13 +332,13 @@ def _checkpointing(output: str, checkpoint: dict | None):
             writing.clear()
         written.append(run.metrics["steps"])
 
-    def stopped(signum: int, what: str):
+    def stopped(signum: int, what: str, hint: str | None = None):
         name = signal.Signals(signum).name
         if written:
             error(f"{what} ({name}); the fit so far (step {written[-1]}) is in {output}; continue with: "
                   f"slang fit --resume {output}")
         else:
-            error(f"{what} ({name}), before any checkpoint: nothing written")
+            error(f"{what} ({name}), before any checkpoint: nothing written" + (f"; {hint}" if hint else ""))
         sys.exit(128 + signum)
 
     # signal handlers can only be set from the main thread; a fit run in another thread (a slang sweep task on a
@@ -352,7 +352,7 @@ def _checkpointing(output: str, checkpoint: dict | None):
             raise DivergenceError(f"{exc}; the last good checkpoint (step {written[-1]}) is in {output}") from None
         raise
     except Interrupted as exc:
-        stopped(received[0] if received else signal.SIGINT, str(exc))
+        stopped(received[0] if received else signal.SIGINT, str(exc), exc.hint)
     except Terminated as exc:
         stopped(received[0] if received else exc.signum, "stopped by a second signal")
     finally:
