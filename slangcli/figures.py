@@ -41,7 +41,10 @@ LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (3, 1)))
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 HATCHES = ("", "////", "....", "xxxx", "\\\\\\\\", "++++")
 MARKED_POINTS = 8  # markers per training curve (a marker on every epoch would hide the line)
-LEGEND_INSIDE = 6  # most runs whose legend sits inside the training axes
+LEGEND_COLUMNS = 2  # most columns of the training figure's legend, under its axes, when its labels fit half a column
+LEGEND_LABEL_CHARS = 34  # longest label that does ("final test NLL (per test example)"); longer: one column
+LEGEND_ROW = 0.12  # inches per row of that legend
+TRAINING_HEIGHT = 2.3  # inches of the training figure without that legend
 
 
 def series_style(i: int) -> dict:
@@ -101,9 +104,11 @@ def marker_indices(n: int, log_x: bool) -> np.ndarray:
     return np.unique(np.round(spread).astype(int) - 1)
 
 
-def draw_training(ax, curves, log: str = "auto", first_style: int = 0) -> None:
+def draw_training(ax, curves, log: str = "auto", first_style: int = 0) -> list:
     """Training records of several runs on shared axes: one line per run (styles from ``first_style`` on), with
-    the final -ELBO / N (>) and the final test NLL (*) of each as markers after its last point."""
+    the final -ELBO / N (>) and the final test NLL (*) of each as markers after its last point. Returns the
+    legend's handles, for the caller to place: a step method's per-epoch curve is noisy and fills its axes, so a
+    legend inside would hide part of it (:func:`training_figure` puts it under the axes)."""
     xs = np.concatenate([c.x for c in curves])
     log_x = _wants(log, "x", bool(np.all(xs > 0)) and xs.max() >= 100)
     finals = []
@@ -137,30 +142,35 @@ def draw_training(ax, curves, log: str = "auto", first_style: int = 0) -> None:
     if "test" in finals:
         handles.append(Line2D([], [], color="0.3", marker="*", linestyle="none", markersize=7,
                               label="final test NLL (per test example)"))
-    if len(curves) > LEGEND_INSIDE:  # a sweep's many runs: the legend below the axes, in two columns
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=5.5)
-    else:
-        ax.legend(handles=handles)
+    return handles
 
 
 def training_figure(curves, *, title: str | None = None, log: str = "auto") -> Figure:
-    """Step methods' epochs and exact solvers' iterations get a panel each."""
+    """Step methods' epochs and exact solvers' iterations get a panel each, each panel's legend under its axes
+    (outside them, so that no curve is hidden however noisy)."""
     with matplotlib.rc_context(STYLE):
         groups = [[c for c in curves if c.axis == a] for a in ("epoch", "iteration")]
         groups = [g for g in groups if g]
-        # legend rows under the axes (the runs and two marker entries, in two columns)
-        below = max([(len(g) + 3) // 2 for g in groups if len(g) > LEGEND_INSIDE], default=0)
-        fig = new_figure(COLUMN_WIDTH * len(groups) if len(groups) > 1 else COLUMN_WIDTH, 2.6 + 0.11 * below)
-        axes = fig.subplots(1, len(groups), squeeze=False)[0]
-        first = 0
-        for ax, group in zip(axes, groups):
-            draw_training(ax, group, log, first)  # styles continue across panels: no two runs share one
+        fig = new_figure(COLUMN_WIDTH * len(groups), TRAINING_HEIGHT)
+        panels = fig.subfigures(1, len(groups), squeeze=False)[0]
+        first, drawn = 0, []
+        for panel, group in zip(panels, groups):
+            ax = panel.subplots()
+            drawn.append(draw_training(ax, group, log, first))  # styles continue across panels: none shared
             first += len(group)
             if group[0].axis == "epoch":
                 ax.set_title("step methods: " + ("-ELBO / N" if all(c.quantity == "training -ELBO / N" for c in group)
                                                  else "mean minibatch NLL") + " per epoch")
             else:
                 ax.set_title("exact solvers: -ELBO / N per iteration")
+        # a sweep's runs are labelled by the settings in which they differ: long labels, one column, a smaller font
+        long = any(len(h.get_label()) > LEGEND_LABEL_CHARS for handles in drawn for h in handles)
+        rows = max(-(-len(handles) // (1 if long else LEGEND_COLUMNS)) for handles in drawn)
+        for panel, handles in zip(panels, drawn):
+            # as many rows in every panel where the entries allow, so that the panels' axes line up
+            panel.legend(handles=handles, loc="outside lower center", ncol=-(-len(handles) // rows),
+                         fontsize=5.5 if long else None)
+        fig.set_figheight(TRAINING_HEIGHT + LEGEND_ROW * rows)
         fig.suptitle(title or "Training")
     return fig
 
@@ -225,6 +235,9 @@ def calibration_figure(items, *, title: str | None = None) -> Figure:
 # ------------------------------------------------------------------------------------------------ spectrum
 
 
+BAR_WIDTH = 0.8  # of the spectrum's bars, in singular-value index units
+
+
 def draw_spectrum(ax, layer: int, spectra, top: int) -> None:
     """Explained variance (%) of the first ``top`` singular values of one weight matrix, for each run: bars for
     one run, lines for several; a compression's kept rank as a dashed line."""
@@ -234,9 +247,10 @@ def draw_spectrum(ax, layer: int, spectra, top: int) -> None:
         idx = np.arange(1, ev.size + 1)
         if len(spectra) == 1:
             # one run: named in the title, so the legend holds only the kept rank
-            ax.bar(idx, ev, color="0.55", edgecolor="black", linewidth=0.5, label="_" + s.label)
-            ax.annotate(f"{ev[0]:.3g} %", (1, ev[0]), xytext=(0, 2), textcoords="offset points", ha="center",
-                        va="bottom", fontsize=6.5)
+            ax.bar(idx, ev, width=BAR_WIDTH, color="0.55", edgecolor="black", linewidth=0.5, label="_" + s.label)
+            # from the bar's left edge rightwards, clear of the y axis and its tick labels
+            ax.annotate(f"{ev[0]:.3g} %", (1 - BAR_WIDTH / 2, ev[0]), xytext=(1, 2), textcoords="offset points",
+                        ha="left", va="bottom", fontsize=6.5)
         else:
             ax.plot(idx, ev, label=s.label, **series_style(i))
         if s.kept is not None:
@@ -361,6 +375,9 @@ PARAM_LABELS = {
 }
 
 
+SE_CAP = 4.0  # points: the standard-error caps reach past the 3.5-point markers
+
+
 def draw_sweep(ax, sweep, log: str = "auto") -> None:
     """Mean and standard error of the metric at each swept value, one line per method; a method without the
     swept parameter as a horizontal line with its standard-error band."""
@@ -373,7 +390,10 @@ def draw_sweep(ax, sweep, log: str = "auto") -> None:
         level = [(m, e) for x, m, e in zip(s.x, s.mean, s.se) if x is None]
         if pts:
             xs = [x if numeric else categories.index(str(x)) for x, _, _ in pts]
-            ax.errorbar(xs, [m for _, m, _ in pts], yerr=[e for _, _, e in pts], capsize=2.5, label=s.label, **st)
+            # hollow markers and caps wider than them: a standard error smaller than a marker still shows
+            ax.errorbar(xs, [m for _, m, _ in pts], yerr=[e for _, _, e in pts], capsize=SE_CAP, capthick=0.9,
+                        elinewidth=0.9, markersize=3.5, markerfacecolor="none", markeredgewidth=0.9,
+                        label=s.label, **st)
         for m, e in level:
             ax.axhline(m, color=st["color"], linestyle=st["linestyle"], linewidth=1.2, label=s.label)
             ax.axhspan(m - e, m + e, color=st["color"], alpha=0.15, linewidth=0)

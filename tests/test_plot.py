@@ -142,6 +142,12 @@ def shown(fig) -> list:
             for ax in fig.axes]
 
 
+def panel_legend(ax):
+    """The legend of the panel (subfigure) holding ``ax``, which the training figure places under its axes."""
+    (legend,) = ax.get_figure(root=False).legends
+    return legend
+
+
 def data_lines(ax):
     """The lines of an axes that carry data (not the dotted identity line)."""
     return [line for line in ax.get_lines() if line.get_label() not in ("perfect calibration", "equal")
@@ -168,9 +174,13 @@ def test_training_figure_matches_histories(runs, render):
                   and line.get_color() == lines[label].get_color()]
         values = sorted(float(line.get_ydata()[0]) for line in finals)
         assert values == sorted([run.metrics["train"]["neg_elbo_per_example"], run.metrics["test"]["nll"]])
-    legend = [t.get_text() for t in epoch_ax.get_legend().get_texts()]
+    legend = [t.get_text() for t in panel_legend(epoch_ax).get_texts()]
     assert legend == ["SLANG L = 2", "mf-ef", "final -ELBO / N", "final test NLL (per test example)"]
-    assert [t.get_text() for t in iter_ax.get_legend().get_texts()] == ["exact-full", "final test NLL (per test example)"]
+    assert [t.get_text() for t in panel_legend(iter_ax).get_texts()] == ["exact-full", "final test NLL (per test example)"]
+    # each legend under its axes, not on the (noisy) curves
+    fig.canvas.draw()
+    for ax in (epoch_ax, iter_ax):
+        assert panel_legend(ax).get_window_extent().y1 < ax.get_window_extent().y0
     exact = read_run(runs["exact"])
     (line,) = [ln for ln in iter_ax.get_lines() if ln.get_label() == "exact-full"]
     np.testing.assert_array_equal(line.get_ydata(), exact.history["neg_elbo_per_example"])
@@ -197,14 +207,21 @@ def test_history_records_the_kl_per_epoch(runs):
 
 
 def test_training_overlay_of_a_sweep(sweep_dir, render):
-    """Many runs: labels name the settings in which runs of one method differ."""
+    """Many runs: labels name the settings in which runs of one method differ; the legend, under the axes, grows
+    the figure by a row per two entries."""
     fig = render(sweep_dir, "--kind", "training")
     epoch_ax, iter_ax = fig.axes  # SLANG's epochs, exact-mf's iterations
-    labels = [t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()]
+    labels = [t.get_text() for ax in fig.axes for t in panel_legend(ax).get_texts()]
     runs = [t for t in labels if not t.startswith("final ")]
     assert len(set(runs)) == len(runs) == 8
     assert "SLANG L = 1, prior_precision = 10.0, seed = 1, split_seed = 1" in runs
     assert len(data_lines(epoch_ax)) == len(data_lines(iter_ax)) == 4
+    # labels too long for two columns: one, 4 runs and 2 marker entries in 6 rows
+    assert fig.get_figheight() == pytest.approx(figures.TRAINING_HEIGHT + 6 * figures.LEGEND_ROW)
+    fig.canvas.draw()
+    for ax in fig.axes:  # each legend under its axes and within its panel
+        legend, panel = panel_legend(ax).get_window_extent(), ax.get_figure(root=False).bbox
+        assert legend.y1 < ax.get_window_extent().y0 and panel.x0 <= legend.x0 and legend.x1 <= panel.x1
 
 
 def test_method_labels_come_from_the_methods_declarations():
@@ -307,9 +324,10 @@ def std_matrices_from_file(path) -> list[np.ndarray]:
 @pytest.mark.parametrize("name", ["bbb", "slang_net", "ktied"])
 def test_spectrum_of_a_network_matches_the_svd(runs, render, name):
     """Per weight matrix, the bars are the explained variance of the singular values of its standard deviations,
-    for a mean-field, a SLANG and a k-tied posterior."""
+    for a mean-field, a SLANG and a k-tied posterior; the first bar's percentage sits right of the y axis."""
     fig = render(runs[name], "--kind", "spectrum", "--top", "3")
     assert len(fig.axes) == 2  # weight matrices 3 x 4 and 4 x 1
+    fig.canvas.draw()
     for layer, (ax, A) in enumerate(zip(fig.axes, std_matrices_from_file(runs[name]))):
         s = np.linalg.svd(A, compute_uv=False)
         (bar,) = ax.containers
@@ -320,9 +338,24 @@ def test_spectrum_of_a_network_matches_the_svd(runs, render, name):
         assert ax.get_yscale() == "log" and ax.get_xlabel() == "singular value i"
         (label,) = ax.texts
         assert label.get_text() == f"{100 * s[0]**2 / np.sum(s**2):.3g} %"
+        # from the first bar's left edge rightwards: never over the y axis, however narrow the bars
+        assert label.get_window_extent().x0 >= bar.patches[0].get_window_extent().x0
     assert fig.axes[0].get_ylabel() == "explained variance (%)"
     if name == "ktied":  # standard deviations of rank 2 (3 x 4) and 1 (4 x 1): nothing beyond
         assert fig.axes[0].containers[0].patches[2].get_height() < 1e-10
+
+
+def test_spectrum_label_clears_the_y_axis_with_narrow_bars():
+    """Three panels of ten bars (the MNIST figure's layout): the first bar's percentage starts right of the y axis
+    (centred on the bar, it ran into the axis and its tick labels)."""
+    explained = [np.r_[0.982, np.full(9, 0.002)]] * 3
+    spectrum = plotdata.Spectrum("bbb", [(784, 400), (400, 400), (400, 10)], explained, [2, 2, 2])
+    fig = figures.spectrum_figure([spectrum], top=10)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        (label,) = ax.texts
+        assert label.get_text() == "98.2 %"
+        assert label.get_window_extent().x0 > ax.get_window_extent().x0 + 1
 
 
 def test_spectrum_of_a_compressed_run_marks_the_kept_rank(runs, render):
@@ -402,6 +435,10 @@ def test_sweep_means_and_standard_errors(sweep_dir, render):
         se = [np.std(values[lam], ddof=1) / np.sqrt(2) for lam in (1, 10)]
         spans = [seg[1][1] - seg[0][1] for seg in bars.get_segments()]
         np.testing.assert_allclose(spans, 2 * np.array(se), rtol=1e-10)
+        # visible however small: caps reaching 2 points past each side of the hollow markers
+        caps = containers[label].lines[1]
+        assert len(caps) == 2 and caps[0].get_markersize() >= line.get_markersize() + 4
+        assert line.get_markerfacecolor() == "none"
     assert ax.get_xscale() == "log"  # 1 to 10: a decade
 
 
