@@ -23,13 +23,13 @@ import contextlib
 import errno
 import os
 import signal
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 
 from slangcli.errors import ConfigError, SlangError
 
-# ".NAME." + the random part and ".tmp" that mkstemp adds (8 random characters; a little room to spare)
+# ".NAME." + 8 random hex digits + ".tmp" (_temporary_name), with a little room to spare
 TEMPORARY_AFFIXES = len("..") + 8 + len(".tmp") + 6
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
@@ -101,17 +101,28 @@ def check_output_path(output) -> None:
                              f"{name_max - TEMPORARY_AFFIXES} fit in this directory beside the temporary name")
 
 
+def _temporary_name(path: Path) -> str:
+    """A name for a temporary file beside ``path``: ``.NAME.<8 random hex digits>.tmp``."""
+    return os.path.join(path.parent, f".{path.name}.{secrets.token_hex(4)}.tmp")
+
+
+def _create(tmp: str) -> None:
+    """Make ``tmp``, a new empty file (never an existing one), with the permissions of any new file (0666 less
+    the umask)."""
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+
+
 def temporary_beside(path) -> str:
     """A new empty file in ``path``'s directory (so renaming it onto ``path`` is atomic), named ``.NAME.*.tmp``,
     with the permissions of any new file."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    # mkstemp creates the file 0600; give it the permissions of any new file (0666 less the umask)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    return tmp
+    while True:
+        tmp = _temporary_name(path)
+        try:
+            _create(tmp)
+            return tmp
+        except FileExistsError:
+            continue
 
 
 def is_no_space(exc: BaseException) -> bool:
@@ -132,44 +143,35 @@ def is_no_space(exc: BaseException) -> bool:
 def atomic_output(path):
     """Yield a temporary path beside ``path``; rename it onto ``path`` when the block completes, remove it when
     the block fails (a full disk then raises :class:`OutputError`)."""
-    target = os.path.realpath(path)  # write through a symlink to a regular file, keeping the link
-    # signals stay pending while the temporary file is made, so that the handler's exception is raised inside
-    # the block that removes it, never between its creation and that block
-    blocked = _block_signals()
+    target = Path(os.path.realpath(path))  # write through a symlink to a regular file, keeping the link
+    # Python runs a signal handler between any two bytecodes of the main thread, whichever thread took the signal
+    # (blocking signals in the main thread did not keep them from a BLAS thread), so its exception may come at any
+    # point, also while the temporary file is made: the name is chosen first and the file made inside the block
+    # that removes it, and the rename is recorded once it has happened, whenever the exception comes.
+    tmp, renaming = None, False
     try:
-        tmp = temporary_beside(target)
-    except OSError as exc:
-        _unblock_signals(blocked)
-        raise output_error(path, exc) from None
-    try:
-        _unblock_signals(blocked)
+        while tmp is None:
+            tmp = _temporary_name(target)
+            try:
+                _create(tmp)
+            except FileExistsError:
+                tmp = None  # another's file, never removed here
+        raise_swallowed_signal()  # a signal whose exception was lost before the output was begun
         yield tmp
-        raise_swallowed_signal()  # a signal lost inside a finaliser during the block still stops the rename
+        raise_swallowed_signal()  # a signal whose exception was lost during the block still stops the rename
+        renaming = True
         os.replace(tmp, target)
         written.append(os.fspath(path))
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise output_error(path, exc) from None
     except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if is_no_space(exc):
+        if renaming and tmp is not None and not os.path.lexists(tmp):
+            if os.fspath(path) not in written:
+                written.append(os.fspath(path))  # renamed: a signal's message names it
+            raise
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) or is_no_space(exc):
             raise output_error(path, exc) from None
         raise
-
-
-# the signals whose handlers raise (KeyboardInterrupt, Terminated)
-RAISING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _block_signals():
-    if not hasattr(signal, "pthread_sigmask"):
-        return None
-    return signal.pthread_sigmask(signal.SIG_BLOCK, RAISING_SIGNALS)
-
-
-def _unblock_signals(previous) -> None:
-    if previous is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def output_error(path, exc: BaseException) -> OutputError:
@@ -223,7 +225,8 @@ def discard_stdout() -> None:
         pass
 
 
-# signal exceptions that Python could not raise where they happened (see _keep_swallowed_signals)
+# the exceptions of signals received while signals_raise is in force, kept until the command ends: raised again
+# by raise_swallowed_signal, in case they were lost where they were raised (see _keep_swallowed_signals)
 _swallowed: list[BaseException] = []
 # the outputs this process has renamed into place, for the message of a signal that arrives after them
 written: list[str] = []
@@ -236,19 +239,28 @@ def _keep_swallowed_signals(default_hook):
     weakref callback (h5py and NumPy run many). An exception raised there cannot propagate: the interpreter
     prints "Exception ignored ... Traceback" and carries on, so a SIGTERM in the middle of a write was lost and
     the command completed with exit 0. Kept here, it is raised again at the next check
-    (:func:`raise_swallowed_signal`: before an output is renamed into place, and when a command returns)."""
+    (:func:`raise_swallowed_signal`: before an output is renamed into place, and when a command returns).
+
+    Others are lost without a trace: NumPy's ``np.char.mod``, which formats predict's CSV cells, clears an
+    exception raised while it calls ``str.__mod__``; so the handlers of :func:`signals_raise` keep every
+    exception they raise as well."""
 
     def hook(unraisable):
         if isinstance(unraisable.exc_value, (Terminated, KeyboardInterrupt)):
-            _swallowed.append(unraisable.exc_value)
+            _keep(unraisable.exc_value)
         else:
             default_hook(unraisable)
 
     return hook
 
 
+def _keep(exc: BaseException) -> None:
+    if not any(kept is exc for kept in _swallowed):
+        _swallowed.append(exc)
+
+
 def raise_swallowed_signal() -> None:
-    """Raise the first signal exception that a finaliser swallowed since the last call, if any."""
+    """Raise the first signal exception kept since the last call (perhaps lost where it was raised), if any."""
     if _swallowed:
         exc = _swallowed[0]
         _swallowed.clear()
@@ -257,12 +269,13 @@ def raise_swallowed_signal() -> None:
 
 @contextlib.contextmanager
 def signals_raise(signums=(signal.SIGTERM, signal.SIGHUP)):
-    """While the block runs (main thread only), turn each of ``signums`` into :class:`Terminated` and ignore
-    ``SIGXFSZ`` (a write over the file-size limit then fails with ``EFBIG``); restores the handlers after.
+    """While the block runs (main thread only), turn each of ``signums`` into :class:`Terminated` and ``SIGINT``
+    into KeyboardInterrupt (as Python's own handler does), and ignore ``SIGXFSZ`` (a write over the file-size limit
+    then fails with ``EFBIG``); restores the handlers after.
 
-    A signal exception swallowed by a finaliser during the block is kept and raised again by
-    :func:`raise_swallowed_signal`, which :func:`atomic_output` calls before renaming and the command line calls
-    when a command returns."""
+    Every signal exception of the block is kept, and raised again by :func:`raise_swallowed_signal` if it was lost
+    (swallowed by a finaliser, or cleared by C code); :func:`atomic_output` calls that before renaming and the
+    command line when a command returns."""
     import sys
     import threading
 
@@ -271,12 +284,17 @@ def signals_raise(signums=(signal.SIGTERM, signal.SIGHUP)):
         return
 
     def handler(signum, frame):
-        raise Terminated(signum)
+        exc = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+        _keep(exc)
+        raise exc
 
     previous = {}
     previous_hook = sys.unraisablehook
+    _swallowed.clear()
+    written.clear()  # a command called in-process after another names only its own outputs
     try:
         sys.unraisablehook = _keep_swallowed_signals(previous_hook)
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, handler)
         for sig in signums:
             previous[sig] = signal.signal(sig, handler)
         if hasattr(signal, "SIGXFSZ"):
@@ -286,3 +304,4 @@ def signals_raise(signums=(signal.SIGTERM, signal.SIGHUP)):
         for sig, old in previous.items():
             signal.signal(sig, old)
         sys.unraisablehook = previous_hook
+        _swallowed.clear()
