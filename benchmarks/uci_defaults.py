@@ -1,6 +1,7 @@
 """BNN regression on Gal-layout UCI folders with slang fit's defaults: no hyperparameter options, nothing tuned.
 
-    python benchmarks/uci_defaults.py --data-dir ../shared/datasets/uci --jobs 2 --json uci-defaults.json
+    python benchmarks/uci_defaults.py --data-dir ../shared/datasets/uci --jobs 2 --runs uci-defaults-runs \
+        --json uci-defaults.json
 
 Every folder of ``--data-dir`` holding a Gal-layout data set is run on all its splits (or ``--splits``), with
 
@@ -9,10 +10,14 @@ Every folder of ``--data-dir`` holding a Gal-layout data set is run on all its s
 
 (the protocol's budget: minibatches of 10, 120 epochs, 4 weight samples per step; everything else at its default:
 the noise precision learned, the prior precision 1 or ``--prior auto``, features and target standardised, seed
-0, 1 000 evaluation samples). Each fit is one ``slang fit`` process with one BLAS thread; its CPU time is the
-process's own (user + system, from ``wait4``). Reports per data set and method the test log-likelihood and RMSE
-(mean +- standard error over splits), the 95 % interval coverage, the learned noise precision (median) and the CPU
-seconds per fit, beside the tuned figures of the README for the four development sets.
+0, 1 000 evaluation samples). The fits run as a ``slang sweep`` (one ``slang fit`` each, on a local Dask cluster
+of ``--jobs`` single-threaded worker processes with one BLAS thread each, or on the cluster at ``--scheduler``);
+with ``--runs DIR`` their run files stay in DIR and a rerun does only the missing ones. A fit's seconds are its
+task's on its worker (reading the data, training, the 1 000-sample scoring and writing the run file; no
+interpreter start-up, which the sweep's worker processes pay once): wall time on one thread, so it is the fit's
+CPU time only when the machine has a core free for every worker. Reports per data set and method the test
+log-likelihood and RMSE (mean +- standard error over splits), the 95 % interval coverage, the learned noise
+precision (median) and the seconds per fit, beside the tuned figures of the README for the four development sets.
 """
 
 from __future__ import annotations
@@ -21,16 +26,16 @@ import argparse
 import json
 import math
 import os
-import subprocess
-import sys
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-# the README's tuned SLANG (L = 1) test log-likelihoods (energy: its 19 good splits) and CPU seconds per split of
-# that tuned run (4 450 s of SLANG fits over 80 splits)
+from results import sweep_results, table_stream
+from slangcli.fitting import far_worse
+from slangcli.io import read_run
+
+# the README's tuned SLANG (L = 1) test log-likelihoods (energy: its 19 good splits) and seconds per split of that
+# tuned run (4 450 s of SLANG fits over 80 splits)
 TUNED = {"bostonHousing": -2.60, "concrete": -3.15, "energy": -1.10, "yacht": -1.79}
 TUNED_CPU_PER_SPLIT = 4450 / 80
 
@@ -43,33 +48,29 @@ def gal_folders(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and is_gal(p))
 
 
-def command(folder: Path, split: int, method: str, output: Path, prior: str | None) -> list[str]:
-    cmd = [sys.executable, "-m", "slangcli", "fit", str(folder), "--uci-split", str(split), "--hidden", "50",
-           "--method", method, "--batch-size", "10", "--epochs", "120", "--samples", "4", "-o", str(output),
-           "--json", "--no-progress", "--checkpoint-seconds", "0"]
-    if method == "slang":
-        cmd += ["--rank", "1"]
-    if prior:
-        cmd += ["--prior-precision", prior]
-    return cmd
+def fit_options(job: dict) -> dict:
+    """The ``slang fit`` options of one (folder, split, method) fit: the protocol's budget, nothing else."""
+    options = {"data": job["folder"], "uci-split": job["split"], "hidden": "50", "method": job["method"],
+               "batch-size": 10, "epochs": job["epochs"], "samples": 4}
+    if job["method"] == "slang":
+        options["rank"] = 1
+    if job["prior"]:
+        options["prior-precision"] = job["prior"]
+    return options
 
 
-def run_one(job) -> dict:
-    folder, split, method, out_dir, prior = job
-    output = Path(out_dir) / f"{folder.name}-{method}-{split}.h5"
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    proc = subprocess.Popen(command(folder, split, method, output, prior), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    stdout, stderr = proc.stdout.read(), proc.stderr.read()
-    if status != 0:
-        return {"folder": folder.name, "split": split, "method": method, "error": stderr.strip()[-500:]}
-    out = json.loads(stdout)
-    test = out["metrics"]["test"]
-    return {"folder": folder.name, "split": split, "method": method, "rmse": test["rmse"], "loglik": test["loglik"],
-            "coverage_95": test["coverage"]["0.95"], "noise_precision": out["config"]["model"]["noise_precision"],
-            "cpu_seconds": usage.ru_utime + usage.ru_stime, "fit_seconds": out["fit_seconds"],
-            "warnings": [line for line in stderr.splitlines() if "warning" in line]}
+def result_row(job: dict, record: dict, path: Path) -> dict:
+    """The script's row of one finished fit, from its record in the sweep's table and its run file; ``warnings``
+    holds the fit's warning of test scores far worse than a constant predictor's, if it gave one."""
+    run = read_run(path)
+    test = run.metrics["test"]
+    warning = far_worse(test, run.metrics["constant"]) if "constant" in run.metrics else None
+    return {"folder": Path(job["folder"]).name, "split": job["split"], "method": job["method"],
+            "rmse": test["rmse"], "loglik": test["loglik"], "coverage_95": test["coverage"]["0.95"],
+            "noise_precision": run.model.noise_precision,
+            # (a fit complete in --runs from an earlier sweep whose table was lost has no seconds of its own)
+            "seconds": record["seconds"] if record["seconds"] is not None else run.metrics["fit_seconds"],
+            "fit_seconds": run.metrics["fit_seconds"], "warnings": [warning] if warning else []}
 
 
 def mean_se(values) -> tuple[float, float]:
@@ -83,49 +84,58 @@ def main(argv=None):
     p.add_argument("--splits", default=None, help="splits to run: N (the first N) or a comma list (default: all)")
     p.add_argument("--methods", default="slang,bbb")
     p.add_argument("--prior", default=None, help="--prior-precision of every fit (default: slang fit's)")
-    p.add_argument("--jobs", type=int, default=1, help="fits run at once (one core each)")
+    p.add_argument("--epochs", type=int, default=120, help="the protocol's 120 (fewer: a smoke run)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="worker processes of the local Dask cluster (each runs one fit at a time on one core)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the fits on this Dask cluster instead (slang sweep's machinery)")
+    p.add_argument("--runs", default=None, metavar="DIR",
+                   help="keep the run files and results table here; rerunning with the same DIR runs only the "
+                        "fits not complete in it (default: a temporary directory)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the rows and summary as JSON ('-': stdout)")
     a = p.parse_args(argv)
     folders = gal_folders(Path(a.data_dir))
     if not folders:
         p.error(f"{a.data_dir}: no Gal-layout UCI folder")
     jobs = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for folder in folders:
-            n = len(list(folder.glob("index_train_*.txt")))
-            if a.splits is None:
-                splits = range(n)
-            elif "," in a.splits:
-                splits = [int(s) for s in a.splits.split(",")]
-            else:
-                splits = range(min(int(a.splits), n))
-            jobs += [(folder, k, m, tmp, a.prior) for m in a.methods.split(",") for k in splits]
-        with ThreadPoolExecutor(a.jobs) as pool:
-            rows = list(pool.map(run_one, jobs))
+    for folder in folders:
+        n = len(list(folder.glob("index_train_*.txt")))
+        if a.splits is None:
+            splits = range(n)
+        elif "," in a.splits:
+            splits = [int(s) for s in a.splits.split(",")]
+        else:
+            splits = range(min(int(a.splits), n))
+        jobs += [{"folder": str(folder), "split": k, "method": m, "epochs": a.epochs, "prior": a.prior}
+                 for m in a.methods.split(",") for k in splits]
+    # a failed fit stops the script, naming it (the sweep's table in --runs has every fit's message)
+    rows, _ = sweep_results("uci_defaults.py", jobs, fit_options, result_row,
+                            lambda r: f"RMSE {r['test_rmse']:.3f} loglik {r['test_loglik']:.3f} ({r['seconds']:.1f} s)",
+                            runs=a.runs, prefix="uci-defaults-runs-", scheduler=a.scheduler, workers=a.jobs)
     summary = []
+    report = table_stream(a.json)  # stdout, unless --json - claims it
     print(f"{'data set':<14} {'method':<6} {'splits':>6} {'test log-lik':>16} {'tuned':>6} {'RMSE':>14} "
-          f"{'cov 95':>6} {'tau':>7} {'CPU s/fit':>9}")
+          f"{'cov 95':>6} {'tau':>7} {'s/fit':>9}", file=report)
     for folder in folders:
         for method in a.methods.split(","):
-            ok = [r for r in rows if r["folder"] == folder.name and r["method"] == method and "error" not in r]
-            failed = [r for r in rows if r["folder"] == folder.name and r["method"] == method and "error" in r]
+            ok = [r for r in rows if r["folder"] == folder.name and r["method"] == method]
             if not ok:
                 continue
             ll, ll_se = mean_se([r["loglik"] for r in ok])
             rmse, rmse_se = mean_se([r["rmse"] for r in ok])
-            s = {"folder": folder.name, "method": method, "splits": len(ok), "failed": len(failed),
+            s = {"folder": folder.name, "method": method, "splits": len(ok),
                  "loglik": ll, "loglik_se": ll_se, "rmse": rmse, "rmse_se": rmse_se,
                  "coverage_95": float(np.mean([r["coverage_95"] for r in ok])),
                  "noise_precision_median": float(np.median([r["noise_precision"] for r in ok])),
-                 "cpu_seconds_per_fit": float(np.mean([r["cpu_seconds"] for r in ok])),
+                 "seconds_per_fit": float(np.mean([r["seconds"] for r in ok])),
                  "tuned_loglik": TUNED.get(folder.name)}
             summary.append(s)
             tuned = f"{s['tuned_loglik']:.2f}" if s["tuned_loglik"] is not None else "-"
             print(f"{folder.name:<14} {method:<6} {len(ok):>6} {ll:>8.3f} +- {ll_se:.3f} {tuned:>6} "
                   f"{rmse:>6.2f} +- {rmse_se:.2f} {s['coverage_95']:>6.3f} {s['noise_precision_median']:>7.1f} "
-                  f"{s['cpu_seconds_per_fit']:>9.2f}")
-    print(f"(tuned SLANG run: {TUNED_CPU_PER_SPLIT:.1f} CPU s per split on average; 1/20 of it is "
-          f"{TUNED_CPU_PER_SPLIT / 20:.2f} s)")
+                  f"{s['seconds_per_fit']:>9.2f}", file=report)
+    print(f"(tuned SLANG run: {TUNED_CPU_PER_SPLIT:.1f} s per split on average; 1/20 of it is "
+          f"{TUNED_CPU_PER_SPLIT / 20:.2f} s)", file=report)
     if a.json:
         text = json.dumps({"rows": rows, "summary": summary, "tuned_cpu_per_split": TUNED_CPU_PER_SPLIT}, indent=2)
         print(text) if a.json == "-" else Path(a.json).write_text(text + "\n")

@@ -59,6 +59,49 @@ def test_uci_script_runs_any_gal_folders(tmp_path, capsys, monkeypatch):
     assert table["toy-b", "slang"]["splits"] == 3 and "paper_loglik" not in table["toy-b", "slang"]
 
 
+def test_uci_defaults_script_runs_its_fits_as_a_sweep(tmp_path, capsys, monkeypatch):
+    """``uci_defaults.py`` fits every split of every Gal-layout folder with slang fit's defaults and the protocol's
+    budget, through the sweep machinery: one row per fit with its metrics, one summary line per set and method,
+    ``--json -`` leaves stdout pure JSON; the run files in ``--runs`` hold the protocol's options, and a rerun with
+    the same ``--runs`` fits nothing and gives the same rows."""
+    from slangcli.io import read_run
+
+    root = tmp_path / "collection"
+    _gal_folder(root, "toy-a", 60, 3, 2, seed=1)
+    _gal_folder(root, "toy-b", 50, 2, 2, seed=2)
+    script = _load("uci_defaults", monkeypatch)
+    args = ["--data-dir", str(root), "--epochs", "2", "--runs", str(tmp_path / "runs"), "--json", "-"]
+    script.main(args)
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert set(out) == {"rows", "summary", "tuned_cpu_per_split"}
+    fits = {(f, k, m) for f in ("toy-a", "toy-b") for k in range(2) for m in ("slang", "bbb")}
+    assert {(r["folder"], r["split"], r["method"]) for r in out["rows"]} == fits and len(out["rows"]) == 8
+    for r in out["rows"]:
+        assert set(r) == {"folder", "split", "method", "rmse", "loglik", "coverage_95", "noise_precision", "seconds",
+                          "fit_seconds", "warnings"}
+        assert np.isfinite(r["rmse"]) and np.isfinite(r["loglik"]) and 0 <= r["coverage_95"] <= 1
+        assert r["noise_precision"] > 0 and r["seconds"] >= r["fit_seconds"] > 0 and isinstance(r["warnings"], list)
+    summary = {(e["folder"], e["method"]): e for e in out["summary"]}
+    assert set(summary) == {(f, m) for f in ("toy-a", "toy-b") for m in ("slang", "bbb")}
+    assert summary["toy-b", "bbb"]["splits"] == 2 and summary["toy-a", "slang"]["tuned_loglik"] is None
+    assert summary["toy-a", "slang"]["loglik"] == np.mean([r["loglik"] for r in out["rows"]
+                                                          if r["folder"] == "toy-a" and r["method"] == "slang"])
+    assert "data set" in captured.err and captured.err.count("complete") == 8  # the table and the fits' progress
+    # the run files: slang fit's defaults but for the protocol's budget (and SLANG's rank)
+    run_files = sorted((tmp_path / "runs").glob("*.h5"))
+    assert len(run_files) == 8
+    for path in run_files:
+        run = read_run(path)
+        hyper, method = run.config["hyper"], run.config["method"]
+        assert (run.model.sizes[1], run.config["batch_size"], run.config["epochs"], hyper["samples"]) == (50, 10, 2, 4)
+        assert run.config["learned"]["noise_precision"] and hyper.get("rank") == (1 if method == "slang" else None)
+    # again: nothing to fit, the same rows
+    script.main(args)
+    again = capsys.readouterr()
+    assert json.loads(again.out)["rows"] == out["rows"] and "complete" not in again.err
+
+
 def test_ktied_snr_window_replays_the_training_steps(monkeypatch):
     """``ktied_snr.measure`` records each window by replaying training steps by hand: the state it ends in is the
     one ``train.run`` reaches in as many steps, bit for bit, so the window's gradients are the training's own; and
