@@ -176,7 +176,8 @@ def test_training_figure_matches_histories(runs, render):
         assert values == sorted([run.metrics["train"]["neg_elbo_per_example"], run.metrics["test"]["nll"]])
     legend = [t.get_text() for t in panel_legend(epoch_ax).get_texts()]
     assert legend == ["SLANG L = 2", "mf-ef", "final -ELBO / N", "final test NLL (per test example)"]
-    assert [t.get_text() for t in panel_legend(iter_ax).get_texts()] == ["exact-full", "final test NLL (per test example)"]
+    assert [t.get_text() for t in panel_legend(iter_ax).get_texts()] == ["exact-full",
+                                                                         "final test NLL (per test example)"]
     # each legend under its axes, not on the (noisy) curves
     fig.canvas.draw()
     for ax in (epoch_ax, iter_ax):
