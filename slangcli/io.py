@@ -198,6 +198,17 @@ def _probe_attributes(path, fail) -> None:
     fail(f"corrupted: libhdf5 did not finish reading it within {ATTRIBUTE_PROBE_SECONDS:g} s")
 
 
+def _text(value):
+    """An attribute's value with bytes decoded: h5py returns a fixed-length string attribute as ``np.bytes_``
+    (a variable-length one as ``str``), and the file's names must compare and print as text either way."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+_ABSENT = object()
+
+
 class _Reader:
     """Reads and validates one run file; every problem becomes a one-line FormatError naming the file."""
 
@@ -208,10 +219,17 @@ class _Reader:
     def fail(self, message: str):
         raise FormatError(f"{self.name}: {message}")
 
+    def attr(self, obj, name: str, default=_ABSENT):
+        """The attribute ``name`` of ``obj``, strings as text whether stored fixed-length or variable-length
+        (every attribute is read here); ``default`` when absent, a FormatError when absent without one."""
+        if name not in obj.attrs:
+            if default is _ABSENT:
+                self.fail(f"{obj.name} lacks the {name!r} attribute")
+            return default
+        return _text(obj.attrs[name])
+
     def check_type(self, obj, kind: str, where: str) -> None:
-        found = obj.attrs.get("encoding-type")
-        if isinstance(found, bytes):
-            found = found.decode("utf-8", "replace")
+        found = self.attr(obj, "encoding-type", None)
         if found != kind:
             if where == "/":
                 self.fail("not a slang run file (no slang-run encoding-type attribute)")
@@ -219,8 +237,7 @@ class _Reader:
         self.check_version(obj, where)
 
     def check_version(self, obj, where: str) -> None:
-        version = obj.attrs.get("encoding-version", "")
-        version = version.decode("utf-8", "replace") if isinstance(version, bytes) else str(version)
+        version = str(self.attr(obj, "encoding-version", ""))
         try:
             major = int(version.split(".")[0])
         except ValueError:
@@ -240,7 +257,7 @@ class _Reader:
         if name not in obj.attrs:
             self.fail(f"{where} lacks the {name!r} attribute")
         try:
-            value = json.loads(obj.attrs[name])
+            value = json.loads(self.attr(obj, name))
         except (TypeError, ValueError):
             self.fail(f"{where} attribute {name!r} is not valid JSON")
         if kind is dict and not isinstance(value, dict):
@@ -309,7 +326,7 @@ class _Reader:
         config = self.json(f, "config", "/")
         command = self.json(f, "command", "/", kind=list)
         versions = self.json(f, "versions", "/")
-        meta = {"slang_version": str(f.attrs.get("slang_version", "")), "created": str(f.attrs.get("created", "")),
+        meta = {"slang_version": str(self.attr(f, "slang_version", "")), "created": str(self.attr(f, "created", "")),
                 "versions": versions}
 
         g = self.group(f, "data")
@@ -319,12 +336,11 @@ class _Reader:
 
         g = self.group(f, "model")
         self.check_type(g, "mlp", "/model")
+        sizes, activation, likelihood, noise = (self.attr(g, name) for name in ("sizes", "activation", "likelihood",
+                                                                               "noise_precision"))
         try:
-            sizes = tuple(int(s) for s in np.asarray(g.attrs["sizes"]).ravel())
-            model = MLP(sizes, activation=str(g.attrs["activation"]), likelihood=str(g.attrs["likelihood"]),
-                        noise_precision=float(g.attrs["noise_precision"]))
-        except KeyError as exc:
-            self.fail(f"/model lacks the attribute {exc}")
+            model = MLP(tuple(int(s) for s in np.asarray(sizes).ravel()), activation=str(activation),
+                        likelihood=str(likelihood), noise_precision=float(noise))
         except Exception as exc:  # noqa: BLE001 - any invalid model description is a format error
             self.fail(f"/model is invalid: {exc}")
         D = model.n_params
@@ -333,7 +349,7 @@ class _Reader:
             self.fail("/model/prior_precision must be positive")
 
         g = self.group(f, "posterior")
-        kind = g.attrs.get("encoding-type")
+        kind = self.attr(g, "encoding-type", None)
         if kind not in POSTERIOR_READERS:
             self.fail(f"/posterior has unknown encoding-type {kind!r}")
         self.check_version(g, "/posterior")
@@ -350,8 +366,7 @@ class _Reader:
                           + ("row per record" if name.startswith("snr") else "value per epoch"))
         g = self.group(f, "metrics")
         metrics = self.json(g, "metrics", "/metrics")
-        status = f.attrs.get("status", "complete")
-        status = status.decode("utf-8", "replace") if isinstance(status, bytes) else str(status)
+        status = str(self.attr(f, "status", "complete"))
         if status not in ("complete", "checkpoint"):
             self.fail(f"/ has an unknown status {status!r}")
         # a checkpoint holds no scores yet, and a compressed run only when `slang compress --evaluate` made them
@@ -376,10 +391,10 @@ class _Reader:
         self.check_version(g, "/state")
         arrays = {name: self.array(g, name) for name in g if isinstance(g[name], h5py.Dataset)}
         scalars = {}
-        for name, value in g.attrs.items():
+        for name in g.attrs:
             if name in ("encoding-type", "encoding-version"):
                 continue
-            value = np.asarray(value)
+            value = np.asarray(self.attr(g, name))
             if value.shape != () or value.dtype.kind not in "fiu" or not np.isfinite(value):
                 self.fail(f"/state attribute {name!r} is not a finite number")
             scalars[name] = value.item()

@@ -1,0 +1,120 @@
+"""Run files that are readable but not what they seem: string attributes stored as fixed-length bytes.
+
+Every refusal is one line naming the file, exit code 1, with no traceback and no NumPy warning on stderr. The
+command-line cases run ``python -m slangcli`` in a subprocess in a temporary directory, so that what reaches the
+real stderr (NumPy's RuntimeWarnings among it) is what is checked.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import binary_problem, csv_text
+from slangcli.errors import FormatError
+from slangcli.io import read_run, write_run
+from slangcli.workflow import DataOptions, fit
+
+
+def format_error(path) -> str:
+    with pytest.raises(FormatError) as info:
+        read_run(str(path))
+    message = str(info.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message, message
+    return message
+
+
+def slang(*args, cwd, timeout=120):
+    """``(exit code, stderr)`` of ``python -m slangcli ARGS`` run in ``cwd``."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-m", "slangcli", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, env=env, timeout=timeout)
+    return proc.returncode, proc.stderr
+
+
+def assert_one_line_error(code, err, *says):
+    """Exit 1 and stderr one error line holding ``says``: no traceback, no warning, nothing else."""
+    assert code == 1, err
+    assert "Traceback" not in err and "Warning" not in err, err
+    assert err.startswith("slang: error: ") and err.count("\n") == 1, err
+    for text in says:
+        assert text in err, err
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A directory with ``data.csv`` (binary) and ``reg.csv`` (regression), and valid run files fitted to them:
+    ``logistic.h5`` (SLANG, no hidden layer), ``net.h5`` (SLANG, 4 hidden units), ``regnet.h5`` (regression,
+    SLANG, 4 hidden units), ``regbbb.h5`` (regression, Bayes by Backprop: a diagonal posterior); each with a
+    25 % test split."""
+    d = tmp_path_factory.mktemp("runs")
+    (d / "data.csv").write_text(csv_text(*binary_problem(n=80, seed=3)))
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((80, 3))
+    y = X @ np.array([1.0, -1.0, 0.5]) + 0.3 * rng.standard_normal(80)
+    (d / "reg.csv").write_text("a,b,c,y\n" + "".join(f"{a:.6f},{b:.6f},{c:.6f},{t:.6f}\n"
+                                                     for (a, b, c), t in zip(X, y)))
+    common = dict(batch_size=16, epochs=2, seed=0, eval_samples=20)
+    fits = {
+        "logistic.h5": ("data.csv", dict(hyper={"rank": 2})),
+        "net.h5": ("data.csv", dict(hyper={"rank": 2}, hidden=(4,))),
+        "regnet.h5": ("reg.csv", dict(hyper={"rank": 2}, hidden=(4,))),
+        "regbbb.h5": ("reg.csv", dict(method="bbb", hidden=(4,))),
+    }
+    for name, (data, kw) in fits.items():
+        run = fit(DataOptions(path=str(d / data), test_fraction=0.25), **common, **kw)
+        write_run(d / name, run)
+    return d
+
+
+def edited(runs, source: str, name: str, edit) -> str:
+    """A copy of the run file ``source`` named ``name``, changed by ``edit(h5py.File)``; returns its name."""
+    (runs / name).write_bytes((runs / source).read_bytes())
+    with h5py.File(runs / name, "r+") as f:
+        edit(f)
+    return name
+
+
+# ---------------------------------------------------------------------- string attributes as fixed-length bytes
+
+
+def _as_fixed_length(f) -> int:
+    """Every string attribute of every group rewritten as a fixed-length byte string (what h5py reads back as
+    ``np.bytes_``, and what other HDF5 writers often store); returns how many."""
+    count = 0
+    for obj in [f, *(f[name] for name in f)]:
+        for key in list(obj.attrs):
+            value = obj.attrs[key]
+            if isinstance(value, str):
+                obj.attrs[key] = np.bytes_(value.encode("utf-8"))
+                count += 1
+    return count
+
+
+def test_fixed_length_string_attributes_read_as_text(runs):
+    """Every string attribute (encoding names and versions, JSON documents, the model's activation and
+    likelihood, the status) stored as a fixed-length byte string: the run reads as the same run."""
+    counted = []
+    name = edited(runs, "net.h5", "fixed.h5", lambda f: counted.append(_as_fixed_length(f)))
+    assert counted[0] >= 20
+    with h5py.File(runs / name, "r") as f:
+        assert isinstance(f["posterior"].attrs["encoding-type"], np.bytes_)  # the case is what it claims
+    back, original = read_run(runs / name), read_run(runs / "net.h5")
+    assert back.model == original.model and back.status == original.status == "complete"
+    assert back.config == original.config and back.data == original.data and back.meta == original.meta
+    assert type(back.posterior) is type(original.posterior)
+    np.testing.assert_array_equal(back.posterior.mean, original.posterior.mean)
+
+
+def test_an_unknown_encoding_stored_as_bytes_is_named_as_text(runs):
+    name = edited(runs, "logistic.h5", "kfac.h5",
+                  lambda f: f["posterior"].attrs.__setitem__("encoding-type", np.bytes_(b"kfac-gaussian")))
+    message = format_error(runs / name)
+    assert "unknown encoding-type 'kfac-gaussian'" in message and "bytes" not in message, message
+    name = edited(runs, "logistic.h5", "v2.h5", lambda f: f.attrs.__setitem__("encoding-version", np.bytes_(b"2.0")))
+    assert "written by slang file format 2.0;" in format_error(runs / name)
