@@ -3,7 +3,8 @@
 Every group carries ``encoding-type`` and ``encoding-version`` attributes; the reader dispatches on them and
 refuses, with a :class:`FormatError`, files that are not slang runs, that a newer major format wrote, or whose
 contents are missing, mis-shaped or non-finite. Nested configuration is stored as JSON string attributes, arrays
-always as datasets. Files are written to a temporary name in the target directory and renamed into place, so a
+always as datasets. A run file is a regular file: the reader refuses anything else given as one (a FIFO, a
+directory, a device). Files are written to a temporary name in the target directory and renamed into place, so a
 run file is either complete or absent.
 """
 
@@ -13,6 +14,7 @@ import contextlib
 import json
 import os
 import signal
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -198,6 +200,13 @@ def _probe_attributes(path, fail) -> None:
     fail(f"corrupted: libhdf5 did not finish reading it within {ATTRIBUTE_PROBE_SECONDS:g} s")
 
 
+def _file_kind(mode: int) -> str:
+    """What a file of ``mode`` (``os.stat``) that is not a regular file is, for a message."""
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "not a regular file")
+
+
 def _text(value):
     """An attribute's value with bytes decoded: h5py returns a fixed-length string attribute as ``np.bytes_``
     (a variable-length one as ``str``), and the file's names must compare and print as text either way."""
@@ -305,8 +314,14 @@ class _Reader:
             self.fail(f"{where} declares {declared / 1e9:.3g} GB of data but the file stores {stored} bytes of it")
 
     def read(self, probe: bool = True) -> Run:
-        if not self.path.exists():
+        try:  # before any open: opening a FIFO waits for a writer
+            mode = os.stat(self.path).st_mode
+        except FileNotFoundError:
             self.fail("no such file")
+        except OSError as exc:
+            self.fail(f"cannot read it: {exc.strerror}")
+        if not stat.S_ISREG(mode):
+            self.fail(f"is {_file_kind(mode)}, not a run file")
         if probe:
             _probe_attributes(self.path, self.fail)
         try:

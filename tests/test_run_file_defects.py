@@ -1,4 +1,5 @@
-"""Run files that are readable but not what they seem: string attributes stored as fixed-length bytes.
+"""Run files that are readable but not what they seem: string attributes stored as fixed-length bytes; a FIFO, a
+directory or a device given as the run file.
 
 Every refusal is one line naming the file, exit code 1, with no traceback and no NumPy warning on stderr. The
 command-line cases run ``python -m slangcli`` in a subprocess in a temporary directory, so that what reaches the
@@ -118,3 +119,41 @@ def test_an_unknown_encoding_stored_as_bytes_is_named_as_text(runs):
     assert "unknown encoding-type 'kfac-gaussian'" in message and "bytes" not in message, message
     name = edited(runs, "logistic.h5", "v2.h5", lambda f: f.attrs.__setitem__("encoding-version", np.bytes_(b"2.0")))
     assert "written by slang file format 2.0;" in format_error(runs / name)
+
+
+# ------------------------------------------------------------------ a FIFO, a directory or a device as the run file
+
+
+COMMANDS = {
+    "inspect": ["inspect", "{run}"],
+    "evaluate": ["evaluate", "{run}"],
+    "evaluate --reference": ["evaluate", "logistic.h5", "--reference", "{run}"],
+    "predict": ["predict", "{run}", "data.csv", "-o", "p.csv"],
+    "compress": ["compress", "{run}", "-k", "1", "-o", "c.h5"],
+    "plot": ["plot", "{run}", "--kind", "training", "-o", "p.png"],
+    "fit --resume": ["fit", "--resume", "{run}"],
+}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_fifo_as_the_run_file_is_refused_at_once(runs, tmp_path, command):
+    """A FIFO was opened (waiting for a writer), the reader's probe killed after 5 s and the file called
+    corrupted; it is refused before anything opens it, by every command that reads run files."""
+    for name in ("logistic.h5", "data.csv"):
+        (tmp_path / name).write_bytes((runs / name).read_bytes())
+    os.mkfifo(tmp_path / "pipe.h5")
+    # (a command that opened the FIFO would wait for a writer until the timeout)
+    code, err = slang(*(a.format(run="pipe.h5") for a in COMMANDS[command]), cwd=tmp_path, timeout=60)
+    assert_one_line_error(code, err, "pipe.h5: is a FIFO, not a run file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "logistic.h5", "pipe.h5"]
+
+
+def test_a_device_as_the_run_file_is_refused(tmp_path):
+    code, err = slang("inspect", os.devnull, cwd=tmp_path)
+    assert_one_line_error(code, err, f"{os.devnull}: is a device, not a run file")
+
+
+def test_a_directory_or_a_device_given_to_the_reader_is_named(tmp_path):
+    assert "is a directory, not a run file" in format_error(tmp_path)
+    assert "is a device, not a run file" in format_error(os.devnull)
+    assert "no such file" in format_error(tmp_path / "absent.h5")
