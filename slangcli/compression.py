@@ -12,7 +12,7 @@ from slangcli import compress as compression
 from slangcli.errors import ConfigError, DataError
 from slangcli.io import ARRAYS, POSTERIOR_NAMES, Run
 from slangcli.readers import sha256_file
-from slangcli.evaluation import _scoring_data, score
+from slangcli.evaluation import _scoring_data, check_finite, computing_with, score
 from slangcli.provenance import meta
 
 
@@ -93,7 +93,10 @@ def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, e
                    + ("it keeps its" if len(over) == 1 else "they keep their") + " full rank (exact reconstruction)")
     source = {"path": os.path.abspath(run_name), "sha256": sha, "posterior": POSTERIOR_NAMES[type(run.posterior)],
               "method": run.config.get("method"), "params": before, "layer_full_ranks": limits}
-    results = [compressed_run(run, k, source, command=command, path=path) for k, path in zip(ranks, outputs)]
+    with computing_with(run_name):
+        results = [compressed_run(run, k, source, command=command, path=path) for k, path in zip(ranks, outputs)]
+    for item in results:
+        check_finite(item.run.posterior.stored_arrays(), "compressed posteriors", run_name)
     if evaluate:
         X_test, y_test, _, X_train, y_train, target_scale = _scoring_data(run, run_name, None, notify,
                                                                           "the -ELBO is not reported")
@@ -102,10 +105,12 @@ def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, e
             return score(run.model, posterior, run.prior_precision, X_train=X_train, y_train=y_train, X_test=X_test,
                          y_test=y_test, target_scale=target_scale, samples=samples, seed=seed)
 
-        source["scores"] = scores(run.posterior)
-        for item in results:
-            item.scores = scores(item.run.posterior)
-            item.run.metrics = dict(item.scores)
+        with computing_with(run_name):
+            source["scores"] = scores(run.posterior)
+            for item in results:
+                item.scores = scores(item.run.posterior)
+                item.run.metrics = dict(item.scores)
+        check_finite([source["scores"], *(item.scores for item in results)], "scores", run_name)
     return source, results
 
 

@@ -5,10 +5,17 @@ log-likelihood and interval coverage, in the target's units) and the training -E
 samples are those of ``slang predict`` for the same seed (``metrics.weight_samples``), so ``slang evaluate``,
 ``slang predict`` and ``FitResult.predict`` agree. :func:`compare` gives the KL divergences between two runs fitted to
 the same data.
+
+A stored posterior is computed with inside :func:`computing_with`: a run file's values are finite and bounded
+(``slangcli.io``), but a posterior can still be too large or too ill-conditioned for float64 arithmetic (a mean near
+the bound, a precision near zero). NumPy's floating-point warnings are then off, every result is checked instead
+(:func:`check_finite`), and a failed linear-algebra routine or a non-finite result is one FormatError naming the file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -16,11 +23,65 @@ import numpy as np
 
 from slangcli import divergence, metrics, streams
 from slangcli import predict as predictive_uncertainty
-from slangcli.errors import ConfigError, DataError
+from slangcli.errors import ConfigError, DataError, FormatError
 from slangcli.io import Run
 from slangcli.prepare import LabelMap
 from slangcli.threads import blas_threads
 from slangcli.sources import load_inputs, load_test, load_train
+
+
+def _posteriors_of(run_names, verb: str) -> str:
+    """``"a.h5: its posterior is"`` (``verb`` "is" / "gives"), or ``"a.h5, b.h5: their posteriors are"``."""
+    if len(run_names) == 1:
+        return f"{run_names[0]}: its posterior {verb}"
+    return f"{', '.join(run_names)}: their posteriors {'are' if verb == 'is' else verb[:-1]}"
+
+
+@contextlib.contextmanager
+def computing_with(*run_names: str):
+    """The block computes with the posteriors of the run files ``run_names``: floating-point warnings off (the
+    block checks its results with :func:`check_finite`), and a failed linear-algebra routine a FormatError naming
+    them."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        try:
+            yield
+        except np.linalg.LinAlgError as exc:
+            raise FormatError(f"{_posteriors_of(run_names, 'is')} too ill-conditioned to compute with in float64 "
+                              f"(a linear-algebra routine failed: {exc})") from None
+
+
+def _first_non_finite(value, path=()):
+    """The key path and value of the first non-finite number in ``value`` (nested dicts, lists, arrays), or
+    None."""
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    elif isinstance(value, np.ndarray):
+        if value.dtype.kind in "fc" and not np.isfinite(value).all():
+            return path, value[~np.isfinite(value)].flat[0]
+        return None
+    else:
+        if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+            return path, value
+        return None
+    for key, child in items:
+        found = _first_non_finite(child, (*path, key))
+        if found is not None:
+            return found
+    return None
+
+
+def check_finite(results, what: str, *run_names: str) -> None:
+    """Refuse non-finite numbers anywhere in ``results`` (the ``what`` computed from the run files ``run_names``)
+    with one FormatError naming the files and the first such value."""
+    found = _first_non_finite(results)
+    if found is not None:
+        path, value = found
+        where = " ".join(str(key) for key in path)
+        raise FormatError(f"{_posteriors_of(run_names, 'gives')} non-finite {what} "
+                          f"({where} {float(value)}): values too large or too ill-conditioned to compute with in "
+                          "float64")
 
 
 def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y_test=None, target_scale=1.0,
@@ -122,14 +183,18 @@ def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samp
     X_test, y_test, source, X_train, y_train, target_scale = _scoring_data(
         run, run_name, data_path, notify, "the training -ELBO is the value stored at fit time" if stored_train
         else "the training -ELBO is not reported (the run stores none)", missing)
-    out = score(run.model, run.posterior, run.prior_precision, X_train=X_train, y_train=y_train,
-                X_test=X_test, y_test=y_test, target_scale=target_scale, predictive=predictive, samples=samples,
-                seed=seed, bins=bins)
+    with computing_with(run_name):
+        out = score(run.model, run.posterior, run.prior_precision, X_train=X_train, y_train=y_train,
+                    X_test=X_test, y_test=y_test, target_scale=target_scale, predictive=predictive,
+                    samples=samples, seed=seed, bins=bins)
+    check_finite({k: out[k] for k in ("test", "train") if k in out}, "scores", run_name)
     if X_train is None and stored_train:
         out["train"] = dict(stored_train, stored=True)
     out["data"] = source
     if reference is not None:
-        out["reference"] = compare(run, run_name, reference, reference_name)
+        with computing_with(run_name, reference_name):
+            out["reference"] = compare(run, run_name, reference, reference_name)
+        check_finite(out["reference"], "KL divergences", run_name, reference_name)
     return out
 
 
@@ -162,7 +227,9 @@ def predict(run: Run, run_name: str, data_path, *, samples: int = 1000, seed: in
     if not 0.0 < interval < 1.0:
         raise ConfigError(f"--interval must lie strictly between 0 and 1, got {interval}")
     X, target, source = load_inputs(run, data_path, missing=missing, notify=notify)
-    out = predict_arrays(run, X, samples=samples, seed=seed, interval=interval)
+    with computing_with(run_name):
+        out = predict_arrays(run, X, samples=samples, seed=seed, interval=interval)
+    check_finite(out.arrays, "predictions", run_name)
     if target is not None:
         out.arrays["target"] = target
     out.info.update(run=run_name, data=source)

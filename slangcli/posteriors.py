@@ -19,7 +19,8 @@ and gives ``log |precision|`` (:meth:`precision_logdet`).
 Each kind also carries its run-file encoding (``docs/FORMAT.md``, ``/posterior``): ``encoding`` names its
 ``encoding-type``, :meth:`stored_arrays` gives its datasets, and the classmethod ``from_group(reader, group, model)``
 reads them back and checks them against the model. ``reader`` is ``slangcli.io``'s checked access to the file:
-``reader.array(group, name, shape=None)`` (a finite numeric dataset, of ``shape`` when given),
+``reader.array(group, name, shape=None)`` (a numeric dataset of finite values within ``MAX_ABS_VALUE`` in
+magnitude, of ``shape`` when given),
 ``reader.dataset_shape(group, name)`` (None when there is no such dataset) and ``reader.fail(message)`` (raises
 the file's FormatError), so every problem is one message naming the file. The kinds are registered by name in
 :data:`POSTERIORS`; ``slangcli.io`` writes and reads every kind registered there.
@@ -41,6 +42,9 @@ MAX_FULL_PARAMS = 10_000
 # |log_sigma| above this would overflow sigma^2 or 1 / sigma^2 (exp(2 * 354) > the largest float64): a run file's
 # log standard deviations are refused outside [-300, 300]
 MAX_ABS_LOG_SIGMA = 300.0
+# a stored value beyond this magnitude is refused when a run file is read: its square (variances, quadratic forms,
+# the KL's mean^2 term) would overflow float64, and no fit comes anywhere near it
+MAX_ABS_VALUE = 1e150
 
 
 # Every ``sample`` returns its n draws as the rows of a C-contiguous ``(n, D)`` array: the network slices each
@@ -88,7 +92,7 @@ class LowRankGaussian:
     @classmethod
     def from_group(cls, reader, group, model) -> "LowRankGaussian":
         """The posterior stored in ``group`` (a ``/posterior`` group), checked against ``model``: shapes, finite
-        values, ``d > 0``."""
+        values, ``d >= 1 / MAX_ABS_VALUE``."""
         D = model.n_params
         mean = reader.array(group, "mean", (D,))
         shape = reader.dataset_shape(group, "U")
@@ -98,6 +102,9 @@ class LowRankGaussian:
         d = reader.array(group, "d", (D,))
         if not (d > 0).all():
             reader.fail("/posterior/d must be positive")
+        if not (d >= 1 / MAX_ABS_VALUE).all():  # the diagonal's variances 1 / d bounded like every stored value
+            reader.fail(f"/posterior/d must be at least {1 / MAX_ABS_VALUE:g} (1 / d, a variance, at most "
+                        f"{MAX_ABS_VALUE:g})")
         return cls(mean=mean, U=U, d=d)
 
     def std(self) -> np.ndarray:

@@ -88,7 +88,7 @@ CASES = [  # (signed source, corruption, message)
     (False, _replace("U_0", _with((1, 1), np.nan)), "/posterior/U_0 holds non-finite values"),
     (False, _replace("V_0", _with((0, 0), -0.1)), "U_0 and V_0 must be positive where the layer has no floor"),
     (False, _replace("U_1", lambda a: np.full_like(a, 1e-200)), "U_1 V_1^T gives standard deviations"),
-    (False, _replace("U_0", lambda a: np.full_like(a, 1e200)), "U_0 V_0^T gives standard deviations"),
+    (False, _replace("U_0", lambda a: np.full_like(a, 1e140)), "U_0 V_0^T gives standard deviations"),
     (False, _replace("floor", _with(0, -1e-3)), "/posterior/floor must be >= 0"),
     (False, _replace("floor", lambda a: a[:1]), "/posterior/floor has shape (1,), expected (2,)"),
     (False, _replace("bias_log_sigma", _with(0, 400.0)), "/posterior/bias_log_sigma must lie in [-300, 300]"),

@@ -1,5 +1,5 @@
 """Run files that are readable but not what they seem: string attributes stored as fixed-length bytes; a FIFO, a
-directory or a device given as the run file.
+directory or a device given as the run file; stored values too large to compute with.
 
 Every refusal is one line naming the file, exit code 1, with no traceback and no NumPy warning on stderr. The
 command-line cases run ``python -m slangcli`` in a subprocess in a temporary directory, so that what reaches the
@@ -19,6 +19,7 @@ import pytest
 from conftest import binary_problem, csv_text
 from slangcli.errors import FormatError
 from slangcli.io import read_run, write_run
+from slangcli.posteriors import MAX_ABS_VALUE
 from slangcli.workflow import DataOptions, fit
 
 
@@ -157,3 +158,70 @@ def test_a_directory_or_a_device_given_to_the_reader_is_named(tmp_path):
     assert "is a directory, not a run file" in format_error(tmp_path)
     assert "is a device, not a run file" in format_error(os.devnull)
     assert "no such file" in format_error(tmp_path / "absent.h5")
+
+
+# ------------------------------------------------------------------------- values too large to compute with
+
+
+def _set(group_path, name, value):
+    def edit(f):
+        f[group_path][name][...] = value
+    return edit
+
+
+@pytest.mark.parametrize("source,dataset", [("logistic.h5", "mean"), ("net.h5", "mean"), ("net.h5", "U"),
+                                            ("regbbb.h5", "mean")])
+def test_stored_values_beyond_the_bound_are_refused_on_reading(runs, source, dataset):
+    """A posterior of 1e300 gave RuntimeWarnings and an -ELBO of inf or nan with exit 0; every stored value
+    beyond MAX_ABS_VALUE (its square would overflow) is refused by the reader, naming the dataset."""
+    name = edited(runs, source, f"huge-{dataset}-{source}", _set("posterior", dataset, 1e300))
+    message = format_error(runs / name)
+    assert f"/posterior/{dataset} holds values beyond {MAX_ABS_VALUE:g} in magnitude" in message, message
+    name = edited(runs, source, f"edge-{dataset}-{source}", _set("posterior", dataset, MAX_ABS_VALUE))
+    read_run(runs / name)  # the bound itself is allowed
+
+
+def test_a_low_rank_precision_whose_inverse_is_too_large_is_refused(runs):
+    name = edited(runs, "net.h5", "tiny-d.h5", _set("posterior", "d", 1e-300))
+    assert "/posterior/d must be at least 1e-150" in format_error(runs / name)
+
+
+@pytest.mark.parametrize("command", ["evaluate", "predict", "inspect", "compress"])
+def test_a_posterior_of_1e300_is_one_line_on_every_command(runs, command):
+    name = edited(runs, "net.h5", f"huge-cli-{command}.h5", _set("posterior", "mean", 1e300))
+    args = {"evaluate": [name], "predict": [name, "data.csv", "-o", f"{name}.csv"], "inspect": [name],
+            "compress": [name, "-k", "1", "-o", f"{name}.c.h5"]}[command]
+    code, err = slang(command, *args, cwd=runs)
+    assert_one_line_error(code, err, f"{name}: /posterior/mean holds values beyond")
+
+
+@pytest.mark.parametrize("source,edit,says", [
+    # within the bound, but the network's output overflows: RMSE inf, log-likelihood -inf, -ELBO inf (exit 0)
+    ("regnet.h5", _set("posterior", "mean", 1e149), "gives non-finite"),
+    # standard deviations of exp(300): the weight samples overflow the network
+    ("regbbb.h5", _set("posterior", "log_sigma", 300.0), "gives non-finite"),
+    # U U^T overflows the capacitance matrix: its Cholesky factorisation failed with a traceback
+    ("logistic.h5", _set("posterior", "U", 1e149), "too ill-conditioned"),
+], ids=["regression mean 1e149", "log_sigma 300", "U 1e149"])
+@pytest.mark.parametrize("command", ["evaluate", "predict", "compress --evaluate"])
+def test_values_within_the_bound_that_overflow_are_one_line(runs, source, edit, says, command):
+    """Values the reader accepts can still overflow when scored: NumPy's warnings stay quiet, and a non-finite
+    score or prediction, or a failed factorisation, is one line naming the file (exit 1), never inf with exit 0."""
+    name = edited(runs, source, f"overflow-{source}-{says[:3]}-{command[:3]}.h5", edit)
+    data = "reg.csv" if source.startswith("reg") else "data.csv"
+    args = {"evaluate": ["evaluate", name], "predict": ["predict", name, data, "-o", f"{name}.csv"],
+            "compress --evaluate": ["compress", name, "-k", "1", "--evaluate", "-o", f"{name}.c.h5"]}[command]
+    code, err = slang(*args, cwd=runs)
+    assert_one_line_error(code, err, f"{name}: its posterior", says)
+    assert not (runs / f"{name}.csv").exists() and not (runs / f"{name}.c.h5").exists()
+
+
+def test_scores_that_overflow_are_refused_by_the_library_too(runs):
+    from slangcli.workflow import evaluate, predict
+
+    name = edited(runs, "regnet.h5", "lib-overflow.h5", _set("posterior", "mean", 1e149))
+    run = read_run(runs / name)
+    with pytest.raises(FormatError, match="its posterior gives non-finite scores"):
+        evaluate(run, name, str(runs / "reg.csv"), samples=10)
+    with pytest.raises(FormatError, match="its posterior gives non-finite predictions"):
+        predict(run, name, str(runs / "reg.csv"), samples=10)
