@@ -3,9 +3,10 @@
 Every group carries ``encoding-type`` and ``encoding-version`` attributes; the reader dispatches on them and
 refuses, with a :class:`FormatError`, files that are not slang runs, that a newer major format wrote, or whose
 contents are missing, mis-shaped, non-finite or beyond ``MAX_ABS_VALUE`` in magnitude. Nested configuration is stored
-as JSON string attributes, arrays always as datasets. A run file is a regular file: the reader refuses anything else
-given as one (a FIFO, a directory, a device). Files are written to a temporary name in the target directory and
-renamed into place, so a run file is either complete or absent.
+as JSON string attributes, arrays always as datasets. A run file is one self-contained regular file: the reader
+refuses anything else given as one (a FIFO, a directory, a device) and any soft or external link inside it. Files
+are written to a temporary name in the target directory and renamed into place, so a run file is either complete
+or absent.
 """
 
 from __future__ import annotations
@@ -333,11 +334,29 @@ class _Reader:
             self.fail("not an HDF5 file, or truncated or corrupted")
         try:
             with f:
+                self.check_links(f)
                 return self._read(f)
         except FormatError:
             raise
         except (OSError, KeyError, ValueError, TypeError, RuntimeError) as exc:
             self.fail(f"unreadable ({type(exc).__name__}: {exc})")
+
+    def check_links(self, f) -> None:
+        """Refuse a soft or external link anywhere in the file (before anything follows one): a run file is
+        self-contained, and an external link would read another file's data in its name. One pass over the link
+        names of every group; no dataset is read."""
+        # (the visit stops at the first callback that returns something; an exception raised inside libhdf5's
+        # callback would not come out as itself)
+        found = f.visititems_links(lambda name, link: None if isinstance(link, h5py.HardLink) else (name, link))
+        if found is None:
+            return
+        name, link = found
+        if isinstance(link, h5py.ExternalLink):
+            self.fail(f"/{name} is an external link to {link.filename}:{link.path}; a run file must be "
+                      "self-contained")
+        if isinstance(link, h5py.SoftLink):
+            self.fail(f"/{name} is a soft link to {link.path}; a run file must hold its objects themselves")
+        self.fail(f"/{name} is a link of an unknown kind; a run file must hold its objects themselves")
 
     def _read(self, f) -> Run:
         self.check_type(f, RUN_TYPE, "/")

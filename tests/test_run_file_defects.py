@@ -1,5 +1,5 @@
 """Run files that are readable but not what they seem: string attributes stored as fixed-length bytes; a FIFO, a
-directory or a device given as the run file; stored values too large to compute with.
+directory or a device given as the run file; stored values too large to compute with; soft or external links.
 
 Every refusal is one line naming the file, exit code 1, with no traceback and no NumPy warning on stderr. The
 command-line cases run ``python -m slangcli`` in a subprocess in a temporary directory, so that what reaches the
@@ -225,3 +225,49 @@ def test_scores_that_overflow_are_refused_by_the_library_too(runs):
         evaluate(run, name, str(runs / "reg.csv"), samples=10)
     with pytest.raises(FormatError, match="its posterior gives non-finite predictions"):
         predict(run, name, str(runs / "reg.csv"), samples=10)
+
+
+# ------------------------------------------------------------------------------------- soft and external links
+
+
+def _external_mean(directory):
+    def edit(f):
+        with h5py.File(directory / "elsewhere.h5", "w") as other:
+            other["mean"] = f["posterior/mean"][()]
+        del f["posterior/mean"]
+        f["posterior/mean"] = h5py.ExternalLink("elsewhere.h5", "/mean")
+    return edit
+
+
+def _soft_mean(f):
+    f["history/kept"] = f["posterior/mean"][()]
+    del f["posterior/mean"]
+    f["posterior/mean"] = h5py.SoftLink("/history/kept")
+
+
+def _external_group(directory):
+    """An extra group, which no reader looks at, linked from another file."""
+    def edit(f):
+        with h5py.File(directory / "notes.h5", "w") as other:
+            other.create_group("notes")
+        f["extra"] = h5py.ExternalLink("notes.h5", "/notes")
+    return edit
+
+
+@pytest.mark.parametrize("make,says", [
+    (_external_mean, "/posterior/mean is an external link to elsewhere.h5:/mean; a run file must be self-contained"),
+    (lambda d: _soft_mean, "/posterior/mean is a soft link to /history/kept"),
+    (_external_group, "/extra is an external link to notes.h5:/notes"),
+], ids=["external dataset", "soft link", "external group"])
+def test_links_anywhere_in_a_run_file_are_refused(runs, make, says):
+    """The linked data were followed silently (another file's posterior read in this file's name)."""
+    name = edited(runs, "logistic.h5", f"link-{says[1:6]}-{len(says)}.h5", make(runs))
+    assert says in format_error(runs / name)
+    code, err = slang("evaluate", name, cwd=runs)
+    assert_one_line_error(code, err, says)
+
+
+def test_an_external_link_to_a_missing_file_is_named(runs):
+    name = edited(runs, "logistic.h5", "dangling.h5",
+                  lambda f: f.__setitem__("extra", h5py.ExternalLink("/no/such/file.h5", "/x")))
+    assert "/extra is an external link to /no/such/file.h5:/x" in format_error(runs / name)
