@@ -1,11 +1,26 @@
-"""Shared fixtures: tiny generated data files and a real run fitted through ``slangcli.workflow.fit``.
+"""Shared fixtures: tiny generated data files and a real run fitted through ``slangcli.workflow.fit``; and checks
+that apply to every test.
 
 Every data set is drawn from its own ``np.random.default_rng(seed)``; nothing seeds a global generator. The data
 are a noisy linear rule on P = 3 features, so a 2-epoch fit is far from converged but always finite.
+
+Suite-wide checks (the command line's promise: no traceback, no temporary file left):
+
+- a test whose captured stdout or stderr holds a traceback fails (``pytest_runtest_makereport``);
+- so does a test in which a ``CliRunner.invoke`` result or a subprocess's captured output holds one, or a
+  ``CliRunner.invoke`` ended in an exception other than ``SystemExit`` (the real command would have printed a
+  traceback); the real functions are wrapped, their results inspected (``_Observer``). A test that means to
+  produce one is marked ``traceback_expected``;
+- no ``*.tmp`` file may remain under a test's ``tmp_path`` after it, nor, at the end of the session, under the
+  session's temporary directory or the working tree.
 """
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
+import click.testing
 import numpy as np
 import pytest
 
@@ -166,3 +181,133 @@ def pytest_terminal_summary(terminalreporter):
             f"{FUZZ_COUNTS.total_seconds.get(reader, 0.0):7.1f} s in all"
             + (f"   ({hangs} hung inside libhdf5 and were stopped)" if hangs else "")
         )
+
+
+# ------------------------------------------------------------------------------------------- suite-wide checks
+
+TRACEBACK = "Traceback (most recent call last)"
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.passed and item.get_closest_marker("traceback_expected") is None:
+        # this phase's own captures (a later phase's report repeats the earlier ones)
+        for title, text in report.sections:
+            if title in (f"Captured stderr {report.when}", f"Captured stdout {report.when}") and TRACEBACK in text:
+                report.outcome = "failed"
+                report.longrepr = f"{title} holds a traceback:\n{text}"
+                break
+
+
+def _text(value) -> str:
+    if value is None:
+        return ""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+class _Observer:
+    """Wraps ``CliRunner.invoke`` and ``subprocess.Popen.communicate`` (which ``subprocess.run`` and
+    ``check_output`` call): each calls the real function and records a problem with its result, a traceback in
+    the output or an exception the command line would have printed as one."""
+
+    def __init__(self):
+        self.problems: list[str] = []
+        self.originals = {}
+
+    def install(self):
+        invoke = self.originals["invoke"] = click.testing.CliRunner.invoke
+        communicate = self.originals["communicate"] = subprocess.Popen.communicate
+        observer = self
+
+        def observed_invoke(runner, cli, args=None, *rest, **kw):
+            result = invoke(runner, cli, args, *rest, **kw)
+            what = f"CliRunner.invoke({args!r})"
+            texts = [result.output]
+            try:
+                texts.append(result.stderr)
+            except ValueError:  # click before 8.2, with stderr mixed into the output
+                pass
+            observer.check(what, texts)
+            if result.exception is not None and not isinstance(result.exception, SystemExit):
+                observer.problems.append(f"{what} ended in {type(result.exception).__name__}: {result.exception} "
+                                         "(the command would have printed a traceback)")
+            return result
+
+        def observed_communicate(proc, *args, **kw):
+            out, err = communicate(proc, *args, **kw)
+            observer.check(f"subprocess {proc.args!r}", [out, err])
+            return out, err
+
+        click.testing.CliRunner.invoke = observed_invoke
+        subprocess.Popen.communicate = observed_communicate
+
+    def uninstall(self):
+        if self.originals:
+            click.testing.CliRunner.invoke = self.originals.pop("invoke")
+            subprocess.Popen.communicate = self.originals.pop("communicate")
+
+    def check(self, what, texts):
+        for text in map(_text, texts):
+            if TRACEBACK in text:
+                self.problems.append(f"{what} printed a traceback:\n{text}")
+                return
+
+    def take(self) -> list[str]:
+        problems, self.problems = self.problems, []
+        return problems
+
+
+OBSERVER = _Observer()
+
+
+def pytest_configure(config):
+    OBSERVER.install()
+
+
+def pytest_unconfigure(config):
+    OBSERVER.uninstall()
+
+
+def _temporary_files(directory) -> list[str]:
+    """The ``*.tmp`` and ``.*.tmp`` files under ``directory`` (relative paths), the repository's .git left out."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted(str(p.relative_to(directory)) for p in directory.rglob("*.tmp")
+                  if ".git" not in p.relative_to(directory).parts)
+
+
+@pytest.fixture(autouse=True)
+def _no_traceback_nor_temporary_file(request):
+    """Fails a test (at teardown) whose commands printed a traceback or that left a temporary file."""
+    OBSERVER.take()  # what fixtures of a wider scope did is theirs, not this test's
+    tmp_path = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    problems = OBSERVER.take()
+    if request.node.get_closest_marker("traceback_expected") is not None:
+        problems = []
+    if tmp_path is not None:
+        left = _temporary_files(tmp_path)
+        if left:
+            problems.append(f"temporary files left under tmp_path: {', '.join(left)}")
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    roots = [REPO]
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is not None:
+        try:
+            roots.append(factory.getbasetemp())
+        except (OSError, ValueError):
+            pass
+    left = [f"{root}/{name}" for root in roots for name in _temporary_files(root)]
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"temporary files left after the session: {', '.join(left)}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
