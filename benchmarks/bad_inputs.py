@@ -9,7 +9,7 @@ Each case writes its files into a fresh directory and runs this checkout's ``sla
 the files as the user typed them; the few absolute paths a run file records are shown relative to that
 directory. The script checks what it documents: the exit code each case expects, no traceback, and on exit 1
 exactly one line ``slang: error: ...``; it stops with an error otherwise, so the page never shows a crash.
-About 100 commands, 1-2 minutes.
+About 140 commands, 2-4 minutes.
 """
 
 from __future__ import annotations
@@ -65,6 +65,10 @@ class Case:
     files: Callable[[Path], None] = lambda d: None  # writes the case's files into its directory
     fsize: int | None = None  # a file-size limit (ulimit -f, in bytes) for the command: a disk that fills up
     stdout: str | None = None  # a file stdout is redirected to (/dev/full: a full disk)
+    memory: int | None = None  # an address-space limit (ulimit -v, in bytes) for the command
+    # (signal, NAME): the signal is sent as soon as the command's temporary file .NAME*.tmp exists (inside a write)
+    signal: tuple | None = None
+    before: str = ""  # Python run before the command in its process (to lower a limit for the page)
 
 
 def text(name, content):
@@ -247,6 +251,32 @@ def out_case(what, output, *, code=2, extra=None, command="predict"):
     return Case("Output files, signals and resources", what, args, code, both(fitted(), extra or (lambda d: None)))
 
 
+def many_rows(d):
+    """train.csv, a run fitted to it, and many.csv: 30 000 rows to predict (a write that takes long enough to aim a
+    signal at)."""
+    fitted()(d)
+    rng = np.random.default_rng(4)
+    (d / "many.csv").write_text("a,b,label\n" + "".join(f"{x:.3f},{y:.3f},{'yes' if x + y > 0 else 'no'}\n"
+                                                         for x, y in rng.standard_normal((30000, 2))))
+
+
+def wide_run(d):
+    """run.h5: a network 2-200000-1 with a mean-field posterior (a million weights, 24 MB), made from a fitted run
+    without training it: its compressed files take long enough to write to aim a signal at."""
+    import dataclasses
+
+    from slangcli.io import read_run
+    from slangcli.posteriors import DiagonalGaussian
+
+    fitted()(d)
+    run = read_run(d / "run.h5")
+    model = dataclasses.replace(run.model, sizes=(2, 200000, 1))
+    D = model.n_params
+    rng = np.random.default_rng(5)
+    posterior = DiagonalGaussian(mean=0.1 * rng.standard_normal(D), log_sigma=-2 + 0.1 * rng.standard_normal(D))
+    write_run(d / "run.h5", dataclasses.replace(run, model=model, prior_precision=np.ones(D), posterior=posterior))
+
+
 def wider_svm_test(d):
     (d / "train.svm").write_text(GOOD_SVM)
     (d / "test.svm").write_text("+1 1:0.5 9:1\n-1 1:-0.5\n")
@@ -271,6 +301,14 @@ CASES = [
     csv_fit("not UTF-8 (Latin-1 byte)", "a,b,label\n1,2,no\n1,2,caf\xe9\n".encode("latin-1")),
     csv_fit("binary file (NUL bytes)", b"a,b,label\n\x00\x01\x02\n"),
     csv_fit("corrupt gzip stream", gzip.compress(GOOD_CSV.encode(), mtime=0)[:40], name="train.csv.gz"),
+    csv_fit("a 30 KB gzip file of 30 MB of blank lines (read in blocks: the memory of an empty file)",
+            gzip.compress(b"\n" * (30 << 20), mtime=0), name="blank.csv.gz"),
+    Case("CSV data", "gzip data expanding beyond the limit, max(1 GiB, 1000 x the compressed size) (lowered to 1 MiB "
+         "and 100 x for this page, as the tests do)", ["fit", "bomb.csv.gz", "-o", "run.h5", *FAST], 1,
+         text("bomb.csv.gz", gzip.compress(b"1,2,0\n" * (1 << 20), mtime=0)),
+         before="import slangcli.readers._common as c; c.GZIP_FLOOR = 1 << 20; c.GZIP_RATIO = 100; "),
+    csv_fit("a file name holding a newline (escaped: the message stays one line)", "a,b,label\n1,2,no\n1,x,yes\n",
+            name="tr\nain.csv"),
     csv_fit("missing value token in a feature", "a,b,label\n1,2,no\n1,?,yes\n3,NA,no\n"),
     csv_fit("text that is not a --na-values token", "a,b,label\n1,2,no\n1,?,yes\n3,NA,no\n", "--na-values", "?",
             "--missing", "drop"),
@@ -306,7 +344,7 @@ CASES = [
     svm_fit("NaN value", "+1 1:nan\n-1 1:1\n"),
     svm_fit("--drop-columns on a LIBSVM file", GOOD_SVM, "--drop-columns", "1"),
     svm_fit("missing label on a later line", "+1 1:1\n2:1 3:0.5\n"),
-    svm_fit("missing label on the first line (so the file is read as CSV)", "1:0.5 2:1\n-1 1:1\n"),
+    svm_fit("missing label on the first line (idx:val tokens alone: recognised as LIBSVM)", "1:0.5 2:1\n-1 1:1\n"),
     svm_fit("missing label on the first line, --format libsvm", "1:0.5 2:1\n-1 1:1\n", "--format", "libsvm"),
     svm_fit("ranking data (qid:)", "+1 qid:3 1:1\n-1 qid:3 1:2\n"),
     svm_fit("index above --n-features", "+1 1:1\n-1 5:1\n", "--n-features", "3"),
@@ -356,6 +394,8 @@ CASES = [
              lambda p: (p.parent / "train.csv").write_text(GOOD_CSV + "1,1,no\n")),
     run_case("training data removed since the fit", lambda p: (p.parent / "train.csv").unlink()),
     run_case("no test data recorded and none given", None, test_fraction=None),
+    run_case("slang compress --evaluate on a run without test data", None, "compress", "run.h5", "-k", "1", "-o",
+             "c.h5", "--evaluate", test_fraction=None),
     Case("Run files", "evaluation data with another number of features", ["evaluate", "run.h5", "other.csv"], 1,
          both(fitted(), text("other.csv", "a,b,c,label\n1,2,3,no\n"))),
     run_case("corrupted global heap (libhdf5 would loop forever: stopped after 5 s)", zero_heap_object, "inspect",
@@ -421,6 +461,13 @@ CASES = [
     Case("Run files", "a 20 KB run file declaring an 8 TB chunked dataset", ["evaluate", "run.h5"], 1,
          fitted(h5edit(lambda f: f["history"].create_dataset("huge", shape=(10**12,), dtype="f8",
                                                              chunks=(1024,))))),
+    Case("Output files, signals and resources", "memory exhausted during the fit (ulimit -v 700000, nine million "
+         "weights)", ["fit", "train.csv", "--hidden", "3000,3000", *FAST, "-o", "run.h5"], 1,
+         text("train.csv", GOOD_CSV), memory=700 << 20),
+    Case("Output files, signals and resources", "SIGTERM while slang predict writes its CSV file",
+         ["predict", "run.h5", "many.csv", "-o", "p.csv"], 143, many_rows, signal=(15, "p.csv")),
+    Case("Output files, signals and resources", "SIGINT (Ctrl-C) while slang compress writes its files",
+         ["compress", "run.h5", "-k", "1", "-o", "c.h5"], 130, wide_run, signal=(2, "c.h5")),
     cli("features near 1e160 overflow the fit", *FAST, code=1,
         files=text("train.csv", "a,b,label\n" + "".join(f"{v:.3e},1,{k % 2}\n" for k, v in
                                                        enumerate(np.linspace(-1e160, 1e160, 12))))),
@@ -430,24 +477,51 @@ CASES = [
 # ------------------------------------------------------------------------------------------------ running
 
 
-def slang(args, cwd, fsize=None, stdout=None):
-    """(exit code or None if stopped, stderr) of this checkout's slang run in ``cwd``."""
+def slang(case, cwd):
+    """(exit code or None if stopped, stderr) of this checkout's slang run in ``cwd`` with ``case``'s arguments,
+    limits, stdout and signal."""
     import resource
+    import time
 
     def limit():
-        if fsize is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        if case.fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (case.fsize, case.fsize))
+        if case.memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (case.memory, case.memory))
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
                NO_COLOR="1", TERM="dumb", COLUMNS="100")
-    command = [sys.executable, "-c", "from slangcli.cli import main; main(prog_name='slang')", *args]
-    try:
-        with open(stdout or os.devnull, "w") as sink:
-            out = subprocess.run(command, cwd=cwd, env=env, stdout=sink, stderr=subprocess.PIPE, text=True,
-                                 timeout=HANG_SECONDS, preexec_fn=limit)
-    except subprocess.TimeoutExpired:
-        return None, ""
-    return out.returncode, out.stderr
+    command = [sys.executable, "-c", f"{case.before}from slangcli.cli import main; main(prog_name='slang')",
+               *case.args]
+    # a signal case runs again when the command ended before its temporary file was seen (a loaded machine)
+    for _ in range(3 if case.signal else 1):
+        with open(case.stdout or os.devnull, "w") as sink:
+            proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=sink, stderr=subprocess.PIPE, text=True,
+                                    preexec_fn=limit)
+            sent = case.signal is None or _signal_inside_write(proc, cwd, *case.signal)
+            try:
+                _, stderr = proc.communicate(timeout=HANG_SECONDS)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                return None, ""
+        if sent:
+            break
+        time.sleep(1)
+    return proc.returncode, stderr
+
+
+def _signal_inside_write(proc, cwd, signum, name):
+    """Send ``signum`` to ``proc`` as soon as a temporary file ``.NAME*.tmp`` exists in ``cwd``; whether it was."""
+    import time
+
+    deadline = time.monotonic() + HANG_SECONDS
+    while proc.poll() is None and time.monotonic() < deadline:
+        if any(p.name.startswith(f".{name}") and p.name.endswith(".tmp") for p in Path(cwd).iterdir()):
+            proc.send_signal(signum)
+            return True
+        time.sleep(0.0005)
+    return False
 
 
 def check(case, code, stderr):
@@ -473,8 +547,15 @@ def cell(code, stderr, directory):
     return "<code>" + "<br>".join(html.escape(line, quote=False).replace("|", "&#124;") for line in lines) + "</code>"
 
 
+def _quoted(arg):
+    """``arg`` as a shell would need it: ``$'...'`` with escapes for a name holding a newline (bash, zsh)."""
+    if arg.isprintable():
+        return shlex.quote(arg)
+    return "$'" + arg.encode("unicode_escape").decode("ascii").replace("'", "\\'") + "'"
+
+
 def command_cell(args):
-    return "`" + shlex.join(["slang", *args]).replace("|", "\\|") + "`"
+    return "`" + " ".join(_quoted(str(a)) for a in ["slang", *args]).replace("|", "\\|") + "`"
 
 
 def generate(progress=lambda message: None) -> str:
@@ -485,7 +566,7 @@ def generate(progress=lambda message: None) -> str:
             directory.mkdir()
             case.files(directory)
             progress(f"{case.section}: {case.what}")
-            code, stderr = slang(case.args, directory, case.fsize, case.stdout)
+            code, stderr = slang(case, directory)
             check(case, code, stderr)
             left = sorted(str(p.relative_to(directory)) for p in directory.rglob("*.tmp"))
             if left:
