@@ -93,19 +93,40 @@ def update(state: State, eps: np.ndarray, problem: Problem, X: np.ndarray, y: np
     t = state.t + 1
     b1, b2 = hyper.beta1, hyper.beta2
     lam, n = problem.prior_precision, problem.n_data
-    root_d = np.sqrt(state.d)
-    g_mu, g_sigma, nll = likelihood_gradients(state.mu, 1.0 / root_d, eps, problem, X, y)
+    d0, mu0 = state.d, state.mu
+    # At D of 1e5 and more these passes over D-vectors cost as much as the network's products. Each writes into
+    # an array of this step (root_d, sigma, the two gradient sums, which likelihood_gradients returns new) or into
+    # a new state array instead of a fresh temporary, and they keep the operations of the formulas above in
+    # order, so the results are those of the formulas written as expressions, to the bit.
+    root_d = np.sqrt(d0)
+    sigma = np.divide(1.0, root_d)
+    g_mu, d_hat, nll = likelihood_gradients(mu0, sigma, eps, problem, X, y)
     # dhat = lambda + N hhat, N hhat = N gbar (theta - m) / sigma^2 = (c sum_s G_s eps_s) / sigma
-    d_hat = g_sigma * root_d
+    d_hat *= root_d
     d_hat += lam
-    diff = state.d - d_hat
-    d = b2 * state.d + (1.0 - b2) * d_hat + (0.5 * (1.0 - b2) ** 2) * diff * diff / state.d
-    m = b1 * state.m + (1.0 - b1) * g_mu
-    direction = (m / (1.0 - b1**t) + lam * state.mu) / d
+    diff = np.subtract(d0, d_hat, out=root_d)
+    # d = b2 d + (1 - b2) dhat + (1 - b2)^2 (d - dhat)^2 / (2 d)
+    d = np.multiply(d0, b2)
+    d_hat *= 1.0 - b2
+    d += d_hat
+    correction = np.multiply(diff, 0.5 * (1.0 - b2) ** 2, out=sigma)
+    correction *= diff
+    correction /= d0
+    d += correction
+    m = np.multiply(state.m, b1)
+    g_mu *= 1.0 - b1
+    m += g_mu
+    direction = np.divide(m, 1.0 - b1**t, out=g_mu)
+    direction += np.multiply(lam, mu0, out=sigma)
+    direction /= d
     if hyper.clip_radius is not None:
         np.clip(direction, -hyper.clip_radius, hyper.clip_radius, out=direction)
     # the rate rescaled by h_0 + delta per parameter (delta = lambda / N differs between weights and biases)
-    mu = state.mu - hyper.lr * (hyper.hess_init + lam / n) * direction
+    rate = np.divide(lam, n, out=sigma)
+    rate += hyper.hess_init
+    rate *= hyper.lr
+    rate *= direction
+    mu = np.subtract(mu0, rate)
     return State(mu, d, m, t), {"nll": float(nll.mean())}
 
 

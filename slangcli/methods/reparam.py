@@ -61,8 +61,13 @@ def kl_weight(t: int, anneal_steps: int) -> float:
 def likelihood_gradients(mu: np.ndarray, sigma: np.ndarray, eps: np.ndarray, problem: Problem, X: np.ndarray,
                          y: np.ndarray):
     """``(c sum_s G_s, c sum_s G_s * eps_s)``, each ``(D,)``: the expected-NLL parts of ``dF/dmu`` and
-    ``dF/dsigma`` at noise ``eps : (S, D)``; and the per-example NLL ``(S, M)`` at the samples."""
+    ``dF/dsigma`` at noise ``eps : (S, D)``; and the per-example NLL ``(S, M)`` at the samples.
+
+    The sums are new arrays, the caller's to overwrite."""
     S, M = eps.shape[0], X.shape[0]
+    # the noise arrives in float32 (slangcli.noise): one exact cast, because a product with a float32 operand costs
+    # twice a float64 one and the noise is used twice
+    eps = eps.astype(np.float64, copy=False)
     theta = sigma * eps
     theta += mu
     nll, fg = problem.model.per_example_grads(theta, X, y)
