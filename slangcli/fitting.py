@@ -24,6 +24,7 @@ from slangcli.io import Run
 from slangcli.methods import METHODS
 from slangcli.methods.base import Problem, adapt, hyper_names, is_solver, samples_per_step
 from slangcli.models import ACTIVATIONS, LIKELIHOODS, MLP
+from slangcli.posteriors import MAX_ABS_VALUE
 from slangcli.threads import blas_threads
 from slangcli.evaluation import score
 from slangcli.prepare import Prepared
@@ -135,6 +136,10 @@ def _checked(
         if isinstance(value, str) or not 0 < value < np.inf:
             raise ConfigError(f"{name} must be positive and finite" + (" or auto" if name != "--bias-prior-precision"
                               else "") + f", got {value}")
+        # a run file holds the prior precisions, and the posterior precisions they bound from below, within
+        # [1 / MAX_ABS_VALUE, MAX_ABS_VALUE] (slangcli.io): a fit must not write what slang cannot read back
+        if name != "--noise-precision" and not 1 / MAX_ABS_VALUE <= value <= MAX_ABS_VALUE:
+            raise ConfigError(f"{name} must lie between {1 / MAX_ABS_VALUE:g} and {MAX_ABS_VALUE:g}, got {value}")
     module = METHODS[method]
     solver = is_solver(module)
     if solver:

@@ -281,7 +281,12 @@ class _Reader:
             self.fail(f"missing group /{name}")
         return f[name]
 
-    def array(self, group, name: str, shape: tuple | None = None, *, finite=True, where=None) -> np.ndarray:
+    def array(self, group, name: str, shape: tuple | None = None, *, finite=True, bounded=True,
+              where=None) -> np.ndarray:
+        """The numeric dataset ``name`` of ``group`` (of ``shape`` when given), read whole. With ``finite`` its
+        floating-point values must be finite and, with ``bounded``, within ``MAX_ABS_VALUE`` in magnitude: the
+        default, for what a posterior is computed with (the posterior, the prior); the data's statistics, the
+        training state and the compression's spectra are not squared and keep any finite value."""
         where = where or f"{group.name}/{name}"
         if name not in group or not isinstance(group[name], h5py.Dataset):
             self.fail(f"missing dataset {where}")
@@ -292,8 +297,12 @@ class _Reader:
             self.fail(f"{where} is not numeric (dtype {ds.dtype})")
         self.check_size(ds, where)
         arr = ds[()]
-        # (one pass: NaN fails the comparison, and so does an infinity; in float64, where the bound exists)
-        if finite and ds.dtype.kind == "f" and not (np.abs(arr.astype(float, copy=False)) <= MAX_ABS_VALUE).all():
+        if not finite or ds.dtype.kind != "f":
+            return arr
+        # (one pass when bounded: NaN fails the comparison, and so does an infinity; in float64, where the bound
+        # exists)
+        ok = (np.abs(arr.astype(float, copy=False)) <= MAX_ABS_VALUE).all() if bounded else np.isfinite(arr).all()
+        if not ok:
             if not np.isfinite(arr).all():
                 self.fail(f"{where} holds non-finite values")
             self.fail(f"{where} holds values beyond {MAX_ABS_VALUE:g} in magnitude (too large to compute with)")
@@ -369,7 +378,7 @@ class _Reader:
         g = self.group(f, "data")
         self.check_type(g, "data", "/data")
         data = self.json(g, "provenance", "/data")
-        arrays = {name: self.array(g, name) for name in g if isinstance(g[name], h5py.Dataset)}
+        arrays = {name: self.array(g, name, bounded=False) for name in g if isinstance(g[name], h5py.Dataset)}
 
         g = self.group(f, "model")
         self.check_type(g, "mlp", "/model")
@@ -415,7 +424,8 @@ class _Reader:
             g = self.group(f, "compression")
             self.check_type(g, "compression", "/compression")
             compression = self.json(g, "summary", "/compression")
-            compression_arrays = {name: self.array(g, name) for name in g if isinstance(g[name], h5py.Dataset)}
+            compression_arrays = {name: self.array(g, name, bounded=False) for name in g
+                                  if isinstance(g[name], h5py.Dataset)}
         return Run(model=model, prior_precision=prior, posterior=posterior, config=config, data=data,
                    arrays=arrays, history=history, metrics=metrics, command=command, meta=meta, status=status,
                    state=state, compression=compression, compression_arrays=compression_arrays)
@@ -426,7 +436,7 @@ class _Reader:
         g = self.group(f, "state")
         self.check_type(g, "train-state", "/state")
         self.check_version(g, "/state")
-        arrays = {name: self.array(g, name) for name in g if isinstance(g[name], h5py.Dataset)}
+        arrays = {name: self.array(g, name, bounded=False) for name in g if isinstance(g[name], h5py.Dataset)}
         scalars = {}
         for name in g.attrs:
             if name in ("encoding-type", "encoding-version"):

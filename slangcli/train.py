@@ -23,6 +23,7 @@ import numpy as np
 from slangcli.errors import DivergenceError
 from slangcli.methods.base import Problem, finite_fields
 from slangcli.methods.reparam import snr
+from slangcli.posteriors import MAX_ABS_VALUE
 from slangcli.streams import INIT, SNR, STEP, derive_rng, epoch_order, steps_per_epoch
 
 
@@ -92,11 +93,16 @@ def _check_finite(method, state, step: int, epoch: int) -> None:
     """O(D) per step: the state arrays the method declares (``methods.base.finite_fields``): the mean and the
     diagonal precision (a non-finite U reaches d through its correction), or the log standard deviations (Bayes by
     Backprop) or log scales (k-tied). A non-finite dense precision fails its Cholesky factorisation, which is
-    reported as a failed linear-algebra routine."""
+    reported as a failed linear-algebra routine. Values beyond ``MAX_ABS_VALUE``, which a run file may not hold
+    (``slangcli.io``), are a divergence too: no checkpoint or run is written that slang could not read back."""
     for name in finite_fields(method):
         value = getattr(state, name, None)
-        if value is not None and not np.isfinite(value).all():
+        # (in float64: a float32 state would turn the bound into infinity)
+        if value is None or (np.abs(value.astype(float, copy=False)) <= MAX_ABS_VALUE).all():
+            continue
+        if not np.isfinite(value).all():
             raise DivergenceError(_diverged(step, epoch, f"non-finite parameters ({name})"))
+        raise DivergenceError(_diverged(step, epoch, f"parameters beyond {MAX_ABS_VALUE:g} in magnitude ({name})"))
 
 
 def run(

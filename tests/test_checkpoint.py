@@ -264,7 +264,8 @@ def test_divergence_keeps_the_last_checkpoint_and_says_where(tmp_path, data_csv)
     """A fit that diverges after a checkpoint: exit 1, one line naming the step and the checkpoint, and the file
     is that valid checkpoint (resumable, though it will diverge again with the same settings)."""
     out = tmp_path / "div.h5"
-    result = CliRunner().invoke(main, ["fit", str(data_csv), "-o", str(out), "--hidden", "8", "--lr", "1e300",
+    # (1e100: the first step stays within the values a run file may hold, the second overflows)
+    result = CliRunner().invoke(main, ["fit", str(data_csv), "-o", str(out), "--hidden", "8", "--lr", "1e100",
                                        "--checkpoint-every", "1", "--epochs", "50"])
     assert result.exit_code == 1, result.stderr
     assert "diverged at step" in result.stderr and "last good checkpoint (step" in result.stderr

@@ -181,6 +181,41 @@ def test_stored_values_beyond_the_bound_are_refused_on_reading(runs, source, dat
     read_run(runs / name)  # the bound itself is allowed
 
 
+def test_the_data_statistics_keep_any_finite_value(tmp_path):
+    """Features near 1e160 that vary by 1e150 standardise exactly; the bound is for what a posterior is computed
+    with, not the data's statistics, so the run reads back and scores."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 2))
+    lines = [f"{1e160 + 1e150 * a!r},{b:.6f},{int(a > 0)}" for a, b in X]
+    (tmp_path / "big.csv").write_text("a,b,y\n" + "\n".join(lines) + "\n")
+    write_run(tmp_path / "big.h5", fit(DataOptions(path=str(tmp_path / "big.csv"), standardize=True,
+                                                   test_fraction=0.25), batch_size=10, epochs=2, eval_samples=10))
+    run = read_run(tmp_path / "big.h5")
+    assert run.arrays["feature_mean"][0] > MAX_ABS_VALUE
+    from slangcli.workflow import evaluate
+
+    assert np.isfinite(evaluate(run, "big.h5", samples=10)["test"]["nll"])
+
+
+def test_a_fit_never_writes_values_beyond_the_bound(runs, tmp_path):
+    """A step that takes the mean beyond MAX_ABS_VALUE is a divergence (a checkpoint of 1e300 was written and then
+    refused by every command); prior precisions outside the bounds are usage errors."""
+    from click.testing import CliRunner
+
+    from slangcli.cli import main
+
+    out = tmp_path / "div.h5"
+    result = CliRunner().invoke(main, ["fit", str(runs / "data.csv"), "-o", str(out), "--hidden", "8", "--lr",
+                                       "1e300", "--checkpoint-every", "1", "--epochs", "5", "--no-progress"])
+    assert result.exit_code == 1, result.stderr
+    assert f"diverged at step 1 (epoch 1): parameters beyond {MAX_ABS_VALUE:g} in magnitude (mu)" in result.stderr
+    assert not out.exists()
+    for option, value in (("--prior-precision", "1e200"), ("--bias-prior-precision", "1e-200")):
+        result = CliRunner().invoke(main, ["fit", str(runs / "data.csv"), "-o", str(out), option, value])
+        assert result.exit_code == 2 and f"{option} must lie between 1e-150 and 1e+150" in result.stderr
+        assert not out.exists()
+
+
 def test_a_low_rank_precision_whose_inverse_is_too_large_is_refused(runs):
     name = edited(runs, "net.h5", "tiny-d.h5", _set("posterior", "d", 1e-300))
     assert "/posterior/d must be at least 1e-150" in format_error(runs / name)
