@@ -255,17 +255,22 @@ ATTEMPTS = 3  # runs in which the signal may miss the write (the command is quic
     [(signal.SIGINT, "out.csv"), (signal.SIGTERM, "out.h5")]))
 def test_signal_while_predict_writes(small, many_rows, tmp_path, sig, output):
     """A signal sent while the temporary file exists stops the write: 128 + the signal, no output, nothing left
-    (SIGINT and SIGTERM while NumPy formatted the CSV cells were lost: exit 0 with the file written)."""
-    for _ in range(ATTEMPTS):
+    (SIGINT and SIGTERM while NumPy formatted the CSV cells were lost, in about half the runs: exit 0 with the file
+    written; two runs that reach the write are required, so the bug would show in three of four)."""
+    reached = 0
+    for _ in range(ATTEMPTS + 1):
         code, err, inside = _signal_when_temporary_appears(
             ["predict", small / "mlp.h5", many_rows, "-o", output, "-S", "50"], tmp_path, sig, output)
         assert leftovers(tmp_path) == []
         if inside:
             assert code == 128 + sig and not (tmp_path / output).exists(), err
-            return
+            reached += 1
+            if reached == 2:
+                return
+            continue
         assert _signal_outcome_is_documented(code, err, sig, [output] if (tmp_path / output).exists() else []), err
         (tmp_path / output).unlink(missing_ok=True)
-    pytest.fail(f"the signal never reached the write in {ATTEMPTS} runs")
+    pytest.fail(f"the signal reached the write in {reached} of {ATTEMPTS + 1} runs, not 2")
 
 
 @pytest.mark.parametrize("sig", some_slow([signal.SIGINT, signal.SIGTERM, signal.SIGHUP], [signal.SIGTERM]))
