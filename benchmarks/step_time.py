@@ -94,7 +94,8 @@ def parse_args(argv=None):
     p.add_argument("--method", default="slang", choices=sorted(TIMED))
     p.add_argument("--activation", default="relu")
     p.add_argument("--dtype", default="float64", choices=["float64", "float32"],
-                   help="precision of the network passes and of U (SLANG's --dtype)")
+                   help="the method's --dtype (SLANG: the network passes and U; IVON: the network passes and "
+                        "its state)")
     p.add_argument("--n-data", type=int, default=None, help="training-set size N (default 10 M)")
     p.add_argument("--min-time", type=float, default=2.0, help="seconds of timed steps at least")
     p.add_argument("--min-repeats", type=int, default=20)

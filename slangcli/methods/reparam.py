@@ -59,18 +59,19 @@ def kl_weight(t: int, anneal_steps: int) -> float:
 
 
 def likelihood_gradients(mu: np.ndarray, sigma: np.ndarray, eps: np.ndarray, problem: Problem, X: np.ndarray,
-                         y: np.ndarray):
+                         y: np.ndarray, dtype=np.float64):
     """``(c sum_s G_s, c sum_s G_s * eps_s)``, each ``(D,)``: the expected-NLL parts of ``dF/dmu`` and
     ``dF/dsigma`` at noise ``eps : (S, D)``; and the per-example NLL ``(S, M)`` at the samples.
 
-    The sums are new arrays, the caller's to overwrite."""
+    The samples, the network pass and the two sums are in ``dtype`` (the inputs ``X`` are rounded to it; ``mu``
+    and ``sigma`` are expected in it). The sums are new arrays, the caller's to overwrite."""
     S, M = eps.shape[0], X.shape[0]
-    # the noise arrives in float32 (slangcli.noise): one exact cast, because a product with a float32 operand costs
-    # twice a float64 one and the noise is used twice
-    eps = eps.astype(np.float64, copy=False)
+    # the noise arrives in float32 (slangcli.noise): one exact cast for a float64 pass, because a product with a
+    # float32 operand costs twice a float64 one and the noise is used twice
+    eps = eps.astype(dtype, copy=False)
     theta = sigma * eps
     theta += mu
-    nll, fg = problem.model.per_example_grads(theta, X, y)
+    nll, fg = problem.model.per_example_grads(theta, X.astype(dtype, copy=False), y)
     Gs = fg.sample_sums(scale=problem.n_data / (M * S))  # (S, D), c already applied
     if S == 1:  # the common case (one sample per step): no pass to sum over samples
         g_mu = Gs[0]
