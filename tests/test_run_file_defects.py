@@ -186,7 +186,7 @@ def test_the_data_statistics_keep_any_finite_value(tmp_path):
     with, not the data's statistics, so the run reads back and scores."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((40, 2))
-    lines = [f"{1e160 + 1e150 * a!r},{b:.6f},{int(a > 0)}" for a, b in X]
+    lines = [f"{float(1e160 + 1e150 * a)!r},{b:.6f},{int(a > 0)}" for a, b in X]
     (tmp_path / "big.csv").write_text("a,b,y\n" + "\n".join(lines) + "\n")
     write_run(tmp_path / "big.h5", fit(DataOptions(path=str(tmp_path / "big.csv"), standardize=True,
                                                    test_fraction=0.25), batch_size=10, epochs=2, eval_samples=10))
