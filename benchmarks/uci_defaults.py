@@ -18,14 +18,24 @@ interpreter start-up, which the sweep's worker processes pay once): wall time on
 CPU time only when the machine has a core free for every worker. Reports per data set and method the test
 log-likelihood and RMSE (mean +- standard error over splits), the 95 % interval coverage, the learned noise
 precision (median) and the seconds per fit, beside the tuned figures of the README for the four development sets.
+
+Choosing a default without the test rows: with ``--validation`` every split's test rows are left out altogether and
+a seeded 20 % of its training rows (``--validation-fraction``, ``--validation-seed``) is held out instead: the fits
+run on a copy of each folder (``data.txt`` linked, the index files of the split rewritten: the other training rows
+as ``index_train_K.txt``, the held-out ones as ``index_test_K.txt``), and the table's "test" columns are those
+held-out training rows. ``--extra-options "--init-precision 10 --beta 0.01"`` adds options to every fit (a
+candidate default, measured against the same fits without it).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import contextlib
 import math
 import os
+import shlex
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -48,14 +58,65 @@ def gal_folders(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and is_gal(p))
 
 
+def split_count(folder: Path) -> int:
+    return len(list(folder.glob("index_train_*.txt")))
+
+
+def read_index(path: Path) -> np.ndarray:
+    return np.loadtxt(path, dtype=float, ndmin=1).astype(np.int64)
+
+
+def validation_folder(folder: Path, dest: Path, splits, fraction: float, seed: int) -> Path:
+    """A Gal-layout copy of ``folder`` in ``dest/<name>`` whose split K trains on a seeded ``1 - fraction`` of
+    split K's training rows and is scored on the rest (its test rows appear nowhere): ``data.txt`` and the column
+    files are linked, ``index_train_K.txt`` and ``index_test_K.txt`` rewritten. The held-out rows of split K are
+    ``default_rng([seed, K])``'s choice, so they are the same for every fit and every run."""
+    out = dest / folder.name
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("data.txt", "index_features.txt", "index_target.txt"):
+        link = out / name
+        if not link.exists():
+            link.symlink_to((folder / name).resolve())
+    (out / "n_splits.txt").write_text(f"{split_count(folder)}\n")
+    for k in splits:
+        train = read_index(folder / f"index_train_{k}.txt")
+        held = np.zeros(train.size, dtype=bool)
+        held[np.random.default_rng([seed, k]).choice(train.size, int(round(fraction * train.size)), replace=False)] = True
+        np.savetxt(out / f"index_train_{k}.txt", train[~held], fmt="%d")
+        np.savetxt(out / f"index_test_{k}.txt", train[held], fmt="%d")
+    return out
+
+
+def parse_extra(text: str | None) -> dict:
+    """``--key value``, ``--key=value`` and ``--flag`` (True) pairs of ``--extra-options`` as sweep options."""
+    options, words = {}, shlex.split(text or "")
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if not word.startswith("--"):
+            raise ValueError(f"--extra-options: expected an option, got {word!r}")
+        if "=" in word:
+            key, value = word[2:].split("=", 1)
+        elif i + 1 < len(words) and not words[i + 1].startswith("--"):
+            key, value = word[2:], words[i + 1]
+            i += 1
+        else:
+            key, value = word[2:], True
+        options[key] = value
+        i += 1
+    return options
+
+
 def fit_options(job: dict) -> dict:
-    """The ``slang fit`` options of one (folder, split, method) fit: the protocol's budget, nothing else."""
+    """The ``slang fit`` options of one (folder, split, method) fit: the protocol's budget, nothing else (but the
+    job's ``extra`` options, if any)."""
     options = {"data": job["folder"], "uci-split": job["split"], "hidden": "50", "method": job["method"],
                "batch-size": 10, "epochs": job["epochs"], "samples": 4}
     if job["method"] == "slang":
         options["rank"] = 1
     if job["prior"]:
         options["prior-precision"] = job["prior"]
+    options.update(job.get("extra") or {})
     return options
 
 
@@ -93,21 +154,43 @@ def main(argv=None):
                    help="keep the run files and results table here; rerunning with the same DIR runs only the "
                         "fits not complete in it (default: a temporary directory)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the rows and summary as JSON ('-': stdout)")
+    p.add_argument("--validation", action="store_true",
+                   help="score on held-out training rows instead of the test rows (which no fit then sees)")
+    p.add_argument("--validation-fraction", type=float, default=0.2, help="the training rows held out (0.2)")
+    p.add_argument("--validation-seed", type=int, default=0, help="seed of the held-out rows (split K: [seed, K])")
+    p.add_argument("--extra-options", default=None, metavar="OPTIONS",
+                   help='slang fit options added to every fit, e.g. "--init-precision 10"')
     a = p.parse_args(argv)
     folders = gal_folders(Path(a.data_dir))
     if not folders:
         p.error(f"{a.data_dir}: no Gal-layout UCI folder")
-    jobs = []
-    for folder in folders:
-        n = len(list(folder.glob("index_train_*.txt")))
-        if a.splits is None:
-            splits = range(n)
-        elif "," in a.splits:
-            splits = [int(s) for s in a.splits.split(",")]
-        else:
-            splits = range(min(int(a.splits), n))
-        jobs += [{"folder": str(folder), "split": k, "method": m, "epochs": a.epochs, "prior": a.prior}
-                 for m in a.methods.split(",") for k in splits]
+    if not 0 < a.validation_fraction < 1:
+        p.error("--validation-fraction must be in (0, 1)")
+    try:
+        extra = parse_extra(a.extra_options)
+    except ValueError as e:
+        p.error(str(e))
+    with contextlib.ExitStack() as stack:
+        if a.validation:  # the copies live beside the run files (a rerun finds the same paths), else temporarily
+            dest = (Path(a.runs) / "validation-data" if a.runs
+                    else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="uci-validation-"))))
+        jobs = []
+        for folder in folders:
+            n = split_count(folder)
+            if a.splits is None:
+                splits = range(n)
+            elif "," in a.splits:
+                splits = [int(s) for s in a.splits.split(",")]
+            else:
+                splits = range(min(int(a.splits), n))
+            data = (validation_folder(folder, dest, splits, a.validation_fraction, a.validation_seed)
+                    if a.validation else folder)
+            jobs += [{"folder": str(data), "split": k, "method": m, "epochs": a.epochs, "prior": a.prior,
+                      "extra": extra} for m in a.methods.split(",") for k in splits]
+        report_runs(a, folders, jobs)
+
+
+def report_runs(a, folders, jobs):
     # a failed fit stops the script, naming it (the sweep's table in --runs has every fit's message)
     rows, _ = sweep_results("uci_defaults.py", jobs, fit_options, result_row,
                             lambda r: f"RMSE {r['test_rmse']:.3f} loglik {r['test_loglik']:.3f} ({r['seconds']:.1f} s)",
@@ -136,6 +219,9 @@ def main(argv=None):
                   f"{s['seconds_per_fit']:>9.2f}", file=report)
     print(f"(tuned SLANG run: {TUNED_CPU_PER_SPLIT:.1f} s per split on average; 1/20 of it is "
           f"{TUNED_CPU_PER_SPLIT / 20:.2f} s)", file=report)
+    if a.validation:
+        print(f"(scored on a held-out {a.validation_fraction:g} of each split's training rows, seed "
+              f"{a.validation_seed}; the tuned figures are test scores)", file=report)
     if a.json:
         text = json.dumps({"rows": rows, "summary": summary, "tuned_cpu_per_split": TUNED_CPU_PER_SPLIT}, indent=2)
         print(text) if a.json == "-" else Path(a.json).write_text(text + "\n")

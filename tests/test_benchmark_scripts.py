@@ -102,6 +102,34 @@ def test_uci_defaults_script_runs_its_fits_as_a_sweep(tmp_path, capsys, monkeypa
     assert json.loads(again.out)["rows"] == out["rows"] and "complete" not in again.err
 
 
+def test_uci_defaults_validation_scores_held_out_training_rows(tmp_path, capsys, monkeypatch):
+    """``uci_defaults.py --validation`` never shows a fit the split's test rows: each split trains on a seeded 80 % of
+    its training rows and is scored on the other 20 % (the same rows on every run); ``--extra-options`` reach every
+    fit's command."""
+    from slangcli.io import read_run
+
+    root = tmp_path / "collection"
+    folder = _gal_folder(root, "toy-a", 60, 3, 2, seed=1)
+    script = _load("uci_defaults", monkeypatch)
+    runs = tmp_path / "runs"
+    script.main(["--data-dir", str(root), "--epochs", "2", "--methods", "slang", "--runs", str(runs), "--validation",
+                 "--extra-options", "--init-precision 3 --lr=0.02", "--json", "-"])
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["rows"]) == 2
+    copy = runs / "validation-data" / "toy-a"
+    for k in range(2):
+        train, test = (np.loadtxt(folder / f"index_{part}_{k}.txt", dtype=int) for part in ("train", "test"))
+        fit_rows, held = (np.loadtxt(copy / f"index_{part}_{k}.txt", dtype=int) for part in ("train", "test"))
+        assert sorted([*fit_rows, *held]) == sorted(train) and len(held) == round(0.2 * len(train))
+        assert not set(test) & ({*fit_rows} | {*held})
+        again = script.validation_folder(folder, tmp_path / "again", [k], 0.2, 0)
+        np.testing.assert_array_equal(np.loadtxt(again / f"index_test_{k}.txt", dtype=int), held)
+    for path in sorted(runs.glob("*.h5")):
+        run = read_run(path)
+        assert run.config["hyper"]["init_precision"] == 3 and run.config["hyper"]["lr"] == 0.02
+        assert run.metrics["test"]["n"] == round(0.2 * 48)  # 60 rows: 48 for training, 12 of them held out
+
+
 def test_ktied_snr_window_replays_the_training_steps(monkeypatch):
     """``ktied_snr.measure`` records each window by replaying training steps by hand: the state it ends in is the
     one ``train.run`` reaches in as many steps, bit for bit, so the window's gradients are the training's own; and
