@@ -37,7 +37,9 @@ class Setup:
         """A fresh learner of this fit's learned precisions, from ``problem`` (default: the setup's)."""
         n, batch = self.problem.n_data, self.config["batch_size"]
         return learned.Learner(problem or self.problem, noise=self.learn_noise, prior=self.learn_prior,
-                               window=streams.steps_per_epoch(n, batch) if batch else 1)
+                               window=streams.steps_per_epoch(n, batch) if batch else 1,
+                               warmup=learned.warmup_steps(self.model, self.config.get("n_steps")),
+                               data=(self.prepared.X_train, self.prepared.y_train))
 
 
 def snr_options(cfg: dict) -> dict:

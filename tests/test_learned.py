@@ -172,3 +172,55 @@ def test_tune_starts_from_the_learned_values():
     # the tuned noise precision is fixed in the final fit; the prior precision goes on being learned
     assert run.config["learned"]["noise_precision"] is False and run.config["learned"]["prior_precision"] is True
     assert "noise_precision" not in run.history and "prior_precision" in run.history
+
+
+def test_noise_warmup_takes_tau_from_the_posterior_mean_then_from_em():
+    """During a network's warm-up tau is the residual precision of the posterior mean on the training rows, set at
+    each epoch end (its initial value before the first), whatever the sampled residuals say; after the warm-up the
+    EM update takes over from the sampled residuals, starting its average afresh."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(3)
+    model = MLP((2, 3, 1), likelihood="gaussian", noise_precision=1.0)
+    X, y = rng.standard_normal((12, 2)), rng.standard_normal(12)
+    mu = 0.3 * rng.standard_normal(model.n_params)
+    method = SimpleNamespace(posterior=lambda state: SimpleNamespace(mean=mu))
+    learner = learned.Learner(Problem(model, model.prior_precision(1.0, 1.0), 12), noise=True, window=4, warmup=8,
+                              data=(X, y))
+    f, _ = model.forward(mu[None], X)
+    of_mean = 1 / np.mean((f[0, :, 0] - y) ** 2)
+    assert abs(of_mean - 1) > 0.1
+    for t in range(1, 9):  # sampled residuals of a wide q: the EM update would give tau ~ 0.01
+        learner.after_step(method, SimpleNamespace(t=t), {"nll": 50.0}, epoch_end=t % 4 == 0, record=False)
+        assert learner.problem.model.noise_precision == (1.0 if t < 4 else pytest.approx(of_mean, rel=1e-12))
+    learner.after_step(method, SimpleNamespace(t=9), {"nll": 0.7}, epoch_end=False, record=False)
+    assert learner.problem.model.noise_precision == pytest.approx(1 / learned.squared_residual(0.7, of_mean))
+
+
+def test_noise_warmup_is_a_tenth_of_a_network_fit(monkeypatch):
+    """A network's fit warms up for a tenth of its steps (its learner takes tau from the posterior mean at the warm-up's
+    epoch ends, over the training rows); a linear model (one optimum) and a solver do not; a fit that does not learn
+    its noise precision has no warm-up."""
+    assert learned.warmup_steps(MLP((3, 5, 1), likelihood="gaussian"), 1200) == 120
+    assert learned.warmup_steps(MLP((3, 1), likelihood="gaussian"), 1200) == 0
+    assert learned.warmup_steps(MLP((3, 5, 1), likelihood="gaussian"), None) == 0
+    model = MLP((3, 5, 1), likelihood="gaussian")
+    problem = Problem(model, model.prior_precision(1.0, 1.0), 10)
+    assert learned.Learner(problem, noise=False, warmup=5, data=(np.zeros((10, 3)), np.zeros(10))).warmup == 0
+    calls = []
+
+    def mean_residual(model, mean, X, y):
+        calls.append(len(X))
+        return 0.01 * len(calls)
+
+    monkeypatch.setattr(learned, "mean_residual", mean_residual)
+    X, y = _blr(n=100, seed=8)
+    run = fit_prepared(prepare(X, y, likelihood="gaussian"), method="slang", hyper={"rank": 1, "samples": 2},
+                       hidden="5", noise_precision="auto", epochs=20, batch_size=10, eval_samples=20)
+    # 20 epochs of 10 steps: the first two are the warm-up, tau set at their ends from the training rows' residuals
+    assert calls == [100, 100]
+    np.testing.assert_allclose(run.history["noise_precision"][:2], [100.0, 50.0])
+    assert run.history["noise_precision"][2] != 50.0
+    linear = fit_prepared(prepare(X, y, likelihood="gaussian"), method="slang", hyper={"rank": 1, "samples": 2},
+                          noise_precision="auto", epochs=3, batch_size=10, eval_samples=20)
+    assert calls == [100, 100] and linear.history["noise_precision"].shape == (3,)
