@@ -15,6 +15,11 @@ never imports matplotlib, so everything a figure shows is tested without it.
 - posterior: means and marginal variances of the weights against a reference run's, and the covariances among
   the first weights (the SLANG paper's Figure 1);
 - sweep: a metric against a swept parameter, averaged over seeds and splits, one series per method.
+
+What is computed from a stored posterior (recomputed calibration, the spectrum, the posterior's moments and KL
+divergences) is computed as ``slang evaluate`` does, inside ``evaluation.computing_with``: NumPy's floating-point
+warnings off, every result checked, and a non-finite result or a failed factorisation one FormatError naming the
+run file (values the reader accepts can still overflow float64 arithmetic).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import numpy as np
 
 from slangcli import compress, divergence, metrics
 from slangcli.errors import ConfigError, DataError
+from slangcli.evaluation import check_finite, computing_with
 from slangcli.io import Run, read_run
 from slangcli.methods import METHODS
 from slangcli.methods.base import display_name, rank_symbol
@@ -226,8 +232,10 @@ def _score_classifier(run, run_name, data, *, bins, samples, seed) -> dict:
     from slangcli.workflow import load_test, score
 
     X, y, _ = load_test(run, run_name, data)
-    out = score(run.model, run.posterior, run.prior_precision, X_train=None, y_train=None, X_test=X, y_test=y,
-                samples=samples, seed=seed, bins=bins)
+    with computing_with(run_name):
+        out = score(run.model, run.posterior, run.prior_precision, X_train=None, y_train=None, X_test=X, y_test=y,
+                    samples=samples, seed=seed, bins=bins)
+    check_finite({"test": out["test"]}, "scores", run_name)
     return out["test"]
 
 
@@ -236,8 +244,10 @@ def _coverage(run, run_name, label, data, *, samples, seed) -> Coverage:
 
     X, y, source = load_test(run, run_name, data)
     # the weight samples of `slang evaluate --seed` and `slang predict --seed` (the one predictive)
-    out = metrics.regression_scores(run.posterior, run.model, X, y, samples=samples, seed=seed,
-                                    levels=COVERAGE_GRID)
+    with computing_with(run_name):
+        out = metrics.regression_scores(run.posterior, run.model, X, y, samples=samples, seed=seed,
+                                        levels=COVERAGE_GRID)
+    check_finite({"test": out}, "scores", run_name)
     levels = np.array(COVERAGE_GRID)
     observed = np.array([out["coverage"][f"{c:g}"] for c in COVERAGE_GRID])
     return Coverage(label, levels, observed, int(out["n"]), source.get("path", "test data"))
@@ -257,7 +267,7 @@ class Spectrum:
     kept: list | None  # rank per weight matrix of a compressed run
 
 
-def spectrum(run: Run, label: str) -> Spectrum:
+def spectrum(run: Run, label: str, run_name: str = "run") -> Spectrum:
     layers = run.model.layout.layers
     shapes = [(s.n_in, s.n_out) for s in layers]
     arrays = run.compression_arrays
@@ -266,11 +276,13 @@ def spectrum(run: Run, label: str) -> Spectrum:
         explained = [np.asarray(arrays[f"explained_variance_{l}"], dtype=float) for l in range(len(layers))]
         kept = [int(layer["rank"]) for layer in run.compression.get("layers", [])] or None
         return Spectrum(label, shapes, explained, kept)
-    matrices, _ = compress.std_matrices(run.posterior, run.model)
-    explained = []
-    for A in matrices:
-        s = np.linalg.svd(A, compute_uv=False)
-        explained.append(s**2 / np.sum(s**2))
+    with computing_with(run_name):
+        matrices, _ = compress.std_matrices(run.posterior, run.model)
+        explained = []
+        for A in matrices:
+            s = np.linalg.svd(A, compute_uv=False)
+            explained.append(s**2 / np.sum(s**2))
+    check_finite({"explained variance": explained}, "spectra", run_name)
     return Spectrum(label, shapes, explained, None)
 
 
@@ -290,16 +302,24 @@ class PosteriorSummary:
     symmetric_kl: float | None
 
 
-def summarize_posterior(run: Run, label: str, block: int = COVARIANCE_BLOCK, reference: Run | None = None):
+def summarize_posterior(run: Run, label: str, block: int = COVARIANCE_BLOCK, reference: Run | None = None, *,
+                        run_name: str = "run", reference_name: str = "reference") -> PosteriorSummary:
     p = run.posterior
     weights = np.flatnonzero(~run.model.layout.bias_mask())
     first = weights[:block]
     columns = np.zeros((p.mean.size, first.size))
     columns[first, np.arange(first.size)] = 1.0
-    # Sigma's columns of the first weights: O(D L B) for SLANG, never a D x D matrix for the structured kinds
-    covariance = p.cov_times(columns)[first]
-    kl = None if reference is None else divergence.symmetric_kl(p, reference.posterior)
-    return PosteriorSummary(label, p.mean[weights], p.marginal_variances()[weights], covariance, kl)
+    with computing_with(run_name):
+        # Sigma's columns of the first weights: O(D L B) for SLANG, never a D x D matrix for the structured kinds
+        covariance = p.cov_times(columns)[first]
+        variance = p.marginal_variances()[weights]
+    check_finite({"marginal variance": variance, "covariance": covariance}, "moments", run_name)
+    kl = None
+    if reference is not None:
+        with computing_with(run_name, reference_name):
+            kl = divergence.symmetric_kl(p, reference.posterior)
+        check_finite({"symmetric": kl}, "KL divergence", run_name, reference_name)
+    return PosteriorSummary(label, p.mean[weights], variance, covariance, kl)
 
 
 def compare_posterior(run: Run, run_name: str, label: str, reference: Run, reference_name: str,
@@ -308,7 +328,7 @@ def compare_posterior(run: Run, run_name: str, label: str, reference: Run, refer
     from slangcli.workflow import check_comparable
 
     check_comparable(run, run_name, reference, reference_name)
-    return summarize_posterior(run, label, block, reference)
+    return summarize_posterior(run, label, block, reference, run_name=run_name, reference_name=reference_name)
 
 
 # ------------------------------------------------------------------------------------------------ sweep

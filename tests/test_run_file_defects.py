@@ -1,5 +1,6 @@
 """Run files that are readable but not what they seem: string attributes stored as fixed-length bytes; a FIFO, a
-directory or a device given as the run file; stored values too large to compute with; soft or external links.
+directory or a device given as the run file; stored values too large to compute with (or to plot); soft or
+external links.
 
 Every refusal is one line naming the file, exit code 1, with no traceback and no NumPy warning on stderr. The
 command-line cases run ``python -m slangcli`` in a subprocess in a temporary directory, so that what reaches the
@@ -260,6 +261,56 @@ def test_scores_that_overflow_are_refused_by_the_library_too(runs):
         evaluate(run, name, str(runs / "reg.csv"), samples=10)
     with pytest.raises(FormatError, match="its posterior gives non-finite predictions"):
         predict(run, name, str(runs / "reg.csv"), samples=10)
+
+
+PLOT_OVERFLOWS = {
+    # U U^T overflows the capacitance matrix: the marginal variances' Cholesky factorisation failed (traceback)
+    "spectrum, U 1e149": ("logistic.h5", _set("posterior", "U", 1e149), ["--kind", "spectrum"],
+                          "its posterior is too ill-conditioned"),
+    "posterior, U 1e149": ("logistic.h5", _set("posterior", "U", 1e149),
+                           ["--kind", "posterior", "--reference", "logistic.h5"], "its posterior is too ill-conditioned"),
+    "calibration --bins, U 1e149": ("logistic.h5", _set("posterior", "U", 1e149),
+                                    ["--kind", "calibration", "--bins", "10"], "its posterior is too ill-conditioned"),
+    # the recomputed coverage: RMSE inf with a RuntimeWarning, and a figure written (exit 0)
+    "calibration, regression mean 1e149": ("regnet.h5", _set("posterior", "mean", 1e149), ["--kind", "calibration"],
+                                           "its posterior gives non-finite scores (test rmse inf)"),
+    # variances of 1e260, finite, overflow matplotlib's log-axis ticks (OverflowError traceback)
+    "posterior, log_sigma 300": ("regbbb.h5", _set("posterior", "log_sigma", 300.0),
+                                 ["--kind", "posterior", "--reference", "regnet.h5"], "values too large to draw"),
+}
+
+
+@pytest.mark.parametrize("case", list(PLOT_OVERFLOWS))
+def test_values_within_the_bound_that_overflow_a_plot_are_one_line(runs, case):
+    """slang plot's kinds that compute from a posterior (recomputed calibration, the spectrum, the posterior's
+    moments and KL divergence) and draw it: no warning, no traceback, one line naming the file, no figure."""
+    pytest.importorskip("matplotlib")
+    source, edit, options, says = PLOT_OVERFLOWS[case]
+    name = edited(runs, source, f"plot-{case.replace(' ', '-').replace(',', '')}.h5", edit)
+    code, err = slang("plot", name, *options, "-o", f"{name}.png", cwd=runs)
+    assert_one_line_error(code, err, f"slang: error: {name}", says)
+    assert not (runs / f"{name}.png").exists()
+    assert not [p.name for p in runs.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_plot_data_that_overflow_are_refused_by_the_library_too(runs):
+    import warnings
+
+    from slangcli import plotdata
+
+    name = edited(runs, "logistic.h5", "lib-plot-U.h5", _set("posterior", "U", 1e149))
+    run = read_run(runs / name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(FormatError, match=f"^{name}: its posterior is too ill-conditioned"):
+            plotdata.spectrum(run, "U", name)
+        with pytest.raises(FormatError, match=f"^{name}: its posterior is too ill-conditioned"):
+            plotdata.summarize_posterior(run, "U", run_name=name)
+    name = edited(runs, "regnet.h5", "lib-plot-mean.h5", _set("posterior", "mean", 1e149))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(FormatError, match=f"^{name}: its posterior gives non-finite scores"):
+            plotdata.calibration(read_run(runs / name), name, "mean", str(runs / "reg.csv"), samples=20)
 
 
 # ------------------------------------------------------------------------------------- soft and external links

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import click
+import numpy as np
 
 from slangcli.cli import main
 from slangcli.cli.options import BINS, SAMPLES, SEED, check_output
 from slangcli.cli.output import error, note
+from slangcli.errors import FormatError
 
 KINDS = ("training", "calibration", "spectrum", "posterior", "sweep")
 FORMATS = (".png", ".pdf", ".svg")
@@ -88,28 +91,41 @@ def plot(runs, kind, output, reference, data, bins, samples, seed, metric, param
     names = plotdata.labels_for(loaded, labels)
     if kind == "training":
         curves = [plotdata.training_curve(run, label, path) for (path, run), label in zip(loaded, names)]
-        fig = figures.training_figure(curves, title=title, log=log)
+        draw = functools.partial(figures.training_figure, curves, title=title, log=log)
     elif kind == "calibration":
         items = [plotdata.calibration(run, path, label, data, bins=bins, samples=samples, seed=seed)
                  for (path, run), label in zip(loaded, names)]
         if len({type(it) for it in items}) > 1:
             raise click.UsageError("calibration: mix of classification and regression runs; plot them apart")
-        fig = figures.calibration_figure(items, title=title)
+        draw = functools.partial(figures.calibration_figure, items, title=title)
     elif kind == "spectrum":
-        spectra = [plotdata.spectrum(run, label) for (_, run), label in zip(loaded, names)]
+        spectra = [plotdata.spectrum(run, label, path) for (path, run), label in zip(loaded, names)]
         if len({tuple(s.shapes) for s in spectra}) > 1:
             raise click.UsageError("spectrum: the runs' networks differ in shape; plot them apart")
-        fig = figures.spectrum_figure(spectra, top=top, title=title)
+        draw = functools.partial(figures.spectrum_figure, spectra, top=top, title=title)
     elif kind == "posterior":
         ref = plotdata.load_runs([reference])[0][1]
         comparisons = [plotdata.compare_posterior(run, path, label, ref, reference, block)
                        for (path, run), label in zip(loaded, names)]
-        summary = plotdata.summarize_posterior(ref, plotdata.method_label(ref), block)
-        fig = figures.posterior_figure(summary, comparisons, title=title)
+        summary = plotdata.summarize_posterior(ref, plotdata.method_label(ref), block, run_name=reference)
+        draw = functools.partial(figures.posterior_figure, summary, comparisons, title=title)
     else:
         if metric is None:
             metric = "rmse" if loaded[0][1].model.likelihood == "gaussian" else "nll"
         result = plotdata.sweep(loaded, metric, param)
-        fig = figures.sweep_figure(result, plotdata.metric_label(metric), title=title, log=log)
-    figures.save_figure(fig, output, dpi)
+        draw = functools.partial(figures.sweep_figure, result, plotdata.metric_label(metric), title=title,
+                                 log=log)
+    _draw_and_save(draw, figures, output, dpi, [path for path, _ in loaded] + ([reference] if reference else []))
     note(f"wrote {output}")
+
+
+def _draw_and_save(draw, figures, output, dpi, run_names) -> None:
+    """Draw the figure and write it. The values drawn are finite (plotdata checks what it computes), but values
+    near float64's limits (variances of 1e250, a log axis spanning 300 decades) overflow matplotlib's tick and
+    layout arithmetic: NumPy's warnings stay quiet, and an overflow is one line naming the run files."""
+    try:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+            figures.save_figure(draw(), output, dpi)
+    except OverflowError as exc:
+        raise FormatError(f"{', '.join(run_names)}: values too large to draw in a figure (matplotlib: {exc})") \
+            from None
