@@ -34,12 +34,19 @@ The numerical engine (``readers``, ``prepare``, ``models``, ``lowrank``, ``poste
 __version__ = "0.1.0"
 
 # before NumPy and SciPy load (see slangcli._startup): under a small memory limit, one BLAS thread
-from slangcli._startup import limit_threads_under_small_memory  # noqa: E402
+from slangcli._startup import limit_threads_under_small_memory, too_small_address_space  # noqa: E402
 
 limit_threads_under_small_memory()
 
-from slangcli.api import FitResult, fit, load  # noqa: E402
-from slangcli.estimators import SLANGClassifier, SLANGRegressor  # noqa: E402
-from slangcli.methods import METHODS  # noqa: E402
-
 __all__ = ["fit", "load", "FitResult", "SLANGClassifier", "SLANGRegressor", "METHODS", "__version__"]
+
+if too_small_address_space() is None:
+    from slangcli.api import FitResult, fit, load  # noqa: E402
+    from slangcli.estimators import SLANGClassifier, SLANGRegressor  # noqa: E402
+    from slangcli.methods import METHODS  # noqa: E402
+else:  # NumPy and SciPy cannot load: `import slangcli.cli` says so in one line, the API's names on first use
+
+    def __getattr__(name):
+        if name in __all__:
+            raise ImportError(f"slangcli.{name}: {too_small_address_space()}")
+        raise AttributeError(f"module 'slangcli' has no attribute {name!r}")

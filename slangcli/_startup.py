@@ -3,8 +3,10 @@
 OpenBLAS (NumPy and SciPy each bundle one) reserves a buffer per thread when it loads. Under a tight
 ``RLIMIT_AS`` (``ulimit -v 200000``) SciPy's copy failed to start its threads and spun at 100 % CPU inside
 ``import scipy`` for good; with one thread it loads. So when the limit is below ``SMALL_ADDRESS_SPACE`` and the
-user has not chosen thread counts, they are set to one here, before any BLAS library is loaded. Nothing here
-imports NumPy.
+user has not chosen thread counts, they are set to one here, before any BLAS library is loaded. Below
+``MIN_ADDRESS_SPACE`` the libraries cannot load at all: the package then defers its imports (the API's names raise
+ImportError with :func:`too_small_address_space`'s message) and the command line refuses with that message before
+importing them. Nothing here imports NumPy.
 """
 
 from __future__ import annotations
@@ -26,6 +28,17 @@ def address_space_limit() -> int | None:
         return None
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def too_small_address_space() -> str | None:
+    """What to say when the address-space limit is below ``MIN_ADDRESS_SPACE`` (None otherwise): below it NumPy,
+    SciPy and h5py cannot even load (a MemoryError or an ImportError from deep inside their imports, under
+    ``ulimit -v 200000``), and the first BLAS call would spin forever."""
+    limit = address_space_limit()
+    if limit is None or limit >= MIN_ADDRESS_SPACE:
+        return None
+    return (f"the address-space limit (ulimit -v) of {limit >> 20} MB is below the {MIN_ADDRESS_SPACE >> 20} MB "
+            "slang needs")
 
 
 def limit_threads_under_small_memory() -> bool:

@@ -10,11 +10,20 @@ character in a file name or value is written as its escape); data (``--json``) t
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from slangcli import __version__
-from slangcli._startup import MIN_ADDRESS_SPACE, address_space_limit
-from slangcli.cli.output import error, one_line, stdout_gone
+from slangcli._startup import too_small_address_space
+
+if too_small_address_space() is not None:
+    # refused before NumPy, SciPy and h5py are imported: under such a limit they fail to load (a MemoryError
+    # traceback under ulimit -v 200000), and the first BLAS call would spin forever inside OpenBLAS
+    sys.stderr.write(f"slang: error: {too_small_address_space()}\n")
+    raise SystemExit(1)
+
+from slangcli.cli.output import error, one_line, stdout_gone  # noqa: E402
 from slangcli.errors import ConfigError, SlangError
 from slangcli import outputs
 from slangcli.outputs import Terminated, raise_swallowed_signal, signals_raise
@@ -81,12 +90,6 @@ def main():
     slang sweep DATA... --rank 1,2,4 --seed 0-4 -o DIR
                                   a grid of fits on Dask, resumable, with a results table
     """
-    limit = address_space_limit()
-    if limit is not None and limit < MIN_ADDRESS_SPACE:
-        # refused up front: below it the first BLAS call would spin forever inside OpenBLAS (slangcli._startup)
-        error(f"the address-space limit (ulimit -v) of {limit >> 20} MB is below the {MIN_ADDRESS_SPACE >> 20} MB "
-              "slang needs")
-        click.get_current_context().exit(1)
     keep_freed_memory()
 
 
