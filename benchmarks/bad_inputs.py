@@ -9,7 +9,9 @@ Each case writes its files into a fresh directory and runs this checkout's ``sla
 the files as the user typed them; the few absolute paths a run file records are shown relative to that
 directory. The script checks what it documents: the exit code each case expects, no traceback, and on exit 1
 exactly one line ``slang: error: ...``; it stops with an error otherwise, so the page never shows a crash.
-About 140 commands, 2-4 minutes.
+A case may run under a file-size or address-space limit, with stdout redirected or closed, or be sent signals
+once its command reaches a point (a temporary file exists, or stderr shows a text); a signalled command must stop
+within SIGNAL_SECONDS. About 160 commands, 5-8 minutes.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from slangcli.workflow import DataOptions, fit  # noqa: E402
 
 PAGE = REPO / "docs" / "BAD_INPUTS.md"
 HANG_SECONDS = 60  # a command that has not finished by then is stopped and documented as hanging
+TRIGGER_SECONDS = 300  # how long a signal case waits for its trigger (a tuning round on a loaded machine)
+SIGNAL_SECONDS = 10  # a command given a signal must stop within this time (it stops at once: a few steps)
+CLOSED = "closed"  # Case.stdout: a pipe whose reader has gone, as with `| head -c 0`
 FAST = ["--epochs", "2", "--rank", "1"]
 TASK_LINES = ("slang: task: ", "slang: change the task ")
 
@@ -48,12 +53,30 @@ GOOD_CSV = "a,b,label\n" + "".join(
 # a header cell named "2" that is not the column at index 2
 NUMBER_HEADER = "x,2,y\n" + "".join(
     f"{x:.2f},{int(x > 0)},{y:.2f}\n" for x, y in np.random.default_rng(2).standard_normal((16, 2)))
+# a regression target (a network's outputs can overflow)
+REGRESSION_CSV = "a,b,y\n" + "".join(
+    f"{x:.2f},{y:.2f},{x - y + 0.1 * e:.3f}\n" for x, y, e in np.random.default_rng(6).standard_normal((24, 3)))
+# 200 rows, three features, a noisy linear rule: a --tune search whose first round takes a while
+TUNE_CSV = "a,b,c,label\n" + "".join(
+    f"{a:.4f},{b:.4f},{c:.4f},{'yes' if a - b + 0.5 * c + 0.3 * e > 0 else 'no'}\n"
+    for a, b, c, e in np.random.default_rng(7).standard_normal((200, 4)))
 GOOD_SVM = "".join(
     f"{'+1' if x > 0 else '-1'} 1:{x:.2f} 3:{y:.2f}\n" for x, y in np.random.default_rng(1).standard_normal((16, 2))
 )
 
 
 # ------------------------------------------------------------------------------------------------ cases
+
+
+@dataclass(frozen=True)
+class Signal:
+    """``times`` signals ``number`` sent to a case's command as soon as it reaches a point: a file matching
+    ``glob`` exists in its directory (``.p.csv*.tmp``: inside the write of p.csv), or its stderr holds ``text``."""
+
+    number: int
+    glob: str | None = None
+    text: str | None = None
+    times: int = 1
 
 
 @dataclass
@@ -64,10 +87,9 @@ class Case:
     exit: int  # the exit code slang must give (None: must hang)
     files: Callable[[Path], None] = lambda d: None  # writes the case's files into its directory
     fsize: int | None = None  # a file-size limit (ulimit -f, in bytes) for the command: a disk that fills up
-    stdout: str | None = None  # a file stdout is redirected to (/dev/full: a full disk)
+    stdout: str | None = None  # a file stdout is redirected to (/dev/full: a full disk), or CLOSED
     memory: int | None = None  # an address-space limit (ulimit -v, in bytes) for the command
-    # (signal, NAME): the signal is sent as soon as the command's temporary file .NAME*.tmp exists (inside a write)
-    signal: tuple | None = None
+    signal: Signal | None = None  # signals sent to the command, and when
     before: str = ""  # Python run before the command in its process (to lower a limit for the page)
 
 
@@ -149,13 +171,15 @@ def uci_fit(what, code=1, options=("--uci-split", "0"), **changes):
     return Case("Gal-layout UCI folder", what, ["fit", "toy", "-o", "run.h5", *FAST, *options], code, uci(**changes))
 
 
-def fitted(edit=None, *, test_fraction=0.25, name="run.h5"):
-    """Files: train.csv and a run file fitted to it (in-process), then ``edit(path)`` applied to the run file."""
+def fitted(edit=None, *, test_fraction=0.25, name="run.h5", data=GOOD_CSV, **options):
+    """Files: train.csv (``data``) and a run file fitted to it (in-process, with ``options`` of the fit), then
+    ``edit(path)`` applied to the run file."""
 
     def write(d):
-        (d / "train.csv").write_text(GOOD_CSV)
-        run = fit(DataOptions(path=str(d / "train.csv"), test_fraction=test_fraction), hyper={"rank": 1},
-                  batch_size=8, epochs=2, command=["slang", "fit", "train.csv", "-o", name])
+        (d / "train.csv").write_text(data)
+        options.setdefault("hyper", {"rank": 1})
+        run = fit(DataOptions(path=str(d / "train.csv"), test_fraction=test_fraction), batch_size=8, epochs=2,
+                  command=["slang", "fit", "train.csv", "-o", name], **options)
         write_run(d / name, run)
         if edit is not None:
             edit(d / name)
@@ -177,6 +201,29 @@ def replace(name, value):
         f.create_dataset(name, data=value)
 
     return h5edit(change)
+
+
+def fill(name, value):
+    """Every value of the dataset ``name`` set to ``value``."""
+    return h5edit(lambda f: f[name].__setitem__(Ellipsis, value))
+
+
+def link_mean(kind):
+    """/posterior/mean replaced by a soft link to a copy inside the file, or an external link to another file."""
+
+    def edit(path):
+        with h5py.File(path, "r+") as f:
+            mean = f["posterior/mean"][()]
+            del f["posterior/mean"]
+            if kind == "soft":
+                f["history/kept"] = mean
+                f["posterior/mean"] = h5py.SoftLink("/history/kept")
+            else:
+                with h5py.File(path.parent / "elsewhere.h5", "w") as other:
+                    other["mean"] = mean
+                f["posterior/mean"] = h5py.ExternalLink("elsewhere.h5", "/mean")
+
+    return edit
 
 
 def set_attr(where, name, value):
@@ -432,6 +479,27 @@ CASES = [
     Case("Run files", "slang fit --resume from another working directory (the recorded absolute paths are read)",
          ["fit", "--resume", "sub/ck.h5", "--no-progress"], 0, checkpointed(cwd="sub")),
     Case("Run files", "a checkpoint whose stored lr is NaN", ["fit", "--resume", "ck.h5"], 1, nan_lr_checkpoint),
+    run_case("unknown posterior encoding stored as a fixed-length byte string (named as text)",
+             set_attr("/posterior", "encoding-type", np.bytes_(b"kfac-gaussian")), "inspect", "run.h5"),
+    Case("Run files", "a FIFO as the run file (refused before opening it, which would wait for a writer)",
+         ["evaluate", "pipe.h5"], 1, lambda d: os.mkfifo(d / "pipe.h5")),
+    Case("Run files", "a device as the run file", ["inspect", "/dev/null"], 1),
+    run_case("posterior mean of 1e300 (beyond the reader's bound: its square overflows)",
+             fill("posterior/mean", 1e300)),
+    Case("Run files", "regression network (--hidden 4) whose posterior mean is 1e149: within the bound, but its "
+         "predictions overflow", ["evaluate", "run.h5"], 1,
+         fitted(fill("posterior/mean", 1e149), data=REGRESSION_CSV, hidden=(4,))),
+    Case("Run files", "slang plot --kind spectrum of a rank-2 SLANG posterior whose U is 1e149 (U U^T overflows)",
+         ["plot", "run.h5", "--kind", "spectrum", "-o", "p.png"], 1,
+         fitted(fill("posterior/U", 1e149), hyper={"rank": 2})),
+    Case("Run files", "slang plot --kind posterior of a rank-2 SLANG posterior whose U is 1e149",
+         ["plot", "run.h5", "--kind", "posterior", "--reference", "ref.h5", "-o", "p.png"], 1,
+         both(fitted(name="ref.h5", hyper={"rank": 2}), fitted(fill("posterior/U", 1e149), hyper={"rank": 2}))),
+    Case("Run files", "slang plot --kind calibration of the regression network whose posterior mean is 1e149",
+         ["plot", "run.h5", "--kind", "calibration", "-o", "p.png"], 1,
+         fitted(fill("posterior/mean", 1e149), data=REGRESSION_CSV, hidden=(4,))),
+    run_case("/posterior/mean an external link into another file", link_mean("external")),
+    run_case("/posterior/mean a soft link within the file", link_mean("soft")),
     cli("--target 2 where a header column is named 2 (the name wins, and is said)", *FAST, "--target", "2",
         code=0, files=text("train.csv", NUMBER_HEADER)),
     cli("--target #2: a 0-based position, whatever the header says", *FAST, "--target", "#2", code=0,
@@ -465,9 +533,26 @@ CASES = [
          "weights)", ["fit", "train.csv", "--hidden", "3000,3000", *FAST, "-o", "run.h5"], 1,
          text("train.csv", GOOD_CSV), memory=700 << 20),
     Case("Output files, signals and resources", "SIGTERM while slang predict writes its CSV file",
-         ["predict", "run.h5", "many.csv", "-o", "p.csv"], 143, many_rows, signal=(15, "p.csv")),
+         ["predict", "run.h5", "many.csv", "-o", "p.csv"], 143, many_rows, signal=Signal(15, glob=".p.csv*.tmp")),
     Case("Output files, signals and resources", "SIGINT (Ctrl-C) while slang compress writes its files",
-         ["compress", "run.h5", "-k", "1", "-o", "c.h5"], 130, wide_run, signal=(2, "c.h5")),
+         ["compress", "run.h5", "-k", "1", "-o", "c.h5"], 130, wide_run, signal=Signal(2, glob=".c.h5*.tmp")),
+    Case("Output files, signals and resources", "SIGINT (Ctrl-C) while slang predict writes its CSV file",
+         ["predict", "run.h5", "many.csv", "-o", "p.csv"], 130, many_rows, signal=Signal(2, glob=".p.csv*.tmp")),
+    Case("Output files, signals and resources", "SIGHUP while slang predict writes its CSV file",
+         ["predict", "run.h5", "many.csv", "-o", "p.csv"], 129, many_rows, signal=Signal(1, glob=".p.csv*.tmp")),
+    Case("Output files, signals and resources", "SIGTERM during --tune, once the first round's 'slang: tuning' lines "
+         "appear (stops at once)", ["fit", "data.csv", "--tune", "prior-precision", "--epochs", "150", "-o",
+                                    "out.h5"], 143, text("data.csv", TUNE_CSV),
+         signal=Signal(15, text="slang: tuning")),
+    Case("Output files, signals and resources", "SIGINT (Ctrl-C) during --tune, once the first round's 'slang: "
+         "tuning' lines appear", ["fit", "data.csv", "--tune", "prior-precision", "--epochs", "150", "-o",
+                                  "out.h5"], 130, text("data.csv", TUNE_CSV), signal=Signal(2, text="slang: tuning")),
+    Case("Output files, signals and resources", "stdout closed by its reader (slang evaluate run.h5 --json | "
+         "head -c 0): quiet", ["evaluate", "run.h5", "--json"], 141, fitted(), stdout=CLOSED),
+    Case("Output files, signals and resources", "an address-space limit of 300 MB (ulimit -v 307200): refused up "
+         "front", ["evaluate", "run.h5"], 1, fitted(), memory=300 << 20),
+    Case("Output files, signals and resources", "an address-space limit of 200 000 KB (ulimit -v 200000; OpenBLAS "
+         "spun forever in import scipy)", ["evaluate", "run.h5"], 1, fitted(), memory=200000 << 10),
     cli("features near 1e160 overflow the fit", *FAST, code=1,
         files=text("train.csv", "a,b,label\n" + "".join(f"{v:.3e},1,{k % 2}\n" for k, v in
                                                        enumerate(np.linspace(-1e160, 1e160, 12))))),
@@ -480,6 +565,7 @@ CASES = [
 def slang(case, cwd):
     """(exit code or None if stopped, stderr) of this checkout's slang run in ``cwd`` with ``case``'s arguments,
     limits, stdout and signal."""
+    import locale
     import resource
     import time
 
@@ -493,35 +579,54 @@ def slang(case, cwd):
                NO_COLOR="1", TERM="dumb", COLUMNS="100")
     command = [sys.executable, "-c", f"{case.before}from slangcli.cli import main; main(prog_name='slang')",
                *case.args]
-    # a signal case runs again when the command ended before its temporary file was seen (a loaded machine)
+    # a signal case runs again when the command ended before its trigger was seen (a loaded machine)
     for _ in range(3 if case.signal else 1):
-        with open(case.stdout or os.devnull, "w") as sink:
-            proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=sink, stderr=subprocess.PIPE, text=True,
-                                    preexec_fn=limit)
-            sent = case.signal is None or _signal_inside_write(proc, cwd, *case.signal)
+        with open(os.devnull if case.stdout in (None, CLOSED) else case.stdout, "w") as sink:
+            proc = subprocess.Popen(command, cwd=cwd, env=env, stderr=subprocess.PIPE, preexec_fn=limit,
+                                    stdout=subprocess.PIPE if case.stdout == CLOSED else sink)
+            if case.stdout == CLOSED:
+                proc.stdout.close()  # the reader went away before the command wrote anything
+            seen, sent = b"", None
+            if case.signal is not None:
+                seen, sent = _signal_when_triggered(proc, cwd, case.signal)
             try:
-                _, stderr = proc.communicate(timeout=HANG_SECONDS)
+                _, rest = proc.communicate(timeout=HANG_SECONDS)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
                 return None, ""
-        if sent:
+            if sent is not None and time.monotonic() - sent > SIGNAL_SECONDS:
+                raise SystemExit(f"bad_inputs.py: {case.what}: still running {SIGNAL_SECONDS} s after the signal")
+        if case.signal is None or sent is not None:
             break
         time.sleep(1)
-    return proc.returncode, stderr
+    return proc.returncode, (seen + rest).decode(locale.getpreferredencoding(False))
 
 
-def _signal_inside_write(proc, cwd, signum, name):
-    """Send ``signum`` to ``proc`` as soon as a temporary file ``.NAME*.tmp`` exists in ``cwd``; whether it was."""
+def _signal_when_triggered(proc, cwd, signal):
+    """Send ``signal`` to ``proc`` as soon as its trigger is seen (what the command wrote to stderr meanwhile is
+    read here); returns (that stderr, the time the signal was sent, or None if the command ended first or a
+    triggering file was gone once the signal was sent: a write that had ended, whose outcome would differ)."""
+    import fnmatch
+    import select
     import time
 
-    deadline = time.monotonic() + HANG_SECONDS
+    seen = b""
+    deadline = time.monotonic() + TRIGGER_SECONDS
     while proc.poll() is None and time.monotonic() < deadline:
-        if any(p.name.startswith(f".{name}") and p.name.endswith(".tmp") for p in Path(cwd).iterdir()):
-            proc.send_signal(signum)
-            return True
-        time.sleep(0.0005)
-    return False
+        if signal.text is not None:
+            if select.select([proc.stderr], [], [], 0.01)[0]:
+                seen += os.read(proc.stderr.fileno(), 65536)
+            triggered = [] if signal.text.encode() in seen else None
+        else:
+            triggered = [p for p in Path(cwd).iterdir() if fnmatch.fnmatchcase(p.name, signal.glob)] or None
+            time.sleep(0.0005)
+        if triggered is not None:
+            for _ in range(signal.times):
+                proc.send_signal(signal.number)
+            sent = time.monotonic()
+            return seen, sent if all(p.exists() for p in triggered) else None
+    return seen, None
 
 
 def check(case, code, stderr):
@@ -541,9 +646,13 @@ def check(case, code, stderr):
 def cell(code, stderr, directory):
     if code is None:
         return f"(nothing: stopped after {HANG_SECONDS} s)"
+    if not stderr:
+        return "(nothing)"
     lines = stderr.replace(str(directory) + os.sep, "").replace(str(directory), ".").rstrip("\n").split("\n")
     if code == 0:  # the notes, not the metrics table
         lines = [line for line in lines if line.startswith("slang: ")] + ["(then the metrics table)"]
+    elif code == 141:  # stdout's reader went away: the metrics table still goes to stderr, and no message
+        lines = [line for line in lines if line.startswith("slang: ")] + ["(the metrics table only)"]
     return "<code>" + "<br>".join(html.escape(line, quote=False).replace("|", "&#124;") for line in lines) + "</code>"
 
 
@@ -573,7 +682,7 @@ def generate(progress=lambda message: None) -> str:
                 raise SystemExit(f"bad_inputs.py: {case.section} / {case.what}: left {', '.join(left)}")
             shown_code = "—" if code is None else str(code)
             sections.setdefault(case.section, []).append(
-                f"| {case.what} | {command_cell(case.args)} | {shown_code} | {cell(code, stderr, directory)} |")
+                f"| {case.what.replace('|', '&#124;')} | {command_cell(case.args)} | {shown_code} | {cell(code, stderr, directory)} |")
             shutil.rmtree(directory)
     lines = [
         "# Bad inputs and what slang says",

@@ -1,5 +1,5 @@
 """``docs/BAD_INPUTS.md`` is what ``benchmarks/bad_inputs.py`` generates from this checkout (slow: it runs slang
-about 100 times, and one case waits for a libhdf5 hang to time out)."""
+about 160 times, one case waits for a libhdf5 hang to time out, and two for a --tune search's first round)."""
 
 import importlib.util
 import sys
