@@ -268,7 +268,8 @@ PLOT_OVERFLOWS = {
     "spectrum, U 1e149": ("logistic.h5", _set("posterior", "U", 1e149), ["--kind", "spectrum"],
                           "its posterior is too ill-conditioned"),
     "posterior, U 1e149": ("logistic.h5", _set("posterior", "U", 1e149),
-                           ["--kind", "posterior", "--reference", "logistic.h5"], "its posterior is too ill-conditioned"),
+                           ["--kind", "posterior", "--reference", "logistic.h5"],
+                           "its posterior is too ill-conditioned"),
     "calibration --bins, U 1e149": ("logistic.h5", _set("posterior", "U", 1e149),
                                     ["--kind", "calibration", "--bins", "10"], "its posterior is too ill-conditioned"),
     # the recomputed coverage: RMSE inf with a RuntimeWarning, and a figure written (exit 0)
