@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from results import sweep_results, table_stream, write_json
+from results import add_sweep_arguments, sweep_results, table_stream, write_json
 from slangcli.divergence import symmetric_kl
 from slangcli.io import read_run
 
@@ -136,13 +136,7 @@ def main(argv=None):
     p.add_argument("--splits", type=int, default=20, help="random splits per data set (a1a always has one)")
     p.add_argument("--epochs", type=int, default=10000, help="epochs of every iterative method")
     p.add_argument("--methods", default=None, help="comma-separated subset (e.g. slang-L1,mf-ef,exact-full)")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="worker processes of the local Dask cluster (each runs one fit at a time on one core)")
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="run the fits on this Dask cluster instead (slang sweep's machinery)")
-    p.add_argument("--runs", default=None, metavar="DIR",
-                   help="keep the run files and results table here; rerunning with the same DIR runs only the "
-                        "fits not complete in it (default: a temporary directory)")
+    add_sweep_arguments(p)
     p.add_argument("--json", default=None, metavar="FILE", help="write the table as JSON ('-' for stdout)")
     a = p.parse_args(argv)
 

@@ -10,6 +10,18 @@ import tempfile
 from pathlib import Path
 
 
+def add_sweep_arguments(parser) -> None:
+    """The options of a benchmark whose fits run through :func:`sweep_results`: where they run and where their run
+    files are kept."""
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="worker processes of the local Dask cluster (each runs one fit at a time on one core)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="run the fits on this Dask cluster instead (slang sweep's machinery)")
+    parser.add_argument("--runs", default=None, metavar="DIR",
+                        help="keep the run files and results table here; rerunning with the same DIR runs only the "
+                             "fits not complete in it (default: a temporary directory)")
+
+
 def table_stream(json_dest):
     """The stream for the human-readable table, given the script's ``--json`` value (None, a path or ``-``)."""
     return sys.stderr if str(json_dest) == "-" else sys.stdout

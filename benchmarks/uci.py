@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from results import sweep_results, table_stream, write_json
+from results import add_sweep_arguments, sweep_results, table_stream, write_json
 from slangcli.io import read_run
 
 LARGE = 5000  # rows above which the authors used S = 2 and rates 0.005
@@ -133,13 +133,7 @@ def main(argv=None):
     p.add_argument("--slang-beta", type=float, default=None,
                    help="SLANG's precision rate beta, or the start of its search (default: the protocol's, equal "
                         "to its rate alpha)")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="worker processes of the local Dask cluster (each runs one fit at a time on one core)")
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="run the fits on this Dask cluster instead (slang sweep's machinery)")
-    p.add_argument("--runs", default=None, metavar="DIR",
-                   help="keep the run files and results table here; rerunning with the same DIR runs only the "
-                        "fits not complete in it (default: a temporary directory)")
+    add_sweep_arguments(p)
     p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON ('-' for stdout)")
     a = p.parse_args(argv)
 

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from results import sweep_results, table_stream
+from results import add_sweep_arguments, sweep_results, table_stream
 from slangcli.fitting import far_worse
 from slangcli.io import read_run
 
@@ -146,13 +146,7 @@ def main(argv=None):
     p.add_argument("--methods", default="slang,bbb")
     p.add_argument("--prior", default=None, help="--prior-precision of every fit (default: slang fit's)")
     p.add_argument("--epochs", type=int, default=120, help="the protocol's 120 (fewer: a smoke run)")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="worker processes of the local Dask cluster (each runs one fit at a time on one core)")
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="run the fits on this Dask cluster instead (slang sweep's machinery)")
-    p.add_argument("--runs", default=None, metavar="DIR",
-                   help="keep the run files and results table here; rerunning with the same DIR runs only the "
-                        "fits not complete in it (default: a temporary directory)")
+    add_sweep_arguments(p)
     p.add_argument("--json", default=None, metavar="FILE", help="write the rows and summary as JSON ('-': stdout)")
     p.add_argument("--validation", action="store_true",
                    help="score on held-out training rows instead of the test rows (which no fit then sees)")
