@@ -10,6 +10,30 @@ Runs, on the same splits, the same network, the same initial mean and the same m
 - any slang step method by its ``--method`` name (default: ``ivon`` and ``slang``), with its defaults and the
   ``--hyper`` overrides.
 
+Regression's noise precision (on the standardised target) is ``--noise-precision``: 1 by default, fixed for every
+method (nothing is tuned); ``auto`` lets slang's methods learn it as ``slang fit`` does by default (the learner of
+``slangcli.learned`` attached to the training loop as the fit attaches it, and, for a network, the natural-gradient
+rates ``slangcli.learned.NETWORK_RATES`` unless ``--hyper`` gives them). The reference cannot learn it; it uses
+``--reference-noise-precision`` (repeatable: one reference variant each, named ``ivon-ref@...`` when there are
+several):
+
+- a number: that value;
+- ``learned``: the value slang's ``--learned-from`` method (default ``slang``) learned on the same split and seed,
+  at the same number of epochs if it ran them, else at its longest run (the reference is given the value it would
+  otherwise have to find: generous to it);
+- a comma list: for each split, seed and number of epochs, the value whose reference fit on four fifths of the
+  training part has the best NLL on the remaining fifth (the ``--validation`` fold); then the fit on the whole
+  training part.
+
+Without ``--reference-noise-precision`` the reference uses ``--noise-precision`` when that is a number and
+``learned`` with ``auto``. IVON's step on the mean is ``lr`` times the gradient of the loss, which scales with the
+noise precision, while its preconditioner starts at ``hess_init`` whatever the loss (and moves 1 - beta2^t of the
+way to the data's curvature): at lr 0.2 the reference diverges on Boston from a noise precision of about 2.
+``--reference-rescale`` runs it at ``lr / tau`` and ``hess_init * tau`` instead, the steps on the mean of noise
+precision 1 and an initial posterior width scaled as the likelihood's curvature (nothing changes at tau = 1).
+Each run records the noise precision it ended with (``noise_precision``, the learned one for ``auto``) and how it
+was set (``noise_rule``).
+
 Every posterior, the reference's included (its mean and ``sigma = 1 / sqrt(ess (h + delta))``), is scored by the
 same code (``slangcli.workflow.score``): the Monte-Carlo predictive of ``--eval-samples`` weight samples (the
 test NLL per example and accuracy for classification; RMSE and the per-point log-likelihood in the target's units
@@ -21,7 +45,7 @@ Data sets (``--data-dir``, default ``$SLANG_DATA_DIR`` or ``../shared/datasets``
 
 - ``usps``: LIBSVM USPS 3 vs 5, 256-50-1 ReLU, random 50/50 splits with split seeds 0, 1, 2;
 - ``boston``, ``concrete``: the Gal-layout UCI folders, 1 x 50 ReLU, standardised features and target, splits 0-4,
-  noise precision ``--noise-precision`` on the standardised target (fixed: nothing is tuned here);
+  noise precision as above;
 - ``mnist``: 784-400-400-10 ReLU on the training images, scored on a held-out sixth (10 000 validation images,
   split seed 0); the test images are never read.
 
@@ -29,6 +53,11 @@ Data sets (``--data-dir``, default ``$SLANG_DATA_DIR`` or ``../shared/datasets``
 to compare settings without the test data.
 
 The mean and standard error of each figure are over the splits and ``--seeds`` (default: seed 0 only).
+``--epochs`` applies to every method; ``--method-epochs METHOD:E,...`` gives one method (or every reference
+variant, as ``ivon-ref``) its own training lengths, e.g. the length at which its CPU time matches another's.
+``--pair A:EA,B:EB`` (repeatable) adds the NLL difference A - B paired by split and seed (mean and standard error).
+A slang fit that diverges is recorded with ``diverged`` and NLL NaN, and left out of the means (the table counts
+it); so is a reference fit whose posterior is not finite.
 Prior precision ``--prior-precision`` (1) on the weights and 1e-5 on the biases (slang fit's defaults), batch size
 32. torch and ivon-opt are this script's own requirements (``pip install torch ivon-opt``), not slang's.
 """
@@ -45,15 +74,15 @@ import itertools  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from dataclasses import asdict, dataclass  # noqa: E402
+from dataclasses import asdict, dataclass, replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from results import table_stream, write_json  # noqa: E402
-from slangcli import streams, train, workflow  # noqa: E402
-from slangcli.errors import SlangError  # noqa: E402
+from slangcli import fitsetup, learned, streams, train, workflow  # noqa: E402
+from slangcli.errors import DivergenceError, SlangError  # noqa: E402
 from slangcli.methods import METHODS  # noqa: E402
 from slangcli.methods.base import Problem  # noqa: E402
 from slangcli.models import MLP  # noqa: E402
@@ -62,6 +91,8 @@ from slangcli.workflow import DataOptions  # noqa: E402
 
 BIAS_PRIOR = 1e-5
 REFERENCE = "ivon-ref"
+AUTO = "auto"
+LEARNED = "learned"
 VALIDATION_SEED = 2024  # of --validation's hold-out fifth of each training part
 
 
@@ -136,15 +167,30 @@ def parse_hyper(items: list[str]) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- slang's methods
-def fit_slang(method: str, hyper: dict, s: Split, problem: Problem, *, seed: int, batch_size: int, n_steps: int):
+def fit_slang(method: str, hyper: dict, s: Split, problem: Problem, *, seed: int, batch_size: int, n_steps: int,
+              learn_noise: bool = False):
+    """slang's ``method`` from its defaults and ``hyper``; with ``learn_noise`` (regression), the noise precision
+    is learned from ``problem``'s as ``slang fit --noise-precision auto`` learns it: a network takes the rates of
+    ``slangcli.learned.rates_for_learned_noise`` that ``hyper`` does not give, and the fit's learner
+    (``slangcli.fitsetup.Setup.learner``) rides the training loop. Returns ``(posterior, problem it ended with,
+    CPU s, wall s, hyperparameters used)``; raises DivergenceError as the loop does."""
     module = METHODS[method]
+    learn_noise = learn_noise and problem.model.likelihood == "gaussian"
+    if learn_noise and not problem.model.is_linear:
+        hyper = {**learned.rates_for_learned_noise(module), **hyper}
     h = module.Hyper(**hyper)
+    learner = None
+    if learn_noise:
+        # the fit's setup, with the split in place of the prepared data (its training arrays)
+        setup = fitsetup.Setup(method, module, h, problem.model, problem, s, {"batch_size": batch_size}, [],
+                               learn_noise=True)
+        learner = setup.learner()
     with threadpool_limits(limits=1):
         c0, w0 = time.process_time(), time.perf_counter()
         state, _ = train.run(module, h, problem, s.X_train, s.y_train, seed=seed, batch_size=batch_size,
-                             n_steps=n_steps)
+                             n_steps=n_steps, learner=learner)
         cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-    return module.posterior(state), cpu, wall, asdict(h)
+    return module.posterior(state), learner.problem if learner else problem, cpu, wall, asdict(h)
 
 
 # ---------------------------------------------------------------------------------------------- the reference
@@ -160,7 +206,7 @@ def fit_reference(hyper: dict, s: Split, problem: Problem, *, seed: int, batch_s
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     h = METHODS["ivon"].Hyper(**hyper)
-    model = s.model
+    model = problem.model  # s.model with the noise precision of this fit
     mean0 = model.init_mean(streams.derive_rng(seed, streams.INIT))  # what slang's methods start from
     layers, acts = [], []
     for (W, b), lay in zip(model.layout.unflatten(mean0), model.layout.layers):
@@ -219,10 +265,12 @@ def fit_reference(hyper: dict, s: Split, problem: Problem, *, seed: int, batch_s
 
 
 def score(posterior, s: Split, problem: Problem, *, samples: int, seed: int) -> dict:
-    out = workflow.score(s.model, posterior, problem.prior_precision, X_train=None, y_train=None, X_test=s.X_test,
-                         y_test=s.y_test, target_scale=s.target_scale, predictive="mc", samples=samples, seed=seed)
+    """The held-out scores of ``posterior`` under ``problem.model`` (its noise precision: the one of the fit)."""
+    out = workflow.score(problem.model, posterior, problem.prior_precision, X_train=None, y_train=None,
+                         X_test=s.X_test, y_test=s.y_test, target_scale=s.target_scale, predictive="mc",
+                         samples=samples, seed=seed)
     test = out["test"]
-    if s.model.likelihood == "gaussian":
+    if problem.model.likelihood == "gaussian":
         return {"nll": -test["loglik"], "rmse": test["rmse"]}
     return {"nll": test["nll"], "accuracy": test["accuracy"]}
 
@@ -230,6 +278,66 @@ def score(posterior, s: Split, problem: Problem, *, samples: int, seed: int) -> 
 def mean_se(values) -> tuple[float, float]:
     v = np.asarray(values, dtype=float)
     return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else 0.0
+
+
+def with_noise(problem: Problem, tau: float) -> Problem:
+    """``problem`` with the noise precision ``tau`` (regression; classification is returned unchanged)."""
+    if problem.model.likelihood != "gaussian":
+        return problem
+    return replace(problem, model=replace(problem.model, noise_precision=float(tau)))
+
+
+def parse_noise(value: str) -> float | str:
+    """``--noise-precision``: a positive number or ``auto``."""
+    if value.strip() == AUTO:
+        return AUTO
+    tau = float(value)
+    if not 0 < tau < math.inf:
+        raise ValueError(f"a noise precision must be positive and finite, got {value}")
+    return tau
+
+
+def parse_reference_noise(value: str) -> float | str | tuple:
+    """``--reference-noise-precision``: a number, ``learned``, or a comma list of numbers (a tuple: the one
+    chosen on the validation fold)."""
+    value = value.strip()
+    if value == LEARNED:
+        return LEARNED
+    values = tuple(parse_noise(v) for v in value.split(",") if v.strip())
+    if not values or AUTO in values:
+        raise ValueError(f"expected a number, {LEARNED} or a comma list of numbers, got {value!r}")
+    return values[0] if len(values) == 1 else values
+
+
+def noise_label(rule) -> str:
+    """The suffix of a reference variant's name: ``1``, ``learned``, ``val``."""
+    if isinstance(rule, tuple):
+        return "val"
+    return rule if rule == LEARNED else f"{rule:g}"
+
+
+def parse_method_epochs(items: list[str]) -> dict:
+    """``["ivon-ref:20,150", ...]`` -> ``{"ivon-ref": [20, 150]}``."""
+    out = {}
+    for item in items:
+        method, _, epochs = item.rpartition(":")
+        out[method.strip()] = [int(e) for e in epochs.split(",") if e.strip()]
+    return out
+
+
+def parse_pair(item: str) -> tuple:
+    """``"slang:20,ivon-ref:150"`` -> ``(("slang", 20), ("ivon-ref", 150))``."""
+    sides = []
+    for side in item.split(","):
+        method, _, epochs = side.strip().rpartition(":")
+        sides.append((method, int(epochs)))
+    if len(sides) != 2:
+        raise ValueError(f"expected METHOD:EPOCHS,METHOD:EPOCHS, got {item!r}")
+    return tuple(sides)
+
+
+def finite_posterior(posterior) -> bool:
+    return bool(np.all(np.isfinite(posterior.mean)) and np.all(np.isfinite(posterior.log_sigma)))
 
 
 def main(argv=None):
@@ -241,16 +349,32 @@ def main(argv=None):
     p.add_argument("--hyper", action="append", default=[], metavar="METHOD:KEY=VALUE,...",
                    help="hyperparameters of a slang method (ivon's also set the reference's); repeatable")
     p.add_argument("--epochs", default="20", help="comma-separated training lengths (one fit each)")
+    p.add_argument("--method-epochs", action="append", default=[], metavar="METHOD:E,...",
+                   help=f"a method's own training lengths instead of --epochs ({REFERENCE}: every reference "
+                        "variant); repeatable")
     p.add_argument("--splits", type=int, default=None, help="only the first N splits")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--prior-precision", type=float, default=1.0)
-    p.add_argument("--noise-precision", type=float, default=1.0, help="regression, on the standardised target")
+    p.add_argument("--noise-precision", default="1",
+                   help=f"regression, on the standardised target: a number (fixed), or {AUTO} (slang's methods "
+                        "learn it, as slang fit does by default)")
+    p.add_argument("--reference-noise-precision", action="append", default=[], metavar="TAU|learned|TAU,TAU,...",
+                   help=f"the reference's noise precision: a number, {LEARNED} (the one --learned-from learned on "
+                        "the same split and seed) or a comma list (the best on the validation fold); repeatable, "
+                        f"one reference variant each (default: --noise-precision, or {LEARNED} with {AUTO})")
+    p.add_argument("--reference-rescale", action="store_true",
+                   help="the reference at noise precision tau runs at lr / tau and hess_init * tau (its mean steps "
+                        "those of tau = 1)")
+    p.add_argument("--learned-from", default="slang",
+                   help=f"the slang method whose learned noise precision the reference's {LEARNED} takes")
     p.add_argument("--eval-samples", type=int, default=100)
     p.add_argument("--validation", action="store_true",
                    help="hold out a fifth of each split's training part and score there (for choosing settings; "
                         "the test part is not used)")
     p.add_argument("--seeds", default="0", help="comma-separated seeds of initialisation, minibatches and samples "
                    "(one fit per seed and split)")
+    p.add_argument("--pair", action="append", default=[], metavar="A:EA,B:EB",
+                   help="report the NLL difference A - B paired by split and seed; repeatable")
     p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON ('-' for stdout)")
     a = p.parse_args(argv)
 
@@ -260,59 +384,199 @@ def main(argv=None):
         if m not in METHODS:
             p.error(f"--hyper: unknown method {m!r}")
         hyper[m].update(values)
+    try:
+        noise = parse_noise(a.noise_precision)
+        ref_rules = [parse_reference_noise(v) for v in a.reference_noise_precision]
+        pairs = [parse_pair(v) for v in a.pair]
+    except ValueError as exc:
+        p.error(str(exc))
+    if not ref_rules:
+        ref_rules = [LEARNED if noise == AUTO else noise]
     methods = [m.strip() for m in a.methods.split(",") if m.strip()]
     for m in methods:
         if m != REFERENCE and m not in METHODS:
             p.error(f"--methods: unknown method {m!r}")
+    slang_methods = [m for m in methods if m != REFERENCE]
+    # the reference's variants: (name, noise rule); one variant keeps the plain name
+    variants = []
+    if REFERENCE in methods:
+        names = [REFERENCE] if len(ref_rules) == 1 else [f"{REFERENCE}@{noise_label(r)}" for r in ref_rules]
+        if len(set(names)) != len(names):
+            p.error("--reference-noise-precision: two variants of the same kind (at most one comma list)")
+        variants = list(zip(names, ref_rules))
+    if any(r == LEARNED for _, r in variants) and (noise != AUTO or a.learned_from not in slang_methods):
+        p.error(f"--reference-noise-precision {LEARNED} needs --noise-precision {AUTO} and the --learned-from "
+                f"method {a.learned_from!r} in --methods")
+    if a.validation and any(isinstance(r, tuple) for _, r in variants):
+        p.error("--reference-noise-precision: a list is chosen on the validation fold; not with --validation")
     epochs = [int(e) for e in a.epochs.split(",")]
+    own_epochs = parse_method_epochs(a.method_epochs)
+    for m in own_epochs:
+        if m not in slang_methods and m not in (REFERENCE, *(name for name, _ in variants)):
+            p.error(f"--method-epochs: {m!r} is not in --methods")
+
+    def epochs_of(name: str) -> list[int]:
+        return own_epochs.get(name, own_epochs.get(REFERENCE if name.startswith(REFERENCE) else name, epochs))
+
     seeds = [int(e) for e in a.seeds.split(",")]
     data_dir = Path(a.data_dir)
+    ivon_defaults = asdict(METHODS["ivon"].Hyper(**hyper["ivon"]))
+
+    def reference_hyper(tau: float) -> dict:
+        """The reference's hyperparameters at noise precision ``tau`` (``--reference-rescale``)."""
+        if not a.reference_rescale:
+            return hyper["ivon"]
+        return {**hyper["ivon"], "lr": ivon_defaults["lr"] / tau, "hess_init": ivon_defaults["hess_init"] * tau}
+    start_noise = 1.0 if noise == AUTO else noise  # slang fit starts a learned one from 1
 
     results = []
     for name in [d.strip() for d in a.dataset.split(",") if d.strip()]:
-        splits = dataset_splits(name, data_dir, a.noise_precision)[: a.splits]
+        splits = dataset_splits(name, data_dir, start_noise)[: a.splits]
         for opts, hidden, k in splits:
-            s = load(name, opts, hidden, k, a.noise_precision, a.validation)
+            s = load(name, opts, hidden, k, start_noise, a.validation)
             problem = Problem(s.model, s.model.prior_precision(a.prior_precision, BIAS_PRIOR), len(s.X_train))
-            for n_epochs, seed, m in itertools.product(epochs, seeds, methods):
-                n_steps = n_epochs * streams.steps_per_epoch(len(s.X_train), a.batch_size)
-                kw = dict(seed=seed, batch_size=a.batch_size, n_steps=n_steps)
-                if m == REFERENCE:
-                    post, cpu, wall, used = fit_reference(hyper["ivon"], s, problem, **kw)
-                else:
-                    post, cpu, wall, used = fit_slang(m, hyper[m], s, problem, **kw)
+            regression = s.model.likelihood == "gaussian"
+            fold = None  # the validation fold of this split, for the reference's choice from a list
+
+            def record(m, seed, n_epochs, n_steps, fitted, ended, cpu, wall, used, rule, **extra):
+                """One run's record (scored unless the fit diverged), printed as it is made."""
+                scores = (score(fitted, s, ended, samples=a.eval_samples, seed=seed)
+                          if fitted is not None else {"nll": math.nan})
                 r = {"dataset": name, "split": k, "seed": seed, "method": m, "epochs": n_epochs, "steps": n_steps,
                      "cpu_seconds": cpu, "seconds": wall, "hyper": used, "held_out": s.held_out,
-                     **score(post, s, problem, samples=a.eval_samples, seed=seed)}
+                     "noise_precision": float(ended.model.noise_precision) if regression else None,
+                     "noise_rule": rule if regression else None, **extra, **scores}
+                if fitted is None:
+                    r["diverged"] = True
                 results.append(r)
-                extra = f"accuracy {r['accuracy']:.4f}" if "accuracy" in r else f"RMSE {r['rmse']:.3f}"
+                if fitted is None:
+                    extra_text = "diverged"
+                else:
+                    extra_text = (f"accuracy {r['accuracy']:.4f}" if "accuracy" in r else
+                                  f"RMSE {r['rmse']:.3f} tau {r['noise_precision']:.4g}")
                 print(f"{name} split {k} seed {seed} {m} {n_epochs} epochs: {s.held_out} NLL {r['nll']:.4f} "
-                      f"{extra} ({cpu:.2f} s CPU, {wall:.2f} s wall)", file=sys.stderr)
+                      f"{extra_text} ({cpu:.2f} s CPU, {wall:.2f} s wall)", file=sys.stderr)
+                return r
 
+            for seed in seeds:
+                learned_tau = {}  # epochs -> the noise precision --learned-from ended with, this split and seed
+                for m in slang_methods:
+                    for n_epochs in epochs_of(m):
+                        n_steps = n_epochs * streams.steps_per_epoch(len(s.X_train), a.batch_size)
+                        kw = dict(seed=seed, batch_size=a.batch_size, n_steps=n_steps)
+                        try:
+                            post, ended, cpu, wall, used = fit_slang(m, hyper[m], s, problem,
+                                                                     learn_noise=noise == AUTO, **kw)
+                        except DivergenceError:
+                            post, ended, cpu, wall, used = None, problem, math.nan, math.nan, hyper[m]
+                        rule = "learned" if noise == AUTO else "fixed"
+                        r = record(m, seed, n_epochs, n_steps, post, ended, cpu, wall, used, rule)
+                        if m == a.learned_from and post is not None:
+                            learned_tau[n_epochs] = r["noise_precision"]
+                for variant, rule in variants:
+                    for n_epochs in epochs_of(variant):
+                        n_steps = n_epochs * streams.steps_per_epoch(len(s.X_train), a.batch_size)
+                        kw = dict(seed=seed, batch_size=a.batch_size, n_steps=n_steps)
+                        extra, how = {}, "fixed"
+                        if not regression:
+                            tau = start_noise
+                        elif rule == LEARNED:
+                            if not learned_tau:
+                                sys.exit(f"peers.py: {a.learned_from} diverged on {name} split {k} seed {seed}: "
+                                         f"no learned noise precision for {variant}")
+                            source = n_epochs if n_epochs in learned_tau else max(learned_tau)
+                            tau, how = learned_tau[source], f"learned by {a.learned_from} in {source} epochs"
+                            extra = {"noise_from": {"method": a.learned_from, "epochs": source}}
+                        elif isinstance(rule, tuple):
+                            if fold is None:
+                                fold = load(name, opts, hidden, k, start_noise, validation=True)
+                            fold_problem = Problem(fold.model, problem.prior_precision, len(fold.X_train))
+                            fold_kw = dict(kw, n_steps=n_epochs * streams.steps_per_epoch(len(fold.X_train),
+                                                                                          a.batch_size))
+                            choice = {}
+                            for candidate in rule:
+                                cp = with_noise(fold_problem, candidate)
+                                cpost, *_ = fit_reference(reference_hyper(candidate), fold, cp, **fold_kw)
+                                nll = (score(cpost, fold, cp, samples=a.eval_samples, seed=seed)["nll"]
+                                       if finite_posterior(cpost) else math.inf)
+                                choice[f"{candidate:g}"] = nll if math.isfinite(nll) else None
+                            finite = {c: v for c, v in zip(rule, choice.values()) if v is not None}
+                            tau = min(finite, key=finite.get) if finite else rule[0]
+                            how = "best on the validation fold"
+                            extra = {"noise_validation_nll": choice}
+                        else:
+                            tau = rule
+                        fp = with_noise(problem, tau)
+                        post, cpu, wall, used = fit_reference(reference_hyper(tau) if regression else hyper["ivon"],
+                                                              s, fp, **kw)
+                        record(variant, seed, n_epochs, n_steps, post if finite_posterior(post) else None, fp, cpu,
+                               wall, used, how, **extra)
+
+    # the table: by data set, then epochs, then method, in the order given
+    order = {m: i for i, m in enumerate([*slang_methods, *(v for v, _ in variants)])}
+    keys = sorted(dict.fromkeys((r["dataset"], r["method"], r["epochs"]) for r in results),
+                  key=lambda key: (key[2], order[key[1]]))
+    datasets = list(dict.fromkeys(r["dataset"] for r in results))
+    keys.sort(key=lambda key: datasets.index(key[0]))
     table = []
-    for key in dict.fromkeys((r["dataset"], r["method"], r["epochs"]) for r in results):
+    for key in keys:
         rows = [r for r in results if (r["dataset"], r["method"], r["epochs"]) == key]
+        ok = [r for r in rows if not r.get("diverged")]
         e = {"dataset": key[0], "method": key[1], "epochs": key[2], "runs": len(rows),
              "splits": len({r["split"] for r in rows}), "held_out": rows[0]["held_out"]}
+        if len(ok) < len(rows):
+            e["diverged"] = len(rows) - len(ok)
         for metric in ("nll", "accuracy", "rmse", "cpu_seconds", "seconds"):
-            if metric in rows[0]:
-                e[metric], e[metric + "_se"] = mean_se([r[metric] for r in rows])
+            if ok and metric in ok[0]:
+                e[metric], e[metric + "_se"] = mean_se([r[metric] for r in ok])
+        if ok and ok[0]["noise_precision"] is not None:
+            e["noise_precision_median"] = float(np.median([r["noise_precision"] for r in ok]))
         table.append(e)
 
+    paired = []
+    for (ma, ea), (mb, eb) in pairs:
+        for dataset in datasets:
+            runs_a = {(r["split"], r["seed"]): r for r in results
+                      if (r["dataset"], r["method"], r["epochs"]) == (dataset, ma, ea) and not r.get("diverged")}
+            runs_b = {(r["split"], r["seed"]): r for r in results
+                      if (r["dataset"], r["method"], r["epochs"]) == (dataset, mb, eb) and not r.get("diverged")}
+            both = sorted(set(runs_a) & set(runs_b))
+            if not both:
+                continue
+            diff, diff_se = mean_se([runs_a[j]["nll"] - runs_b[j]["nll"] for j in both])
+            paired.append({"dataset": dataset, "a": {"method": ma, "epochs": ea}, "b": {"method": mb, "epochs": eb},
+                           "runs": len(both), "nll_difference": diff, "nll_difference_se": diff_se,
+                           "cpu_seconds_a": float(np.mean([runs_a[j]["cpu_seconds"] for j in both])),
+                           "cpu_seconds_b": float(np.mean([runs_b[j]["cpu_seconds"] for j in both]))})
+
     report = table_stream(a.json)
-    print(f"{'data set':9s} {'method':9s} {'epochs':>6s} {'runs':>6s} {'NLL':>16s} {'acc / RMSE':>17s} "
-          f"{'CPU s':>7s} {'wall s':>7s}", file=report)
+    width = max([9, *(len(e["method"]) for e in table)])
+    print(f"{'data set':9s} {'method':{width}s} {'epochs':>6s} {'runs':>6s} {'NLL':>16s} {'acc / RMSE':>17s} "
+          f"{'CPU s':>7s} {'wall s':>7s} {'tau':>8s}", file=report)
     for e in table:
+        if "nll" not in e:
+            print(f"{e['dataset']:9s} {e['method']:{width}s} {e['epochs']:6d} {e['runs']:6d} all diverged",
+                  file=report)
+            continue
         second = (f"{e['accuracy']:.4f}±{e['accuracy_se']:.4f}" if "accuracy" in e
                   else f"{e['rmse']:.3f}±{e['rmse_se']:.3f}")
-        print(f"{e['dataset']:9s} {e['method']:9s} {e['epochs']:6d} {e['runs']:6d} "
-              f"{e['nll']:8.4f}±{e['nll_se']:.4f} {second:>17s} {e['cpu_seconds']:7.2f} {e['seconds']:7.2f}",
-              file=report)
+        tau = f"{e['noise_precision_median']:8.4g}" if "noise_precision_median" in e else ""
+        note = f" ({e['diverged']} diverged)" if "diverged" in e else ""
+        print(f"{e['dataset']:9s} {e['method']:{width}s} {e['epochs']:6d} {e['runs']:6d} "
+              f"{e['nll']:8.4f}±{e['nll_se']:.4f} {second:>17s} {e['cpu_seconds']:7.2f} {e['seconds']:7.2f} "
+              f"{tau}{note}", file=report)
+    for d in paired:
+        print(f"{d['dataset']:9s} NLL {d['a']['method']} {d['a']['epochs']} epochs - {d['b']['method']} "
+              f"{d['b']['epochs']} epochs: {d['nll_difference']:+.4f}±{d['nll_difference_se']:.4f} "
+              f"({d['runs']} pairs; CPU s {d['cpu_seconds_a']:.2f} / {d['cpu_seconds_b']:.2f})", file=report)
     if a.json:
-        write_json({"epochs": epochs, "batch_size": a.batch_size, "prior_precision": a.prior_precision,
-                    "bias_prior_precision": BIAS_PRIOR, "noise_precision": a.noise_precision,
-                    "eval_samples": a.eval_samples, "seeds": seeds, "methods": methods, "table": table,
-                    "runs": results}, a.json)
+        write_json({"epochs": epochs, "method_epochs": own_epochs, "batch_size": a.batch_size,
+                    "prior_precision": a.prior_precision, "bias_prior_precision": BIAS_PRIOR,
+                    "noise_precision": noise,
+                    "reference_noise_precision": {v: (list(r) if isinstance(r, tuple) else r) for v, r in variants},
+                    "reference_rescale": a.reference_rescale, "learned_from": a.learned_from,
+                    "eval_samples": a.eval_samples, "seeds": seeds,
+                    "methods": methods, "table": table, "paired": paired, "runs": results}, a.json)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """``benchmarks/peers.py`` on small data of the shared mirror's layout (a LIBSVM ``usps_3vs5`` and a Gal-layout
-``bostonHousing``): slang's methods end to end with clean JSON; the PyTorch reference (only where torch and
-ivon-opt are installed, which slang never requires) starts from slang's initial mean and IVON's initial
-precision in slang's parameter layout; a missing reference package is a clear message."""
+``bostonHousing``): slang's methods end to end with clean JSON; a learned noise precision is the one ``slang fit``
+learns; the reference's noise precision rules (fixed, learned by slang, chosen on the validation fold, rescaled
+rates) with the reference replaced by a stand-in, so they run without torch; the PyTorch reference itself (only
+where torch and ivon-opt are installed, which slang never requires) starts from slang's initial mean and IVON's
+initial precision in slang's parameter layout; a missing reference package is a clear message."""
 
 import importlib.util
 import json
@@ -49,6 +51,9 @@ def test_slang_methods_run_on_both_kinds_of_data(tmp_path, capsys, monkeypatch):
         assert ("accuracy" in r) == (r["dataset"] == "usps") and ("rmse" in r) == (r["dataset"] == "boston")
     assert {r["hyper"]["samples"] for r in out["runs"] if r["method"] == "mf-ef"} == {2}
     assert {r["hyper"]["lr"] for r in out["runs"] if r["method"] == "ivon"} == {0.2}  # the script's default
+    # regression at the fixed noise precision 1 unless asked otherwise
+    assert {(r["noise_precision"], r["noise_rule"]) for r in out["runs"] if r["dataset"] == "boston"} == \
+        {(1.0, "fixed")}
     assert {(e["dataset"], e["method"], e["epochs"], e["splits"], e["runs"]) for e in out["table"]} == \
         {(d, m, e, 2, 4) for d in ("usps", "boston") for m in ("ivon", "mf-ef") for e in (1,)}
 
@@ -100,3 +105,101 @@ def test_validation_holds_out_a_fifth_of_the_training_part(tmp_path, monkeypatch
     rows = {tuple(r) for r in full.X_train}
     assert all(tuple(r) in rows for r in np.vstack([val.X_train, val.X_test]))  # the test part is not used
     assert not any(tuple(r) in {tuple(t) for t in val.X_train} for r in val.X_test)
+
+
+def test_learned_noise_precision_is_the_one_slang_fit_learns(tmp_path, capsys, monkeypatch):
+    """``--noise-precision auto``: slang's methods learn tau on regression (nothing on classification), with the
+    network rates of slangcli.learned for the methods that take them; the learned value and the fit's posterior
+    are those of ``slang fit --noise-precision auto`` with the same options."""
+    from slangcli import learned, workflow
+
+    peers = _load("peers", monkeypatch)
+    data = _data_dir(tmp_path)
+    peers.main(["--data-dir", str(data), "--dataset", "usps,boston", "--methods", "slang,ivon", "--noise-precision",
+                "auto", "--epochs", "2", "--splits", "1", "--eval-samples", "5", "--json", "-"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["noise_precision"] == "auto"
+    boston = {r["method"]: r for r in out["runs"] if r["dataset"] == "boston"}
+    usps = {r["method"]: r for r in out["runs"] if r["dataset"] == "usps"}
+    assert all(r["noise_precision"] is None and r["noise_rule"] is None for r in usps.values())
+    assert all(r["noise_rule"] == "learned" and r["noise_precision"] != 1.0 for r in boston.values())
+    assert boston["slang"]["hyper"]["beta"] == learned.NETWORK_RATES["beta"]
+    assert boston["slang"]["hyper"]["decay"] == learned.NETWORK_RATES["decay"]
+    assert usps["slang"]["hyper"]["decay"] == 0.51  # classification: the method's own rates
+    assert "beta" not in boston["ivon"]["hyper"]
+    assert {e["noise_precision_median"] for e in out["table"] if e["dataset"] == "boston"} == \
+        {boston["slang"]["noise_precision"], boston["ivon"]["noise_precision"]}
+    opts, hidden, _ = peers.dataset_splits("boston", data, 1.0)[0]
+    run = workflow.fit_prepared(workflow.load_training(opts), method="slang", hyper={"rank": 8, "samples": 4},
+                                hidden=hidden, noise_precision="auto", epochs=2, batch_size=32, seed=0,
+                                eval_samples=5)
+    assert run.config["hyper"]["beta"] == learned.NETWORK_RATES["beta"]
+    np.testing.assert_allclose(boston["slang"]["noise_precision"], run.model.noise_precision, rtol=1e-9)
+
+
+def test_reference_noise_precision_rules(tmp_path, capsys, monkeypatch):
+    """The reference variants (a stand-in for the PyTorch reference: torch is not needed): ``learned`` takes what
+    slang learned on the same split and seed (at the same epochs, else its longest run), a list takes the value
+    with the best NLL on the validation fold (a diverging candidate never), ``--reference-rescale`` divides lr and
+    multiplies hess_init by tau; the pairs are by split and seed."""
+    peers = _load("peers", monkeypatch)
+    calls = []
+
+    def stand_in(hyper, s, problem, *, seed, batch_size, n_steps):
+        tau = problem.model.noise_precision
+        calls.append((len(s.X_train), tau, hyper, n_steps))
+        mean = s.model.init_mean(peers.streams.derive_rng(seed, peers.streams.INIT))
+        if tau == 4.0:
+            mean = np.full_like(mean, np.nan)  # a diverged fit
+        log_sigma = np.full_like(mean, np.log(0.1 / tau))  # the NLL differs from one tau to the next
+        return peers.DiagonalGaussian(mean=mean, log_sigma=log_sigma), 0.0, 0.0, dict(hyper)
+
+    monkeypatch.setattr(peers, "fit_reference", stand_in)
+    peers.main(["--data-dir", str(_data_dir(tmp_path)), "--dataset", "boston", "--methods", "slang,ivon-ref",
+                "--noise-precision", "auto", "--reference-noise-precision", "learned", "--reference-noise-precision",
+                "2", "--reference-noise-precision", "0.5,1,4", "--reference-rescale", "--epochs", "1",
+                "--method-epochs", "ivon-ref:1,2", "--splits", "2", "--seeds", "0,1", "--eval-samples", "5",
+                "--pair", "slang:1,ivon-ref@learned:2", "--json", "-"])
+    out = json.loads(capsys.readouterr().out)
+    runs = out["runs"]
+    slang = {(r["split"], r["seed"]): r for r in runs if r["method"] == "slang"}
+    assert {r["method"] for r in runs} == {"slang", "ivon-ref@learned", "ivon-ref@2", "ivon-ref@val"}
+    assert {(r["method"], r["epochs"]) for r in runs if r["method"] != "slang"} == \
+        {(m, e) for m in ("ivon-ref@learned", "ivon-ref@2", "ivon-ref@val") for e in (1, 2)}
+    for r in runs:
+        if r["method"] == "ivon-ref@learned":
+            assert r["noise_precision"] == slang[r["split"], r["seed"]]["noise_precision"]
+            assert r["noise_from"] == {"method": "slang", "epochs": 1}  # 2 epochs: slang's longest run
+        if r["method"] == "ivon-ref@2":
+            assert r["noise_precision"] == 2.0 and r["hyper"]["lr"] == 0.1 and r["hyper"]["hess_init"] == 2.0
+        if r["method"] == "ivon-ref@val":
+            choice = r["noise_validation_nll"]
+            assert set(choice) == {"0.5", "1", "4"} and choice["4"] is None
+            best = min((v, float(c)) for c, v in choice.items() if v is not None)[1]
+            assert r["noise_precision"] == best and r["noise_rule"] == "best on the validation fold"
+            assert r["hyper"]["lr"] == pytest.approx(0.2 / best)
+    n_train = {len_ for len_, *_ in calls}
+    assert len(n_train) == 2  # the validation fold's fits train on fewer rows
+    (pair,) = out["paired"]
+    assert pair["runs"] == 4 and pair["a"] == {"method": "slang", "epochs": 1}
+    diffs = [slang[r["split"], r["seed"]]["nll"] - r["nll"] for r in runs
+             if (r["method"], r["epochs"]) == ("ivon-ref@learned", 2)]
+    assert pair["nll_difference"] == pytest.approx(np.mean(diffs))
+
+
+def test_diverged_slang_fits_are_recorded_and_left_out(tmp_path, capsys, monkeypatch):
+    peers = _load("peers", monkeypatch)
+    real = peers.fit_slang
+
+    def diverging(method, *args, seed, **kw):
+        if seed == 1:
+            raise peers.DivergenceError("diverged")
+        return real(method, *args, seed=seed, **kw)
+
+    monkeypatch.setattr(peers, "fit_slang", diverging)
+    peers.main(["--data-dir", str(_data_dir(tmp_path)), "--dataset", "boston", "--methods", "ivon", "--epochs", "1",
+                "--splits", "1", "--seeds", "0,1", "--eval-samples", "5", "--json", "-"])
+    out = json.loads(capsys.readouterr().out)
+    (e,) = out["table"]
+    assert e["runs"] == 2 and e["diverged"] == 1 and np.isfinite(e["nll"])
+    assert [bool(r.get("diverged")) for r in out["runs"]] == [False, True]
