@@ -230,20 +230,6 @@ def _started(args, cwd):
                             stderr=subprocess.PIPE, text=True, env=ENV)
 
 
-def _wait_for(proc, text, timeout=120):
-    """Read stderr lines until one holds ``text``; returns what was read."""
-    seen = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        seen.append(line)
-        if text in line:
-            return "".join(seen)
-    raise AssertionError("".join(seen))
-
-
 def test_two_sigterms_exit_143_with_a_checkpoint(named):
     d, _, _ = named
     out = d / "two.h5"
