@@ -25,17 +25,18 @@ from slangcli.models import MLP
 from slangcli.posteriors import DiagonalGaussian
 
 
-def _reference_step(mean, hess, mom, t, eps, X, y, lam, n, hyper):
-    """One step of the published algorithm: ``(mean, hess, mom)`` of a linear logistic regression whose
-    parameters are the weights followed by the bias; ``lam`` the per-parameter prior precision."""
+def _reference_step(mean, hess, mom, t, eps, X, y, lam, n, hyper, tau=None):
+    """One step of the published algorithm: ``(mean, hess, mom)`` of a linear logistic regression (or, given the
+    noise precision ``tau``, a linear Gaussian regression) whose parameters are the weights followed by the bias;
+    ``lam`` the per-parameter prior precision."""
     wd = lam / n
     sigma = 1.0 / np.sqrt(n * (hess + wd))
     Xb = np.hstack([X, np.ones((X.shape[0], 1))])
     grads, nxgs = [], []
     for e in eps:
         theta = mean + sigma * e
-        p = 1.0 / (1.0 + np.exp(-(Xb @ theta)))
-        g = Xb.T @ (p - y) / X.shape[0]  # gradient of the mean NLL over the minibatch
+        residual = 1.0 / (1.0 + np.exp(-(Xb @ theta))) - y if tau is None else tau * (Xb @ theta - y)
+        g = Xb.T @ residual / X.shape[0]  # gradient of the mean NLL over the minibatch
         grads.append(g)
         nxgs.append(sigma * e * g)
     avg_grad, avg_nxg = np.mean(grads, 0), np.mean(nxgs, 0)
@@ -44,8 +45,9 @@ def _reference_step(mean, hess, mom, t, eps, X, y, lam, n, hyper):
     new_hess = b2 * hess + (1 - b2) * f + 0.5 * (1 - b2) ** 2 * (hess - f) ** 2 / (hess + wd)
     new_mom = b1 * mom + (1 - b1) * avg_grad
     step = (new_mom / (1 - b1**t) + wd * mean) / (new_hess + wd)
-    n_clipped = int(np.sum(np.abs(step) > hyper.clip_radius))
+    n_clipped = 0
     if hyper.clip_radius is not None:
+        n_clipped = int(np.sum(np.abs(step) > hyper.clip_radius))
         step = np.clip(step, -hyper.clip_radius, hyper.clip_radius)
     new_mean = mean - hyper.lr * (hyper.hess_init + wd) * step
     return new_mean, new_hess, new_mom, n_clipped
@@ -78,6 +80,46 @@ def test_two_updates_equal_the_published_algorithm():
         np.testing.assert_allclose(state.m, N * mom, rtol=1e-12, atol=1e-14)
     assert 0 < clipped < 2 * (P + 1), clipped  # both branches of the clipping were exercised
     assert not np.allclose(state.d, N * 0.5 + lam, rtol=1e-3)  # the estimate moved the precision
+
+
+def test_noise_precision_rescales_the_published_rate_and_initial_hessian():
+    """At noise precision tau the update is the published one at rate ``lr / tau`` and ``hess_init * tau``; when a
+    learned tau moves (4 -> 2.5 -> 10), the per-example Hessian and the momentum are rescaled with it and the next
+    step is the published one at the new tau's rates. At tau = 1 nothing changes (the test above)."""
+    rng = np.random.default_rng(8)
+    N, M, P = 40, 10, 3
+    X = rng.standard_normal((N, P))
+    y = X @ np.array([0.5, -1.0, 2.0]) + 0.1 * rng.standard_normal(N)
+    hyper = ivon.Hyper(samples=2, lr=0.2, beta1=0.8, beta2=0.7, hess_init=0.5)
+    taus = (4.0, 4.0, 2.5, 10.0)
+
+    def problem_at(tau):
+        model = MLP((P, 1), likelihood="gaussian", noise_precision=tau)
+        return Problem(model, model.prior_precision(2.0, 0.1), N)
+
+    state = ivon.init(np.random.default_rng(1), problem_at(taus[0]), hyper)
+    lam = problem_at(1.0).prior_precision
+    np.testing.assert_allclose(state.d, N * 0.5 * 4.0 + lam, rtol=1e-15)
+    mean, hess, mom, before = state.mu.copy(), np.full(P + 1, 0.5 * 4.0), np.zeros(P + 1), taus[0]
+    for t, tau in enumerate(taus, start=1):
+        hess, mom = hess * (tau / before), mom * (tau / before)
+        idx = rng.choice(N, M, replace=False)
+        eps = rng.standard_normal((2, P + 1))
+        state, _ = ivon.update(state, eps, problem_at(tau), X[idx], y[idx], hyper)
+        published = ivon.Hyper(samples=2, lr=0.2 / tau, beta1=0.8, beta2=0.7, hess_init=0.5 * tau)
+        mean, hess, mom, _ = _reference_step(mean, hess, mom, t, eps, X[idx], y[idx], lam, N, published, tau=tau)
+        np.testing.assert_allclose(state.mu, mean, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(state.d, N * (hess + lam / N), rtol=1e-12)
+        np.testing.assert_allclose(state.m, N * mom, rtol=1e-12, atol=1e-14)
+        assert state.tau == tau
+        before = tau
+    # negative control: the published algorithm at tau = 4 without the scaling (h_0 and the rate as given) moves
+    # the mean 4x as far in its first step
+    init = ivon.init(np.random.default_rng(1), problem_at(4.0), hyper)
+    scaled, _ = ivon.update(init, eps, problem_at(4.0), X[idx], y[idx], hyper)
+    plain = _reference_step(init.mu, np.full(P + 1, 0.5), np.zeros(P + 1), 1, eps, X[idx], y[idx], lam, N, hyper,
+                            tau=4.0)[0]
+    assert np.abs(plain - init.mu).max() > 3 * np.abs(scaled.mu - init.mu).max()
 
 
 def test_step_draws_its_noise_and_posterior_is_the_diagonal_precision():
@@ -130,12 +172,13 @@ def _linear_regression(seed=0):
 
 def test_recovers_the_exact_mean_field_posterior_of_linear_regression():
     """Full batch, S = 16, beta2 = 0.995 (the published 0.99999 averages over 1e5 steps), 4000 steps from ``init``
-    (``h_0 = 1``, so ``d`` starts at ``N + lambda``, 3-5x off); the average of the last 2000 iterates has its mean
+    (``h_0 = 0.1`` per unit noise precision, so ``d`` starts at ``0.1 N tau + lambda``, about 10x off); the average of the last 2000 iterates has its mean
     within 0.05 posterior standard deviations of ``mu*`` and its log precision within 0.03 of ``log P_jj``
     (measured: below 0.008 and 0.013)."""
     problem, X, y, mu_star, prec_diag = _linear_regression(seed=3)
-    hyper = ivon.Hyper(samples=16, lr=0.1, beta2=0.995)
+    hyper = ivon.Hyper(samples=16, lr=0.1, beta2=0.995, hess_init=0.1)
     state = ivon.init(np.random.default_rng(4), problem, hyper)
+    np.testing.assert_allclose(state.d, 0.1 * N * TAU + problem.prior_precision, rtol=1e-15)
     assert np.abs(np.log(state.d) - np.log(prec_diag)).min() > 0.9  # negative control: far off at the start
     mu_sum, logd_sum, n_avg = 0.0, 0.0, 2000
     for t in range(4000):

@@ -83,7 +83,7 @@ def _em_fixed_point(X, y, bias_precision=1e-5, rounds=500):
     return tau, lam
 
 
-@pytest.mark.parametrize("method,hyper", [("full-ef", {}), ("slang", {"rank": 2}), ("bbb", {})])
+@pytest.mark.parametrize("method,hyper", [("full-ef", {}), ("slang", {"rank": 2}), ("bbb", {}), ("ivon", {})])
 def test_learned_precisions_recover_bayesian_linear_regression(method, hyper):
     X, y = _blr()
     prepared = prepare(X, y, likelihood="gaussian")

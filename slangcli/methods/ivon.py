@@ -28,6 +28,16 @@ where ``N hhat = (c sum_s G_s * eps_s) sqrt(d)`` from the same reparameterisatio
 posterior is a ``DiagonalGaussian`` of precision ``d``. Initialisation: ``mu`` from the model's layer
 initialisation, ``h = h_0`` (``d = N h_0 + lambda``), zero momentum.
 
+The noise precision of a Gaussian likelihood (``tau``) scales the loss, its gradient and its curvature, and the
+published step is not invariant to that scale: its rate factor ``h_0 + delta`` and its initial width do not follow
+``tau``, so the mean steps grow with it (at ``alpha = 0.2`` a regression fit diverges from ``tau = 2`` on). Here
+``hess_init`` and ``alpha`` are per unit of ``tau``: the fit is the published algorithm at rate ``alpha / tau``
+and ``h_0 tau`` (precision ``N h_0 tau + lambda`` at the start, rate factor ``h_0 + delta / tau``), which moves
+the mean as a fit at ``tau = 1`` would. When a learned ``tau`` changes between steps (``--noise-precision
+auto``), the likelihood's part of the precision, ``d - lambda``, and the gradient momentum are rescaled with it
+(``State.tau`` records the ``tau`` they were formed at), as they would have been had every gradient so far been
+taken at the new value. For any other likelihood, and at ``tau = 1``, this is the published algorithm to the bit.
+
 Precision (``dtype``): float64 by default; float32 runs the network passes and keeps ``mu``, ``d`` and ``m`` in
 single precision, as the reference implementation does (the posterior is returned in float64). A step at
 MNIST scale is the network's products and some 25 elementwise passes over the D parameters, and both cost half
@@ -53,10 +63,12 @@ class Hyper:
     """IVON's hyperparameters, with the published defaults (one sample per step; rate as in its usage guide)."""
 
     samples: int = hyperparameter(1, "Monte-Carlo weight samples per step.", short="-S")
-    lr: float = hyperparameter(0.1, "IVON's learning rate.")
+    lr: float = hyperparameter(0.1, "IVON's learning rate (per unit noise precision: the published rate is "
+                                    "lr / tau).")
     beta1: float = hyperparameter(0.9, "Decay rate of the gradient momentum.")
     beta2: float = hyperparameter(0.99999, "Decay rate of the Hessian estimate.")
-    hess_init: float = hyperparameter(1.0, "Initial per-example Hessian estimate h_0 (precision N h_0 + lambda).")
+    hess_init: float = hyperparameter(1.0, "Initial per-example Hessian estimate h_0 per unit noise precision "
+                                             "(precision N h_0 tau + lambda).")
     # None: no clipping (the published default, an infinite radius)
     clip_radius: float | None = hyperparameter(None, "Clip each coordinate of the preconditioned step to this "
                                                      "radius (default: no clipping).")
@@ -86,13 +98,20 @@ class State(NamedTuple):
     d: np.ndarray  # (D,) posterior precisions N (h + delta)
     m: np.ndarray  # (D,) momentum of the full-data likelihood gradient (N times the published g)
     t: int  # steps taken
+    tau: float = 1.0  # the noise precision d's likelihood part and m were formed at (1 without one)
+
+
+def _noise_scale(problem: Problem) -> float:
+    """The likelihood's scale ``tau``: the noise precision of a Gaussian likelihood, 1 for any other."""
+    model = problem.model
+    return float(model.noise_precision) if model.likelihood == "gaussian" else 1.0
 
 
 def init(rng: np.random.Generator, problem: Problem, hyper: Hyper) -> State:
-    D, dtype = problem.model.n_params, np.dtype(hyper.dtype)
-    d = problem.n_data * hyper.hess_init + problem.prior_precision
+    D, dtype, tau = problem.model.n_params, np.dtype(hyper.dtype), _noise_scale(problem)
+    d = problem.n_data * (hyper.hess_init * tau) + problem.prior_precision
     return State(mu=problem.model.init_mean(rng).astype(dtype, copy=False), d=np.asarray(d, dtype=dtype),
-                 m=np.zeros(D, dtype=dtype), t=0)
+                 m=np.zeros(D, dtype=dtype), t=0, tau=tau)
 
 
 def step(rng: np.random.Generator, state: State, problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper):
@@ -107,7 +126,11 @@ def update(state: State, eps: np.ndarray, problem: Problem, X: np.ndarray, y: np
     b1, b2 = hyper.beta1, hyper.beta2
     dtype = np.dtype(hyper.dtype)
     lam, n = problem.prior_precision.astype(dtype, copy=False), problem.n_data
-    d0, mu0 = state.d, state.mu
+    d0, mu0, m0, tau = state.d, state.mu, state.m, _noise_scale(problem)
+    if tau != state.tau:  # a learned noise precision moved: the likelihood's curvature and gradients scale with it
+        ratio = np.asarray(tau / state.tau, dtype=dtype)
+        d0 = (d0 - lam) * ratio + lam
+        m0 = m0 * ratio
     # At D of 1e5 and more these passes over D-vectors cost as much as the network's products. Each writes into
     # an array of this step (root_d, sigma, the two gradient sums, which likelihood_gradients returns new) or into
     # a new state array instead of a fresh temporary, and they keep the operations of the formulas above in
@@ -127,7 +150,7 @@ def update(state: State, eps: np.ndarray, problem: Problem, X: np.ndarray, y: np
     correction *= diff
     correction /= d0
     d += correction
-    m = np.multiply(state.m, b1)
+    m = np.multiply(m0, b1)
     g_mu *= 1.0 - b1
     m += g_mu
     direction = np.divide(m, 1.0 - b1**t, out=g_mu)
@@ -135,13 +158,14 @@ def update(state: State, eps: np.ndarray, problem: Problem, X: np.ndarray, y: np
     direction /= d
     if hyper.clip_radius is not None:
         np.clip(direction, -hyper.clip_radius, hyper.clip_radius, out=direction)
-    # the rate rescaled by h_0 + delta per parameter (delta = lambda / N differs between weights and biases)
-    rate = np.divide(lam, n, out=sigma)
+    # the rate rescaled by h_0 + delta per parameter (delta = lambda / N differs between weights and biases), at
+    # rate alpha / tau and h_0 tau: alpha (h_0 + delta / tau)
+    rate = np.divide(lam, n * tau, out=sigma)
     rate += hyper.hess_init
     rate *= hyper.lr
     rate *= direction
     mu = np.subtract(mu0, rate)
-    return State(mu, d, m, t), {"nll": float(nll.mean())}
+    return State(mu, d, m, t, tau), {"nll": float(nll.mean())}
 
 
 def posterior(state: State) -> DiagonalGaussian:
