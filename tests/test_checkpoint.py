@@ -27,8 +27,8 @@ from slangcli.workflow import Checkpointing, DataOptions, fit, resume
 
 STEP_METHODS = [("slang", {"rank": 2}), ("slang", {"rank": 2, "dtype": "float32"}), ("mf-ef", {}),
                 ("mf-hessian", {}), ("full-ef", {}), ("bbb", {}), ("ktied", {"rank": 1}), ("ivon", {}),
-                ("ivon", {"dtype": "float32"})]
-IDS = ["slang", "slang-float32", "mf-ef", "mf-hessian", "full-ef", "bbb", "ktied", "ivon", "ivon-float32"]
+                ("ivon", {"dtype": "float64"})]
+IDS = ["slang", "slang-float32", "mf-ef", "mf-hessian", "full-ef", "bbb", "ktied", "ivon", "ivon-float64"]
 
 
 def _fit_kwargs(method, hyper):

@@ -62,7 +62,7 @@ def test_two_updates_equal_the_published_algorithm():
     problem = Problem(model, model.prior_precision(2.0, 0.1), N)
     lam = problem.prior_precision
     # a fast Hessian average so that the estimate visibly moves the precision; a radius that clips some entries
-    hyper = ivon.Hyper(samples=3, lr=0.3, beta1=0.8, beta2=0.7, hess_init=0.5, clip_radius=0.2)
+    hyper = ivon.Hyper(samples=3, lr=0.3, beta1=0.8, beta2=0.7, hess_init=0.5, clip_radius=0.2, dtype="float64")
     state = ivon.init(np.random.default_rng(1), problem, hyper)
     np.testing.assert_allclose(state.d, N * 0.5 + lam, rtol=1e-15)
     mean, hess, mom = state.mu.copy(), np.full(P + 1, 0.5), np.zeros(P + 1)
@@ -90,7 +90,7 @@ def test_noise_precision_divides_the_published_rate():
     N, M, P = 40, 10, 3
     X = rng.standard_normal((N, P))
     y = X @ np.array([0.5, -1.0, 2.0]) + 0.1 * rng.standard_normal(N)
-    hyper = ivon.Hyper(samples=2, lr=0.2, beta1=0.8, beta2=0.7, hess_init=0.5)
+    hyper = ivon.Hyper(samples=2, lr=0.2, beta1=0.8, beta2=0.7, hess_init=0.5, dtype="float64")
     taus = (4.0, 4.0, 2.5, 10.0)
 
     def problem_at(tau):
@@ -106,7 +106,7 @@ def test_noise_precision_divides_the_published_rate():
         idx = rng.choice(N, M, replace=False)
         eps = rng.standard_normal((2, P + 1))
         state, _ = ivon.update(state, eps, problem_at(tau), X[idx], y[idx], hyper)
-        published = ivon.Hyper(samples=2, lr=0.2 / tau, beta1=0.8, beta2=0.7, hess_init=0.5)
+        published = ivon.Hyper(samples=2, lr=0.2 / tau, beta1=0.8, beta2=0.7, hess_init=0.5, dtype="float64")
         mean, hess, mom, _ = _reference_step(mean, hess, mom, t, eps, X[idx], y[idx], lam, N, published, tau=tau)
         np.testing.assert_allclose(state.mu, mean, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(state.d, N * (hess + lam / N), rtol=1e-12)
@@ -135,7 +135,8 @@ def test_step_draws_its_noise_and_posterior_is_the_diagonal_precision():
         np.testing.assert_array_equal(x, z)
     post = ivon.posterior(a)
     assert isinstance(post, DiagonalGaussian) and post.kind == "diagonal"
-    np.testing.assert_allclose(post.marginal_variances(), 1.0 / a.d, rtol=1e-14)
+    assert a.d.dtype == np.float32 and post.log_sigma.dtype == np.float64  # float32 by default, as the reference
+    np.testing.assert_allclose(post.marginal_variances(), 1.0 / a.d.astype(float), rtol=1e-14)
     assert METHODS["ivon"] is ivon
 
 
@@ -176,7 +177,7 @@ def test_recovers_the_exact_mean_field_posterior_of_linear_regression():
     within 0.05 posterior standard deviations of ``mu*`` and its log precision within 0.03 of ``log P_jj``
     (measured: below 0.008 and 0.013)."""
     problem, X, y, mu_star, prec_diag = _linear_regression(seed=3)
-    hyper = ivon.Hyper(samples=16, lr=0.1, beta2=0.995)
+    hyper = ivon.Hyper(samples=16, lr=0.1, beta2=0.995, dtype="float64")
     state = ivon.init(np.random.default_rng(4), problem, hyper)
     assert np.abs(np.log(state.d) - np.log(prec_diag)).min() > 0.9  # negative control: far off at the start
     mu_sum, logd_sum, n_avg = 0.0, 0.0, 2000
@@ -244,7 +245,7 @@ def test_same_noise_same_trajectory_as_the_reference_package(likelihood):
     y = (X[:, 0] > 0).astype(float) if likelihood == "bernoulli" else X @ np.array([1.0, -1.0, 0.5])
     model = MLP((P, 4, 1), "relu", likelihood)
     problem = Problem(model, model.prior_precision(2.0, 0.5), N)
-    hyper = ivon.Hyper(samples=2, lr=0.1, beta2=0.99, hess_init=0.5, clip_radius=0.5)
+    hyper = ivon.Hyper(samples=2, lr=0.1, beta2=0.99, hess_init=0.5, clip_radius=0.5, dtype="float64")
     state = ivon.init(np.random.default_rng(0), problem, hyper)
     lays = model.layout.layers
     lins = [torch.nn.Linear(s.n_in, s.n_out, dtype=torch.float64) for s in lays]
