@@ -107,7 +107,7 @@ def fit(
     *,
     X_test=None,
     y_test=None,
-    method: str = "slang",
+    method: str | None = None,
     hidden=(),
     activation: str = "relu",
     likelihood: str = "auto",
@@ -139,9 +139,10 @@ def fit(
         Training features (numbers) and targets (label values, or numbers for regression).
     X_test, y_test : array_like, optional
         Test data, scored at the end of the fit (stored in ``metrics["test"]``).
-    method : str
-        ``slang`` (default), ``full-ef``, ``full-hessian``, ``mf-ef``, ``mf-hessian``, ``bbb``, ``ktied``,
-        ``exact-full``, ``exact-mf`` (``slangcli.methods.METHODS``).
+    method : str or None
+        ``slang``, ``full-ef``, ``full-hessian``, ``mf-ef``, ``mf-hessian``, ``bbb``, ``ktied``, ``ivon``,
+        ``exact-full``, ``exact-mf`` (``slangcli.methods.METHODS``); None (default): ``slang`` for a linear model,
+        ``ivon`` for a network.
     hidden : int, sequence of int or str
         Hidden-layer widths (``50``, ``(400, 400)`` or ``"400,400"``); none gives a linear model.
     likelihood : str

@@ -142,9 +142,9 @@ class SLANGClassifier(_SLANGEstimator):
 
     Parameters
     ----------
-    method : str
-        ``slang`` (default), ``full-ef``, ``full-hessian``, ``mf-ef``, ``mf-hessian``, ``bbb``, ``ktied``,
-        ``exact-full``, ``exact-mf``.
+    method : str or None
+        ``slang``, ``full-ef``, ``full-hessian``, ``mf-ef``, ``mf-hessian``, ``bbb``, ``ktied``, ``ivon``,
+        ``exact-full``, ``exact-mf``; None (default): ``slang`` for a linear model, ``ivon`` for a network.
     hidden : tuple of int
         Hidden-layer widths; ``()`` is logistic (softmax) regression.
     activation : str
@@ -173,7 +173,7 @@ class SLANGClassifier(_SLANGEstimator):
 
     _likelihood = "categorical"
 
-    def __init__(self, method="slang", hidden=(), activation="relu", prior_precision=1.0, bias_prior_precision=1e-5,
+    def __init__(self, method=None, hidden=(), activation="relu", prior_precision=1.0, bias_prior_precision=1e-5,
                  epochs=None, batch_size=None, standardize=False, method_params=None, predict_samples=1000,
                  random_state=None):
         self.method = method
@@ -232,7 +232,7 @@ class SLANGRegressor(_SLANGEstimator):
 
     _likelihood = "gaussian"
 
-    def __init__(self, method="slang", hidden=(), activation="relu", prior_precision=1.0, bias_prior_precision=1e-5,
+    def __init__(self, method=None, hidden=(), activation="relu", prior_precision=1.0, bias_prior_precision=1e-5,
                  noise_precision="auto", epochs=None, batch_size=None, standardize=False, method_params=None,
                  predict_samples=1000, random_state=None):
         self.method = method

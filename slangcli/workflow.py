@@ -21,17 +21,17 @@ Everything here works without click or rich (progress and notes arrive as callba
 from slangcli.compression import Compressed, compress, compressed_run, parse_ranks, rank_outputs
 from slangcli.checkpoints import Checkpointing
 from slangcli.evaluation import Predictions, check_comparable, compare, evaluate, predict, predict_arrays, score
-from slangcli.fitting import (check_fit_options, check_hyper, fit, fit_prepared, option_name, parse_hidden, resume,
-                              standardize_by_default)
+from slangcli.fitting import (check_fit_options, check_hyper, default_method, fit, fit_prepared, option_name,
+                              parse_hidden, resume, standardize_by_default)
 from slangcli.prepare import Prepared, choose_likelihood, prepare
 from slangcli.provenance import meta, versions
 from slangcli.restarts import restart_seed
 from slangcli.sources import DataOptions, load_inputs, load_test, load_train, load_training, transform
 
 __all__ = [
-    "Checkpointing", "Compressed", "DataOptions", "Predictions", "Prepared", "check_comparable", "check_fit_options",
-    "check_hyper", "choose_likelihood", "compare", "compress", "compressed_run", "evaluate", "fit", "fit_prepared",
-    "load_inputs", "load_test", "load_train", "load_training", "meta", "option_name", "parse_hidden", "parse_ranks",
-    "predict", "predict_arrays", "prepare", "rank_outputs", "resume", "restart_seed", "score",
-    "standardize_by_default", "transform", "versions",
+    "Checkpointing", "Compressed", "DataOptions", "Predictions", "Prepared", "check_comparable",
+    "check_fit_options", "check_hyper", "choose_likelihood", "compare", "compress", "compressed_run",
+    "default_method", "evaluate", "fit", "fit_prepared", "load_inputs", "load_test", "load_train", "load_training",
+    "meta", "option_name", "parse_hidden", "parse_ranks", "predict", "predict_arrays", "prepare", "rank_outputs",
+    "resume", "restart_seed", "score", "standardize_by_default", "transform", "versions",
 ]

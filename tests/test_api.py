@@ -320,8 +320,8 @@ def test_a_run_compressed_in_python_is_read_by_every_command(tmp_path):
     """A k-tied run made by ``FitResult.compress`` from arrays (no data file, no source file, no stored metrics)
     is inspected, evaluated, predicted and compressed again by the commands."""
     (train, test), X, y, X_test, y_test = _data(tmp_path, "gaussian")
-    result = slangcli.fit(X, y, likelihood="gaussian", hidden=4, epochs=3, rank=2, noise_precision=7.5,
-                          standardize=True)
+    result = slangcli.fit(X, y, likelihood="gaussian", hidden=4, method="slang", epochs=3, rank=2,
+                          noise_precision=7.5, standardize=True)
     path = tmp_path / "k1.h5"
     compressed = result.compress(rank=1)
     compressed.save(path)

@@ -102,8 +102,8 @@ def runs(tmp_path_factory):
     reg = d / "reg.csv"
     reg.write_text("a,b,c,y\n" + "".join(",".join(f"{v:.6f}" for v in (*x, t)) + "\n" for x, t in zip(X, y)))
     out = {}
-    for name, source, extra in (("lr", data, []), ("reg", reg, ["--hidden", "4", "--likelihood", "gaussian",
-                                                                 "--eval-samples", "50"])):
+    network = ["--hidden", "4", "--method", "slang", "--likelihood", "gaussian", "--eval-samples", "50"]
+    for name, source, extra in (("lr", data, []), ("reg", reg, network)):
         out[name] = d / f"{name}.h5"
         assert_ok(invoke("fit", source, "-o", out[name], *FAST, "--test-fraction", "0.25", *extra))
     return out

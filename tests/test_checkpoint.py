@@ -168,8 +168,8 @@ def test_cli_resume_of_a_complete_run_is_refused(tmp_path, data_csv):
 
 
 # a fit of about 3 s on one core: long enough to be killed at many points, with a checkpoint every 40 steps
-SLOW_FIT = ["--hidden", "16", "--samples", "8", "--batch-size", "4", "--epochs", "80", "--rank", "3",
-            "--checkpoint-every", "40", "--seed", "11", "--test-fraction", "0.25", "--no-progress"]
+SLOW_FIT = ["--hidden", "16", "--method", "slang", "--samples", "8", "--batch-size", "4", "--epochs", "80",
+            "--rank", "3", "--checkpoint-every", "40", "--seed", "11", "--test-fraction", "0.25", "--no-progress"]
 
 
 def _slang(*args, **kw):
@@ -271,8 +271,8 @@ def test_divergence_keeps_the_last_checkpoint_and_says_where(tmp_path, data_csv)
     is that valid checkpoint (resumable, though it will diverge again with the same settings)."""
     out = tmp_path / "div.h5"
     # (1e100: the first step stays within the values a run file may hold, the second overflows)
-    result = CliRunner().invoke(main, ["fit", str(data_csv), "-o", str(out), "--hidden", "8", "--lr", "1e100",
-                                       "--checkpoint-every", "1", "--epochs", "50"])
+    result = CliRunner().invoke(main, ["fit", str(data_csv), "-o", str(out), "--hidden", "8", "--method", "slang",
+                                       "--lr", "1e100", "--checkpoint-every", "1", "--epochs", "50"])
     assert result.exit_code == 1, result.stderr
     assert "diverged at step" in result.stderr and "last good checkpoint (step" in result.stderr
     assert len(message_lines(result.stderr)) == 1

@@ -509,8 +509,8 @@ def test_uci_folder_regression_fit_and_reevaluation(tmp_path, monkeypatch):
     (folder / "index_train_0.txt").write_text("\n".join(map(str, range(30))) + "\n")
     (folder / "index_test_0.txt").write_text("\n".join(map(str, range(30, 40))) + "\n")
     out = tmp_path / "run.h5"
-    fitted = invoke("fit", folder, "--uci-split", "0", "--hidden", "8", "--epochs", "3", "--rank", "1",
-                    "--batch-size", "10", "--eval-samples", "50", "-o", out, "--json")
+    fitted = invoke("fit", folder, "--uci-split", "0", "--hidden", "8", "--method", "slang", "--epochs", "3",
+                    "--rank", "1", "--batch-size", "10", "--eval-samples", "50", "-o", out, "--json")
     assert_ok(fitted)
     test = json.loads(fitted.stdout)["metrics"]["test"]
     assert set(test) >= {"rmse", "loglik"} and test["n"] == 10

@@ -94,6 +94,21 @@ def test_option_that_does_not_apply_is_refused(train_csv, out_dir, method, optio
     assert list(out_dir.iterdir()) == []
 
 
+def test_default_method_is_slang_for_a_linear_model_and_ivon_for_a_network(train_csv, out_dir):
+    """No --method: SLANG for a linear model, IVON for a network (``fitting.DEFAULT_METHOD``); the run records the
+    method it used. An option of another method is refused with the method that takes it."""
+    linear = ok_json("fit", train_csv, "-o", out_dir / "a.h5", *STEP)
+    network = ok_json("fit", train_csv, "-o", out_dir / "b.h5", "--hidden", "3", *STEP)
+    assert (linear["config"]["method"], read_run(out_dir / "a.h5").posterior.kind) == ("slang", "lowrank")
+    assert (network["config"]["method"], read_run(out_dir / "b.h5").posterior.kind) == ("ivon", "diagonal")
+    error(invoke("fit", train_csv, "-o", out_dir / "c.h5", "--hidden", "3", "--rank", "2"), 2,
+          "--rank does not apply to --method ivon", "ivon is the default method of a network: give --method slang")
+    assert not (out_dir / "c.h5").exists()
+    # named explicitly, the message is the plain one
+    assert "default method" not in error(invoke("fit", train_csv, "-o", out_dir / "c.h5", "--hidden", "3",
+                                                "--method", "ivon", "--rank", "2"), 2, "--rank does not apply")
+
+
 @pytest.mark.parametrize("option", [["--epochs", "3"], ["--iterations", "5"], ["--batch-size", "8"]])
 def test_exact_methods_refuse_step_options(train_csv, out_dir, option):
     error(invoke("fit", train_csv, "-o", out_dir / "run.h5", "--method", "exact-full", *option), 2,

@@ -38,8 +38,9 @@ def runs(tmp_path_factory):
     reg_data = d / "reg.csv"
     reg_data.write_text("a,b,c,y\n" + "".join(",".join(f"{v:.6f}" for v in (*x, t)) + "\n" for x, t in zip(Xr, yr)))
     out = {"dir": d, "data": data, "features": features, "reg_data": reg_data}
-    for name, source, extra in (("lr", data, []), ("net", data, ["--hidden", "4", "--eval-samples", "50"]),
-                                ("reg", reg_data, ["--hidden", "4", "--likelihood", "gaussian",
+    for name, source, extra in (("lr", data, []),
+                                ("net", data, ["--hidden", "4", "--method", "slang", "--eval-samples", "50"]),
+                                ("reg", reg_data, ["--hidden", "4", "--method", "slang", "--likelihood", "gaussian",
                                                    "--eval-samples", "50"])):
         out[name] = d / f"{name}.h5"
         assert_ok(invoke("fit", source, "-o", out[name], *FAST, "--test-fraction", "0.25", *extra))

@@ -808,7 +808,7 @@ def run_bases(fitted_run, tmp_path_factory):
     runs = {
         "csv split": fitted_run,
         "uci regression": fit(DataOptions(path=str(folder), uci_split=0, standardize=True), hidden=(3,),
-                              hyper={"rank": 1}, batch_size=4, epochs=2, eval_samples=20),
+                              method="slang", hyper={"rank": 1}, batch_size=4, epochs=2, eval_samples=20),
         "libsvm categorical": fit(DataOptions(path=str(directory / "train.svm"), test=str(directory / "test.svm")),
                                   hyper={"rank": 2}, batch_size=8, epochs=2, eval_samples=20),
     }

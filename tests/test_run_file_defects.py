@@ -65,8 +65,8 @@ def runs(tmp_path_factory):
     common = dict(batch_size=16, epochs=2, seed=0, eval_samples=20)
     fits = {
         "logistic.h5": ("data.csv", dict(hyper={"rank": 2})),
-        "net.h5": ("data.csv", dict(hyper={"rank": 2}, hidden=(4,))),
-        "regnet.h5": ("reg.csv", dict(hyper={"rank": 2}, hidden=(4,))),
+        "net.h5": ("data.csv", dict(method="slang", hyper={"rank": 2}, hidden=(4,))),
+        "regnet.h5": ("reg.csv", dict(method="slang", hyper={"rank": 2}, hidden=(4,))),
         "regbbb.h5": ("reg.csv", dict(method="bbb", hidden=(4,))),
     }
     for name, (data, kw) in fits.items():
@@ -206,8 +206,9 @@ def test_a_fit_never_writes_values_beyond_the_bound(runs, tmp_path):
     from slangcli.cli import main
 
     out = tmp_path / "div.h5"
-    result = CliRunner().invoke(main, ["fit", str(runs / "data.csv"), "-o", str(out), "--hidden", "8", "--lr",
-                                       "1e300", "--checkpoint-every", "1", "--epochs", "5", "--no-progress"])
+    result = CliRunner().invoke(main, ["fit", str(runs / "data.csv"), "-o", str(out), "--hidden", "8", "--method",
+                                       "slang", "--lr", "1e300", "--checkpoint-every", "1", "--epochs", "5",
+                                       "--no-progress"])
     assert result.exit_code == 1, result.stderr
     assert f"diverged at step 1 (epoch 1): parameters beyond {MAX_ABS_VALUE:g} in magnitude (mu)" in result.stderr
     assert not out.exists()

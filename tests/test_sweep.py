@@ -157,9 +157,11 @@ def test_grid_lists_ranges_and_repeats(data):
     # the name is the parameters' (readable) and does not depend on the order they were given in
     assert p.name.startswith("a_hidden-4-4_method-bbb_seed-1_") and p.name.endswith(".h5")
     assert make_point({"seed": "1", "method": "bbb", "hidden": "4,4", "data": a}).name == p.name
-    # an option at slang fit's default is the fit without it: same arguments, same run file
+    # an option at slang fit's default is the fit without it: same arguments, same run file (the seed here; a
+    # network's default method is ivon, so --method slang stays)
     assert points[0].params == {"data": a, "hidden": "5", "method": "slang", "seed": "0"}
-    assert points[0].args == [a, "--hidden", "5"] and points[0].name == make_point({"data": a, "hidden": "5"}).name
+    assert points[0].args == [a, "--hidden", "5", "--method", "slang"]
+    assert points[0].name == make_point({"data": a, "hidden": "5", "method": "slang"}).name
     floats = points_of([{"data": [a], "prior-precision": ["1e-5,0.5"], "standardize": [True, False]}])
     # (options vary in slang fit's order of options, the last fastest)
     assert [q.params["prior-precision"] for q in floats] == ["1e-05", "0.5", "1e-05", "0.5"]

@@ -19,7 +19,7 @@ from slangcli.methods import METHODS
 from slangcli.methods.base import is_solver, option_specs, rank_symbol
 from slangcli.models import ACTIVATIONS, LIKELIHOODS
 from slangcli.readers import MISSING_POLICIES, NA_VALUES
-from slangcli.workflow import Checkpointing, DataOptions, fit as fit_run, resume as resume_run
+from slangcli.workflow import Checkpointing, DataOptions, default_method, fit as fit_run, resume as resume_run
 
 
 class MethodChoice(click.Choice):
@@ -172,8 +172,8 @@ def _target_note(target: str | None, run) -> str | None:
 @click.option("--noise-precision", type=PRECISION, default="auto", show_default=True,
               help="Gaussian likelihood: noise precision tau on the standardised target, or auto: learned along "
                    "with the posterior (the ELBO's optimum from the expected squared residuals).")
-@click.option("--method", type=MethodChoice(), default="slang", show_default=True,
-              help="slang; natural-gradient baselines full-ef, full-hessian (dense precision), mf-ef, mf-hessian "
+@click.option("--method", type=MethodChoice(), default=None,
+              help="[default: slang for a linear model, ivon for a network] slang; natural-gradient baselines full-ef, full-hessian (dense precision), mf-ef, mf-hessian "
                    "(diagonal); bbb (Bayes by Backprop); ktied (k-tied Normal: bbb with sigma = U V^T per weight matrix); "
                    "ivon (IVON); "
                    "exact-full, exact-mf (exact VI, logistic regression only).")
@@ -258,13 +258,16 @@ def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_
     hyper = {name: value for name, value in hyper_values.items() if value is not None}
     if restarts > 1 and checkpoint_every is None:
         checkpoint = None  # restarts are not checkpointed; the time-based checkpoints (on by default) do not apply
-    if is_solver(METHODS[method]):
+    # None stays None for the fit (its messages then say the method was the default); resolved here for the label
+    resolved = default_method(hidden) if method is None else method
+    if resolved in METHODS and is_solver(METHODS[resolved]):
         if checkpoint_every is not None:
             raise click.UsageError(f"--checkpoint-every does not apply to --method {method}: it is solved at once")
         checkpoint = None
     if scheduler is not None and not tune and restarts == 1:
         raise click.UsageError("--scheduler runs the fits of --tune and --restarts on a cluster; this fit has neither")
-    label = method + (f" {rank_symbol(METHODS[method])}={hyper['rank']}" if "rank" in hyper else "")
+    label = resolved + (f" {rank_symbol(METHODS[resolved])}={hyper['rank']}"
+                        if "rank" in hyper and resolved in METHODS else "")
     with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint) as checkpointing, \
             _cluster_map(scheduler) as map_jobs:
         run = fit_run(opts, method=method, hyper=hyper, hidden=hidden, activation=activation, likelihood=likelihood,
