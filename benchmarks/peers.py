@@ -59,7 +59,8 @@ variant, as ``ivon-ref``) its own training lengths, e.g. the length at which its
 A slang fit that diverges is recorded with ``diverged`` and NLL NaN, and left out of the means (the table counts
 it); so is a reference fit whose posterior is not finite.
 Prior precision ``--prior-precision`` (1) on the weights and 1e-5 on the biases (slang fit's defaults), batch size
-32. torch and ivon-opt are this script's own requirements (``pip install torch ivon-opt``), not slang's.
+32. slang's methods run at slang fit's defaults (SLANG here with L = 8, S = 4), the reference at
+``REFERENCE_DEFAULTS``; ``--hyper ivon:KEY=VALUE`` sets both. torch and ivon-opt are this script's own requirements (``pip install torch ivon-opt``), not slang's.
 """
 
 from __future__ import annotations
@@ -91,6 +92,10 @@ from slangcli.workflow import DataOptions  # noqa: E402
 
 BIAS_PRIOR = 1e-5
 REFERENCE = "ivon-ref"
+# the reference's hyperparameters unless --hyper ivon:... gives others (which slang's ivon then takes too): the
+# package's defaults at the rate of the measurement that opened the comparison, 0.2, without clipping; slang's ivon
+# runs at slang fit's defaults (rate 0.2, clipping radius 1, float32)
+REFERENCE_DEFAULTS = {"lr": 0.2, "clip_radius": None}
 AUTO = "auto"
 LEARNED = "learned"
 VALIDATION_SEED = 2024  # of --validation's hold-out fifth of each training part
@@ -378,12 +383,13 @@ def main(argv=None):
     p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON ('-' for stdout)")
     a = p.parse_args(argv)
 
-    defaults = {"ivon": {"lr": 0.2}, "slang": {"rank": 8, "samples": 4}}
+    defaults = {"slang": {"rank": 8, "samples": 4}}  # slang's ivon: slang fit's defaults
     hyper = {m: dict(defaults.get(m, {})) for m in METHODS}
     for m, values in parse_hyper(a.hyper).items():
         if m not in METHODS:
             p.error(f"--hyper: unknown method {m!r}")
         hyper[m].update(values)
+    reference = {**REFERENCE_DEFAULTS, **hyper["ivon"]}  # the published settings, but for what --hyper ivon: gives
     try:
         noise = parse_noise(a.noise_precision)
         ref_rules = [parse_reference_noise(v) for v in a.reference_noise_precision]
@@ -420,13 +426,13 @@ def main(argv=None):
 
     seeds = [int(e) for e in a.seeds.split(",")]
     data_dir = Path(a.data_dir)
-    ivon_defaults = asdict(METHODS["ivon"].Hyper(**hyper["ivon"]))
+    reference_full = asdict(METHODS["ivon"].Hyper(**reference))
 
     def reference_hyper(tau: float) -> dict:
         """The reference's hyperparameters at noise precision ``tau`` (``--reference-rescale``)."""
         if not a.reference_rescale:
-            return hyper["ivon"]
-        return {**hyper["ivon"], "lr": ivon_defaults["lr"] / tau, "hess_init": ivon_defaults["hess_init"] * tau}
+            return reference
+        return {**reference, "lr": reference_full["lr"] / tau, "hess_init": reference_full["hess_init"] * tau}
     start_noise = 1.0 if noise == AUTO else noise  # slang fit starts a learned one from 1
 
     results = []
@@ -507,7 +513,7 @@ def main(argv=None):
                         else:
                             tau = rule
                         fp = with_noise(problem, tau)
-                        post, cpu, wall, used = fit_reference(reference_hyper(tau) if regression else hyper["ivon"],
+                        post, cpu, wall, used = fit_reference(reference_hyper(tau) if regression else reference,
                                                               s, fp, **kw)
                         record(variant, seed, n_epochs, n_steps, post if finite_posterior(post) else None, fp, cpu,
                                wall, used, how, **extra)

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -83,14 +85,15 @@ def test_two_updates_equal_the_published_algorithm():
 
 
 def test_noise_precision_divides_the_published_rate():
-    """At noise precision tau the update is the published one at rate ``lr / tau``; when a learned tau moves
-    (4 -> 2.5 -> 10), the gradient momentum is rescaled with it (the Hessian estimate is not) and the next step is
-    the published one at the new rate. At tau = 1 nothing changes (the test above)."""
+    """At noise precision tau the update is the published one at rate ``lr / tau`` and clipping radius
+    ``r * tau``; when a learned tau moves (4 -> 2.5 -> 10), the gradient momentum is rescaled with it (the Hessian
+    estimate is not) and the next step is the published one at the new rate. At tau = 1 nothing changes (the test
+    above)."""
     rng = np.random.default_rng(8)
     N, M, P = 40, 10, 3
     X = rng.standard_normal((N, P))
     y = X @ np.array([0.5, -1.0, 2.0]) + 0.1 * rng.standard_normal(N)
-    hyper = ivon.Hyper(samples=2, lr=0.2, beta1=0.8, beta2=0.7, hess_init=0.5, dtype="float64")
+    hyper = ivon.Hyper(samples=2, lr=0.2, beta1=0.8, beta2=0.7, hess_init=0.5, clip_radius=0.5, dtype="float64")
     taus = (4.0, 4.0, 2.5, 10.0)
 
     def problem_at(tau):
@@ -101,24 +104,30 @@ def test_noise_precision_divides_the_published_rate():
     lam = problem_at(1.0).prior_precision
     np.testing.assert_allclose(state.d, N * 0.5 + lam, rtol=1e-15)
     mean, hess, mom, before = state.mu.copy(), np.full(P + 1, 0.5), np.zeros(P + 1), taus[0]
+    clipped = 0
     for t, tau in enumerate(taus, start=1):
         mom = mom * (tau / before)
         idx = rng.choice(N, M, replace=False)
         eps = rng.standard_normal((2, P + 1))
         state, _ = ivon.update(state, eps, problem_at(tau), X[idx], y[idx], hyper)
-        published = ivon.Hyper(samples=2, lr=0.2 / tau, beta1=0.8, beta2=0.7, hess_init=0.5, dtype="float64")
-        mean, hess, mom, _ = _reference_step(mean, hess, mom, t, eps, X[idx], y[idx], lam, N, published, tau=tau)
+        published = ivon.Hyper(samples=2, lr=0.2 / tau, beta1=0.8, beta2=0.7, hess_init=0.5, clip_radius=0.5 * tau,
+                               dtype="float64")
+        mean, hess, mom, n_clipped = _reference_step(mean, hess, mom, t, eps, X[idx], y[idx], lam, N, published,
+                                                     tau=tau)
+        clipped += n_clipped
         np.testing.assert_allclose(state.mu, mean, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(state.d, N * (hess + lam / N), rtol=1e-12)
         np.testing.assert_allclose(state.m, N * mom, rtol=1e-12, atol=1e-14)
         assert state.tau == tau
         before = tau
+    assert 0 < clipped < len(taus) * (P + 1), clipped  # both branches of the clipping were exercised
     # negative control: the published algorithm at tau = 4 at the rate as given moves the mean 4x as far in its
     # first step
-    init = ivon.init(np.random.default_rng(1), problem_at(4.0), hyper)
-    scaled, _ = ivon.update(init, eps, problem_at(4.0), X[idx], y[idx], hyper)
-    plain = _reference_step(init.mu, np.full(P + 1, 0.5), np.zeros(P + 1), 1, eps, X[idx], y[idx], lam, N, hyper,
-                            tau=4.0)[0]
+    unclipped = dataclasses.replace(hyper, clip_radius=None)
+    init = ivon.init(np.random.default_rng(1), problem_at(4.0), unclipped)
+    scaled, _ = ivon.update(init, eps, problem_at(4.0), X[idx], y[idx], unclipped)
+    plain = _reference_step(init.mu, np.full(P + 1, 0.5), np.zeros(P + 1), 1, eps, X[idx], y[idx], lam, N,
+                            unclipped, tau=4.0)[0]
     assert np.abs(plain - init.mu).max() > 3 * np.abs(scaled.mu - init.mu).max()
 
 
@@ -224,11 +233,16 @@ def test_float32_follows_the_float64_trajectory_to_single_precision(samples):
     ({"samples": 0}, "--samples"), ({"lr": 0.0}, "--lr"), ({"beta1": 1.0}, "--beta1"), ({"beta2": -0.1}, "--beta2"),
     ({"hess_init": 0.0}, "--hess-init"), ({"hess_init": float("nan")}, "--hess-init"),
     ({"clip_radius": 0.0}, "--clip-radius"), ({"clip_radius": float("nan")}, "--clip-radius"),
-    ({"clip_radius": float("inf")}, "--clip-radius"), ({"dtype": "float16"}, "--dtype"),
+({"dtype": "float16"}, "--dtype"),
 ])
 def test_invalid_hyperparameters_are_config_errors(bad, message):
     with pytest.raises(ConfigError, match=message):
         ivon.Hyper(**bad)
+
+
+def test_clipping_defaults_to_radius_one_and_inf_turns_it_off():
+    assert ivon.Hyper().clip_radius == 1.0 and ivon.Hyper().lr == 0.2
+    assert ivon.Hyper(clip_radius=float("inf")).clip_radius is None
 
 
 @pytest.mark.parametrize("likelihood", ["bernoulli", "gaussian"])

@@ -50,7 +50,8 @@ def test_slang_methods_run_on_both_kinds_of_data(tmp_path, capsys, monkeypatch):
         assert np.isfinite(r["nll"]) and r["cpu_seconds"] >= 0 and r["seconds"] > 0
         assert ("accuracy" in r) == (r["dataset"] == "usps") and ("rmse" in r) == (r["dataset"] == "boston")
     assert {r["hyper"]["samples"] for r in out["runs"] if r["method"] == "mf-ef"} == {2}
-    assert {r["hyper"]["lr"] for r in out["runs"] if r["method"] == "ivon"} == {0.2}  # the script's default
+    # slang's ivon at slang fit's defaults (the reference at the package's, rate 0.2 without clipping: below)
+    assert {(r["hyper"]["lr"], r["hyper"]["clip_radius"]) for r in out["runs"] if r["method"] == "ivon"} == {(0.2, 1.0)}
     # regression at the fixed noise precision 1 unless asked otherwise
     assert {(r["noise_precision"], r["noise_rule"]) for r in out["runs"] if r["dataset"] == "boston"} == \
         {(1.0, "fixed")}
@@ -177,7 +178,7 @@ def test_reference_noise_precision_rules(tmp_path, capsys, monkeypatch):
             assert set(choice) == {"0.5", "1", "4"} and choice["4"] is None
             best = min((v, float(c)) for c, v in choice.items() if v is not None)[1]
             assert r["noise_precision"] == best and r["noise_rule"] == "best on the validation fold"
-            assert r["hyper"]["lr"] == pytest.approx(0.2 / best)
+            assert r["hyper"]["lr"] == pytest.approx(0.2 / best) and r["hyper"]["clip_radius"] is None
     n_train = {len_ for len_, *_ in calls}
     assert len(n_train) == 2  # the validation fold's fits train on fewer rows
     (pair,) = out["paired"]
