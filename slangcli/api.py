@@ -141,8 +141,8 @@ def fit(
         Test data, scored at the end of the fit (stored in ``metrics["test"]``).
     method : str or None
         ``slang``, ``full-ef``, ``full-hessian``, ``mf-ef``, ``mf-hessian``, ``bbb``, ``ktied``, ``ivon``,
-        ``exact-full``, ``exact-mf`` (``slangcli.methods.METHODS``); None (default): ``slang`` for a linear model,
-        ``ivon`` for a network.
+        ``exact-full``, ``exact-mf`` (``slangcli.methods.METHODS``); None (default): ``ivon`` for a classification
+        network, ``slang`` otherwise.
     hidden : int, sequence of int or str
         Hidden-layer widths (``50``, ``(400, 400)`` or ``"400,400"``); none gives a linear model.
     likelihood : str

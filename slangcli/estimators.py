@@ -144,7 +144,7 @@ class SLANGClassifier(_SLANGEstimator):
     ----------
     method : str or None
         ``slang``, ``full-ef``, ``full-hessian``, ``mf-ef``, ``mf-hessian``, ``bbb``, ``ktied``, ``ivon``,
-        ``exact-full``, ``exact-mf``; None (default): ``slang`` for a linear model, ``ivon`` for a network.
+        ``exact-full``, ``exact-mf``; None (default): ``ivon`` for a classification network, ``slang`` otherwise.
     hidden : tuple of int
         Hidden-layer widths; ``()`` is logistic (softmax) regression.
     activation : str

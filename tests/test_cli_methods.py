@@ -94,15 +94,28 @@ def test_option_that_does_not_apply_is_refused(train_csv, out_dir, method, optio
     assert list(out_dir.iterdir()) == []
 
 
-def test_default_method_is_slang_for_a_linear_model_and_ivon_for_a_network(train_csv, out_dir):
-    """No --method: SLANG for a linear model, IVON for a network (``fitting.DEFAULT_METHOD``); the run records the
-    method it used. An option of another method is refused with the method that takes it."""
+def test_default_method_is_ivon_for_a_classification_network_and_slang_otherwise(train_csv, out_dir, tmp_path):
+    """No --method: IVON for a classification network, SLANG for a linear model and a regression network
+    (``fitting.DEFAULT_METHOD``); the run records the method it used. An option of another method is refused
+    with the method that takes it, also when the data decide the likelihood (checked again once they are read)."""
     linear = ok_json("fit", train_csv, "-o", out_dir / "a.h5", *STEP)
     network = ok_json("fit", train_csv, "-o", out_dir / "b.h5", "--hidden", "3", *STEP)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((24, 2))
+    reg_csv = tmp_path / "reg.csv"
+    reg_csv.write_text("a,b,y\n" + "".join(f"{a:.4f},{b:.4f},{a - b:.4f}\n" for a, b in X))
+    regression = ok_json("fit", reg_csv, "-o", out_dir / "r.h5", "--hidden", "3", *STEP)
     assert (linear["config"]["method"], read_run(out_dir / "a.h5").posterior.kind) == ("slang", "lowrank")
     assert (network["config"]["method"], read_run(out_dir / "b.h5").posterior.kind) == ("ivon", "diagonal")
+    assert (regression["config"]["method"], read_run(out_dir / "r.h5").posterior.kind) == ("slang", "lowrank")
     error(invoke("fit", train_csv, "-o", out_dir / "c.h5", "--hidden", "3", "--rank", "2"), 2,
-          "--rank does not apply to --method ivon", "ivon is the default method of a network: give --method slang")
+          "--rank does not apply to --method ivon",
+          "ivon is the default method of a classification network: give --method slang for --rank")
+    error(invoke("fit", reg_csv, "-o", out_dir / "c.h5", "--hidden", "3", "--clip-radius", "2"), 2,
+          "slang is the default method of a regression network: give --method ivon for --clip-radius")
+    # an option no default method takes is refused before the data are read
+    error(invoke("fit", out_dir / "absent.csv", "-o", out_dir / "c.h5", "--hidden", "3", "--init-std", "0.1"), 2,
+          "--init-std does not apply")
     assert not (out_dir / "c.h5").exists()
     # named explicitly, the message is the plain one
     assert "default method" not in error(invoke("fit", train_csv, "-o", out_dir / "c.h5", "--hidden", "3",

@@ -79,11 +79,12 @@ def test_the_estimators_fit_what_slangcli_fit_fits():
 
 
 def test_the_default_method_follows_the_model_as_in_slang_fit():
-    """``method=None`` (the default): SLANG for a linear model, IVON for a network, as ``slang fit`` and
+    """``method=None`` (the default): IVON for a classification network, SLANG otherwise, as ``slang fit`` and
     ``slangcli.fit`` choose; ``get_params`` keeps None (scikit-learn's clone compares parameters as given)."""
     X, y = _regression(60)
     linear = SLANGRegressor(epochs=2).fit(X, y)
     network = SLANGRegressor(hidden=(4,), epochs=2).fit(X, y)
-    assert linear.get_params()["method"] is None and network.get_params()["method"] is None
-    assert (linear.result_.config["method"], network.result_.config["method"]) == ("slang", "ivon")
-    assert network.result_.posterior.kind == "diagonal"
+    classifier = SLANGClassifier(hidden=(4,), epochs=2).fit(X, y > np.median(y))
+    assert linear.get_params()["method"] is None and classifier.get_params()["method"] is None
+    assert [e.result_.config["method"] for e in (linear, network, classifier)] == ["slang", "slang", "ivon"]
+    assert classifier.result_.posterior.kind == "diagonal"

@@ -173,7 +173,7 @@ def _target_note(target: str | None, run) -> str | None:
               help="Gaussian likelihood: noise precision tau on the standardised target, or auto: learned along "
                    "with the posterior (the ELBO's optimum from the expected squared residuals).")
 @click.option("--method", type=MethodChoice(), default=None,
-              help="[default: slang for a linear model, ivon for a network] slang; natural-gradient baselines full-ef, full-hessian (dense precision), mf-ef, mf-hessian "
+              help="[default: ivon for a classification network, slang otherwise] slang; natural-gradient baselines full-ef, full-hessian (dense precision), mf-ef, mf-hessian "
                    "(diagonal); bbb (Bayes by Backprop); ktied (k-tied Normal: bbb with sigma = U V^T per weight matrix); "
                    "ivon (IVON); "
                    "exact-full, exact-mf (exact VI, logistic regression only).")
@@ -258,16 +258,17 @@ def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_
     hyper = {name: value for name, value in hyper_values.items() if value is not None}
     if restarts > 1 and checkpoint_every is None:
         checkpoint = None  # restarts are not checkpointed; the time-based checkpoints (on by default) do not apply
-    # None stays None for the fit (its messages then say the method was the default); resolved here for the label
-    resolved = default_method(hidden) if method is None else method
+    # None stays None for the fit (its messages then say the method was the default); resolved here, where the
+    # likelihood is given, for the label (a network whose likelihood the data decide gets its default later)
+    resolved = default_method(hidden, likelihood) if method is None else method
     if resolved in METHODS and is_solver(METHODS[resolved]):
         if checkpoint_every is not None:
             raise click.UsageError(f"--checkpoint-every does not apply to --method {method}: it is solved at once")
         checkpoint = None
     if scheduler is not None and not tune and restarts == 1:
         raise click.UsageError("--scheduler runs the fits of --tune and --restarts on a cluster; this fit has neither")
-    label = resolved + (f" {rank_symbol(METHODS[resolved])}={hyper['rank']}"
-                        if "rank" in hyper and resolved in METHODS else "")
+    label = (resolved or "fit") + (f" {rank_symbol(METHODS[resolved])}={hyper['rank']}"
+                                   if "rank" in hyper and resolved in METHODS else "")
     with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint) as checkpointing, \
             _cluster_map(scheduler) as map_jobs:
         run = fit_run(opts, method=method, hyper=hyper, hidden=hidden, activation=activation, likelihood=likelihood,
