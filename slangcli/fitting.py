@@ -80,8 +80,8 @@ def default_method(hidden, likelihood: str | None = "auto") -> str | None:
     return None
 
 
-def _default_of(method: str, hidden, likelihood: str) -> str:
-    """What ``method`` is the default of, in a message."""
+def _default_of(hidden, likelihood: str) -> str:
+    """What the default method of this model is the default of, in a message."""
     if not parse_hidden(hidden):
         return "a linear model"
     return "a regression network" if likelihood == "gaussian" else "a classification network"
@@ -108,10 +108,16 @@ def fit(opts: DataOptions, *, likelihood: str = "auto", notify: Callable[[str], 
     if opts.standardize is None:
         opts = replace(opts, standardize=standardize_by_default(options.get("hidden", ()), _is_uci(opts)))
     prepared = load_training(opts, likelihood=likelihood, notify=notify)
+    if likelihood == "auto" and options.get("method") is None:  # the data chose the likelihood, and so the method
+        check_fit_options(likelihood=prepared.likelihood, **options)
     sizes = (prepared.X_train.shape[1], *parse_hidden(options.get("hidden", ())), prepared.n_outputs)
     for line in task.describe(prepared.data, prepared.arrays, prepared.likelihood, sizes[0],
                               MLP(sizes, likelihood=prepared.likelihood).n_params):
         notify(line)
+    hidden = options.get("hidden", ())
+    if options.get("method") is None and parse_hidden(hidden):  # a network's method depends on its task: say so
+        notify(f"method: {default_method(hidden, prepared.likelihood)}, the default for "
+               f"{_default_of(hidden, prepared.likelihood)} (--method chooses another)")
     if likelihood == "auto" and prepared.data["train"].get("format") != "idx":
         hint = task.integer_target_hint(prepared.data["targets"].get("classes"), prepared.data["train"].get("target"))
         if hint:
@@ -218,7 +224,7 @@ def _checked_method(
         takers = [name for name, m in METHODS.items() if set(hyper) <= set(hyper_names(m))]
         if given is not None or not takers:
             raise
-        raise ConfigError(f"{exc}; {method} is the default method of {_default_of(method, hidden, likelihood)}: "
+        raise ConfigError(f"{exc}; {method} is the default method of {_default_of(hidden, likelihood)}: "
                           f"give --method {takers[0]} for "
                           f"{option_name(next(n for n in hyper if n not in hyper_names(module)))}") from None
     module.Hyper(**hyper)  # validate before reading any data

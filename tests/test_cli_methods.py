@@ -108,6 +108,11 @@ def test_default_method_is_ivon_for_a_classification_network_and_slang_otherwise
     assert (linear["config"]["method"], read_run(out_dir / "a.h5").posterior.kind) == ("slang", "lowrank")
     assert (network["config"]["method"], read_run(out_dir / "b.h5").posterior.kind) == ("ivon", "diagonal")
     assert (regression["config"]["method"], read_run(out_dir / "r.h5").posterior.kind) == ("slang", "lowrank")
+    # the fit says which method it chose, and only when it chose
+    said = invoke("fit", train_csv, "-o", out_dir / "d.h5", "--hidden", "3", *STEP).stderr
+    assert "method: ivon, the default for a classification network (--method chooses another)" in said
+    assert "the default for" not in invoke("fit", train_csv, "-o", out_dir / "e.h5", "--hidden", "3",
+                                           "--method", "ivon", *STEP).stderr
     error(invoke("fit", train_csv, "-o", out_dir / "c.h5", "--hidden", "3", "--rank", "2"), 2,
           "--rank does not apply to --method ivon",
           "ivon is the default method of a classification network: give --method slang for --rank")
