@@ -484,3 +484,28 @@ def test_a_signal_swallowed_after_the_write_exits_with_its_code_and_names_the_fi
     assert result.exit_code == 128 + signal.SIGTERM, result.output
     assert (tmp_path / "o.bin").read_bytes() == b"complete"
     assert "after writing" in result.output and "Traceback" not in result.output
+
+
+def test_a_signal_that_a_library_turns_into_another_exception_is_still_the_signal(small, tmp_path, monkeypatch):
+    """A SIGINT whose KeyboardInterrupt lands inside h5py's type conversion comes out of h5py as a TypeError
+    ("Operation not defined for data type class", found writing docs/BAD_INPUTS.md): the command still exits as
+    interrupted (130, one line), not with a traceback. The library is imitated in-process here, since the real
+    case needs the signal to arrive within a few microseconds of h5py's conversion callback."""
+    from click.testing import CliRunner
+
+    import slangcli.cli.compress as compress_command
+    from slangcli.cli import main
+
+    def converting_write(pairs):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs here, between two bytecodes
+        except BaseException as exc:
+            raise TypeError("Operation not defined for data type class") from exc
+        raise AssertionError("the signal did not arrive")
+
+    monkeypatch.setattr(compress_command, "write_runs", converting_write)
+    done = CliRunner().invoke(main, ["compress", str(small / "mlp.h5"), "-k", "1", "-o", str(tmp_path / "c.h5")])
+    assert done.exit_code == 130, (done.exit_code, done.output, done.exception)
+    assert done.stderr.strip() == "slang: error: interrupted" and "Traceback" not in done.output
+    assert list(tmp_path.iterdir()) == []

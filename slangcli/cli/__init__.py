@@ -43,7 +43,13 @@ class SlangGroup(click.Group):
     def invoke(self, ctx):
         try:
             with signals_raise():
-                result = super().invoke(ctx)
+                try:
+                    result = super().invoke(ctx)
+                except Exception:
+                    # a signal's exception that a library turned into another is still the signal (a SIGINT
+                    # inside h5py's type conversion while a run file is written comes out as a TypeError)
+                    raise_swallowed_signal()
+                    raise
                 raise_swallowed_signal()  # a signal lost inside a finaliser still stops with 128 + its number
                 return result
         except click.ClickException as exc:
