@@ -516,7 +516,8 @@ CASES = [
     out_case("compress -o a new directory name (trailing /)", "newdir/", command="compress"),
     out_case("-o a name of 250 characters (refused before the fit)", "r" * 250 + ".h5", command="fit"),
     Case("Output files, signals and resources", "disk full: a file-size limit of 4 KiB (ulimit -f)",
-         ["fit", "train.csv", "--hidden", "32", *FAST, "-o", "run.h5"], 1, text("train.csv", GOOD_CSV),
+         ["fit", "train.csv", "--hidden", "32", "--method", "slang", *FAST, "-o", "run.h5"], 1,
+         text("train.csv", GOOD_CSV),
          fsize=4096),
     Case("Output files, signals and resources", "disk full: a file-size limit of 4 KiB, slang predict -o OUT.h5",
          ["predict", "run.h5", "train.csv", "-o", "p.h5"], 1, fitted(), fsize=4096),
@@ -530,7 +531,7 @@ CASES = [
          fitted(h5edit(lambda f: f["history"].create_dataset("huge", shape=(10**12,), dtype="f8",
                                                              chunks=(1024,))))),
     Case("Output files, signals and resources", "memory exhausted during the fit (ulimit -v 700000, nine million "
-         "weights)", ["fit", "train.csv", "--hidden", "3000,3000", *FAST, "-o", "run.h5"], 1,
+         "weights)", ["fit", "train.csv", "--hidden", "3000,3000", "--method", "slang", *FAST, "-o", "run.h5"], 1,
          text("train.csv", GOOD_CSV), memory=700 << 20),
     Case("Output files, signals and resources", "SIGTERM while slang predict writes its CSV file",
          ["predict", "run.h5", "many.csv", "-o", "p.csv"], 143, many_rows, signal=Signal(15, glob=".p.csv*.tmp")),
