@@ -29,11 +29,11 @@ from slangcli.workflow import DataOptions, fit
 
 N_ROWS, N_FEATURES = 40, 3
 # the lines in which slang fit states, before training, the task it inferred (slangcli.task.describe)
-TASK_LINES = ("slang: task: ", "slang: change the task ")
+TASK_LINES = ("slang: task: ", "slang: change the task ", "slang: method: ")
 
 
 def message_lines(stderr: str) -> list[str]:
-    """The lines of ``stderr`` besides slang fit's statement of the task."""
+    """The lines of ``stderr`` besides slang fit's statement of the task (and of a network's default method)."""
     return [line for line in stderr.splitlines() if not line.startswith(TASK_LINES)]
 
 

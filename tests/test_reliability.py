@@ -20,6 +20,7 @@ import click
 import numpy as np
 import pytest
 
+from conftest import message_lines
 from slangcli import outputs
 from slangcli.io import read_run
 from slangcli.outputs import Terminated, atomic_output, signals_raise
@@ -349,7 +350,7 @@ def test_memory_exhausted_during_a_fit_is_one_line(small, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "slangcli", "fit", small / "train.csv", "--hidden", "3000,3000",
                            "--epochs", "2", "--no-progress", "-o", "big.h5"], cwd=tmp_path, capture_output=True,
                           text=True, env=ENV, preexec_fn=child, timeout=300)
-    lines = [line for line in proc.stderr.splitlines() if not line.startswith(("slang: task: ", "slang: change "))]
+    lines = message_lines(proc.stderr)
     assert proc.returncode == 1 and lines == ["slang: error: out of memory (the data, the model or a requested size "
                                               "is too large for this machine)"], proc.stderr
     assert list(tmp_path.iterdir()) == []
