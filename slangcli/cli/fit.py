@@ -173,10 +173,10 @@ def _target_note(target: str | None, run) -> str | None:
               help="Gaussian likelihood: noise precision tau on the standardised target, or auto: learned along "
                    "with the posterior (the ELBO's optimum from the expected squared residuals).")
 @click.option("--method", type=MethodChoice(), default=None,
-              help="[default: ivon for a classification network, slang otherwise] slang; natural-gradient baselines full-ef, full-hessian (dense precision), mf-ef, mf-hessian "
-                   "(diagonal); bbb (Bayes by Backprop); ktied (k-tied Normal: bbb with sigma = U V^T per weight matrix); "
-                   "ivon (IVON); "
-                   "exact-full, exact-mf (exact VI, logistic regression only).")
+              help="slang; natural-gradient baselines full-ef, full-hessian (dense precision), mf-ef, mf-hessian "
+                   "(diagonal); bbb (Bayes by Backprop); ktied (k-tied Normal: bbb with sigma = U V^T per weight "
+                   "matrix); ivon (IVON); exact-full, exact-mf (exact VI, logistic regression only).  [default: ivon "
+                   "for a classification network, slang otherwise]")
 @click.option("--batch-size", "-M", type=click.IntRange(min=1), default=None,
               help="Minibatch size of the step methods [default: 32].")
 @click.option("--epochs", type=click.IntRange(min=1), default=None,
