@@ -32,13 +32,13 @@ The noise precision of a Gaussian likelihood (``tau``) scales the loss and its g
 step is not invariant to that scale: its size grows with ``tau`` (at ``alpha = 0.2`` a regression fit diverges from
 ``tau = 2`` on). Here ``alpha`` is per unit of ``tau``: the fit is the published algorithm at rate ``alpha / tau``
 (rate factor ``(alpha / tau) (h_0 + delta)``, clipping radius ``r tau``), which moves the mean as a fit at
-``tau = 1`` would; ``hess_init``
-is the published one, so the posterior starts as wide as at ``tau = 1``. When a learned ``tau`` changes between
-steps (``--noise-precision auto``), the gradient momentum is rescaled with it, as if its gradients had been taken
-at the new value (``State.tau`` records the ``tau`` it was formed at); the Hessian estimate follows at its own
-rate. (Scaling ``h_0`` and the precision with ``tau`` too, the reference's ``hess_init * tau``, narrows q as a
-learned ``tau`` rises, the narrower q fits the residuals more closely and ``tau`` rises further: on Boston it
-reached 46-53 after 400 epochs with a test NLL 0.4-1.1 nats worse than at 100, and two of four splits diverged.)
+``tau = 1`` would; ``hess_init`` is the published one, so the posterior starts as wide as at ``tau = 1``. When a
+learned ``tau`` changes between steps (``--noise-precision auto``), the gradient momentum is rescaled with it, as
+if its gradients had been taken at the new value (``State.tau`` records the ``tau`` it was formed at); the Hessian
+estimate follows at its own rate. (Scaling ``h_0`` and the precision with ``tau`` too, the reference's
+``hess_init * tau``, narrows q as a learned ``tau`` rises, the narrower q fits the residuals more closely and
+``tau`` rises further: on Boston it reached 46-53 after 400 epochs with a test NLL 0.4-0.9 nats worse than at 100,
+and two of four splits diverged; docs/PEERS.md, section 6.)
 For any other likelihood, and at ``tau = 1``, this is the published algorithm to the bit.
 
 Precision (``dtype``): float32 by default, as in the reference implementation: the network passes run and ``mu``,
