@@ -60,7 +60,8 @@ A slang fit that diverges is recorded with ``diverged`` and NLL NaN, and left ou
 it); so is a reference fit whose posterior is not finite.
 Prior precision ``--prior-precision`` (1) on the weights and 1e-5 on the biases (slang fit's defaults), batch size
 32. slang's methods run at slang fit's defaults (SLANG here with L = 8, S = 4), the reference at
-``REFERENCE_DEFAULTS``; ``--hyper ivon:KEY=VALUE`` sets both. torch and ivon-opt are this script's own requirements (``pip install torch ivon-opt``), not slang's.
+``REFERENCE_DEFAULTS``; ``--hyper ivon:KEY=VALUE`` sets both. torch and ivon-opt are this script's own
+requirements (``pip install torch ivon-opt``), not slang's.
 """
 
 from __future__ import annotations

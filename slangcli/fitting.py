@@ -65,26 +65,23 @@ def option_name(field: str) -> str:
 # budget, and with the noise precision learned its 200-epoch fit of a Wine Quality-shaped file overfitted (test
 # RMSE 0.70 against SLANG's 0.60, 95 % interval coverage 0.87 against 0.96), though on Boston and Concrete its test
 # NLL is better at equal time.
-DEFAULT_METHOD = {"linear": "slang", "classification network": "ivon", "regression network": "slang"}
+DEFAULT_METHOD = {"linear model": "slang", "classification network": "ivon", "regression network": "slang"}
+
+
+def _model_kind(hidden, likelihood: str | None) -> str | None:
+    """The key of ``DEFAULT_METHOD`` for the network ``hidden`` (no hidden layer: a linear model) and
+    ``likelihood``; None for a network whose likelihood is not known yet (``auto`` before the data are read)."""
+    if not parse_hidden(hidden):
+        return "linear model"
+    if likelihood == "gaussian":
+        return "regression network"
+    return "classification network" if likelihood in ("bernoulli", "categorical") else None
 
 
 def default_method(hidden, likelihood: str | None = "auto") -> str | None:
-    """``DEFAULT_METHOD`` for the network ``hidden`` (no hidden layer: a linear model) and ``likelihood``; None for
-    a network whose likelihood is not known yet (``auto`` before the data are read)."""
-    if not parse_hidden(hidden):
-        return DEFAULT_METHOD["linear"]
-    if likelihood == "gaussian":
-        return DEFAULT_METHOD["regression network"]
-    if likelihood in ("bernoulli", "categorical"):
-        return DEFAULT_METHOD["classification network"]
-    return None
-
-
-def _default_of(hidden, likelihood: str) -> str:
-    """What the default method of this model is the default of, in a message."""
-    if not parse_hidden(hidden):
-        return "a linear model"
-    return "a regression network" if likelihood == "gaussian" else "a classification network"
+    """The method of a fit that names none (``DEFAULT_METHOD``); None while a network's likelihood is unknown."""
+    kind = _model_kind(hidden, likelihood)
+    return None if kind is None else DEFAULT_METHOD[kind]
 
 
 def check_hyper(method: str, hyper: dict) -> None:
@@ -116,8 +113,8 @@ def fit(opts: DataOptions, *, likelihood: str = "auto", notify: Callable[[str], 
         notify(line)
     hidden = options.get("hidden", ())
     if options.get("method") is None and parse_hidden(hidden):  # a network's method depends on its task: say so
-        notify(f"method: {default_method(hidden, prepared.likelihood)}, the default for "
-               f"{_default_of(hidden, prepared.likelihood)} (--method chooses another)")
+        notify(f"method: {default_method(hidden, prepared.likelihood)}, the default for a "
+               f"{_model_kind(hidden, prepared.likelihood)} (--method chooses another)")
     if likelihood == "auto" and prepared.data["train"].get("format") != "idx":
         hint = task.integer_target_hint(prepared.data["targets"].get("classes"), prepared.data["train"].get("target"))
         if hint:
@@ -224,7 +221,7 @@ def _checked_method(
         takers = [name for name, m in METHODS.items() if set(hyper) <= set(hyper_names(m))]
         if given is not None or not takers:
             raise
-        raise ConfigError(f"{exc}; {method} is the default method of {_default_of(hidden, likelihood)}: "
+        raise ConfigError(f"{exc}; {method} is the default method of a {_model_kind(hidden, likelihood)}: "
                           f"give --method {takers[0]} for "
                           f"{option_name(next(n for n in hyper if n not in hyper_names(module)))}") from None
     module.Hyper(**hyper)  # validate before reading any data
@@ -332,10 +329,9 @@ def _fit_prepared(
     :class:`Run` to be written.
 
     ``method`` None is :func:`default_method`: ``slang`` for a linear model and a regression network, ``ivon`` for
-    a classification network. ``hyper`` holds
-    the method's hyperparameters by name (``slangcli.methods.METHODS[method].Hyper``); the others
-    take the method's defaults, and a name the method does not have is a ConfigError. Step methods train for
-    ``epochs`` (default 200) or ``iterations`` steps on minibatches of ``batch_size`` (default 32); the exact
+    a classification network. ``hyper`` holds the method's hyperparameters by name
+    (``slangcli.methods.METHODS[method].Hyper``); the others take the method's defaults, and a name the method does
+    not have is a ConfigError. Step methods train for ``epochs`` (default 200) or ``iterations`` steps on minibatches of ``batch_size`` (default 32); the exact
     solvers use the whole training set at once and refuse these three (and checkpoints). ``snr_every`` steps
     (methods with ``std_gradients``: ``bbb``, ``ktied``) the gradient SNR of the standard-deviation parameters is
     recorded in the history from ``snr_draws`` independent gradient draws (``slangcli.train.gradient_snr``).
@@ -350,8 +346,8 @@ def _fit_prepared(
     """
     given, method = method, default_method(hidden, prepared.likelihood) if method is None else method
     module, widths, hyper = _checked(
-        method=given, likelihood=prepared.likelihood, hyper=hyper, hidden=hidden, activation=activation, noise_precision=noise_precision,
-        batch_size=batch_size, epochs=epochs, iterations=iterations, prior_precision=prior_precision,
+        method=given, likelihood=prepared.likelihood, hyper=hyper, hidden=hidden, activation=activation,
+        noise_precision=noise_precision, batch_size=batch_size, epochs=epochs, iterations=iterations, prior_precision=prior_precision,
         bias_prior_precision=bias_prior_precision, checkpointing=checkpointing, tune=tune, tune_folds=tune_folds,
         tune_epochs=tune_epochs, tune_rounds=tune_rounds, restarts=restarts, snr_every=snr_every,
         snr_draws=snr_draws)
