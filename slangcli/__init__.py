@@ -40,13 +40,24 @@ limit_threads_under_small_memory()
 
 __all__ = ["fit", "load", "FitResult", "SLANGClassifier", "SLANGRegressor", "METHODS", "__version__"]
 
-if too_small_address_space() is None:
-    from slangcli.api import FitResult, fit, load  # noqa: E402
-    from slangcli.estimators import SLANGClassifier, SLANGRegressor  # noqa: E402
-    from slangcli.methods import METHODS  # noqa: E402
-else:  # NumPy and SciPy cannot load: `import slangcli.cli` says so in one line, the API's names on first use
+# the API's names load on first use (PEP 562), so that importing the package, or the command line, costs nothing
+# before it is needed: the command line sets its BLAS policy (slangcli._startup) before NumPy loads
+_HOMES = {"fit": "slangcli.api", "load": "slangcli.api", "FitResult": "slangcli.api",
+          "SLANGClassifier": "slangcli.estimators", "SLANGRegressor": "slangcli.estimators",
+          "METHODS": "slangcli.methods"}
 
-    def __getattr__(name):
-        if name in __all__:
-            raise ImportError(f"slangcli.{name}: {too_small_address_space()}")
+
+def __getattr__(name):
+    if name not in _HOMES:
         raise AttributeError(f"module 'slangcli' has no attribute {name!r}")
+    if too_small_address_space() is not None:  # NumPy and SciPy cannot load
+        raise ImportError(f"slangcli.{name}: {too_small_address_space()}")
+    import importlib
+
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *_HOMES})
