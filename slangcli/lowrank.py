@@ -42,9 +42,17 @@ def capacitance(U: np.ndarray, d: np.ndarray) -> np.ndarray:
 
 
 def _cholesky_capacitance(U, d, WtW=None):
+    """The lower Cholesky factor of ``C = I + W^T W``.
+
+    LAPACK's potrf called directly: at the L of a few that SLANG's steps use, NumPy's and SciPy's wrappers
+    (``np.linalg.cholesky``, ``np.diag_indices_from``, ``scipy.linalg.cho_solve``) cost 5-25 us a call against 1 us
+    for the routine, several times per step."""
     C = capacitance(U, d) if WtW is None else WtW.copy()
-    C[np.diag_indices_from(C)] += 1.0
-    return np.linalg.cholesky(C)
+    C.flat[:: C.shape[0] + 1] += 1.0
+    chol, info = scipy.linalg.lapack.dpotrf(C, lower=1, clean=1)
+    if info != 0:
+        raise np.linalg.LinAlgError("the capacitance matrix is not positive definite")
+    return chol
 
 
 def solve(U: np.ndarray, d: np.ndarray, v: np.ndarray, WtW: np.ndarray | None = None) -> np.ndarray:
@@ -58,7 +66,9 @@ def solve(U: np.ndarray, d: np.ndarray, v: np.ndarray, WtW: np.ndarray | None = 
         return vd
     chol = _cholesky_capacitance(U, d, WtW)
     # products with U in U's precision (no float64 copy of a float32 U); the result is float64
-    w = scipy.linalg.cho_solve((chol, True), U.T @ vd.astype(U.dtype, copy=False), check_finite=False)
+    w, info = scipy.linalg.lapack.dpotrs(chol, U.T @ vd.astype(U.dtype, copy=False), lower=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"potrs failed (info {info})")
     return vd - (U @ w.astype(U.dtype, copy=False)) / dd
 
 
@@ -107,7 +117,11 @@ def sample_noise(U: np.ndarray, d: np.ndarray, Z: np.ndarray, WtW: np.ndarray | 
     # in U's precision (or Z's, if higher): at D of 1e5 and more every pass over a (D, S) array is a memory pass,
     # and a float32 U is there to halve them
     rs = (1.0 / np.sqrt(d)).astype(U.dtype, copy=False)
-    s, R = np.linalg.eigh(capacitance(U, d) if WtW is None else WtW)
+    WtW = capacitance(U, d) if WtW is None else WtW
+    if WtW.shape == (1, 1):  # LAPACK's eigenpair of a 1 x 1 matrix, without the ~20 us of np.linalg.eigh's call
+        s, R = WtW[0].copy(), np.ones((1, 1))
+    else:
+        s, R = np.linalg.eigh(WtW)
     s = np.maximum(s, 0.0)  # W^T W is PSD; rounding can push a zero eigenvalue slightly negative
     root = np.sqrt(1.0 + s)
     c = -1.0 / (root * (1.0 + root))

@@ -25,6 +25,7 @@ likelihood: sigmoid with Bernoulli, softmax with categorical, identity with Gaus
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -73,15 +74,17 @@ class Layout:
 
     sizes: tuple[int, ...]
 
-    @property
-    def layers(self) -> list[LayerSlices]:
+    # cached: the slices are read several times per training step, and building them costs more than a small
+    # network's arithmetic (a frozen dataclass still has the instance dict that cached_property writes to)
+    @cached_property
+    def layers(self) -> tuple[LayerSlices, ...]:
         out, start = [], 0
         for n_in, n_out in zip(self.sizes[:-1], self.sizes[1:]):
             w = slice(start, start + n_in * n_out)
             b = slice(w.stop, w.stop + n_out)
             out.append(LayerSlices(w, b, n_in, n_out))
             start = b.stop
-        return out
+        return tuple(out)
 
     @property
     def n_params(self) -> int:
@@ -100,6 +103,13 @@ class Layout:
         return [
             (theta[..., s.W].reshape(*lead, s.n_in, s.n_out), theta[..., s.b]) for s in self.layers
         ]
+
+
+@lru_cache(maxsize=64)
+def _layout(sizes: tuple[int, ...]) -> Layout:
+    """One :class:`Layout` per architecture, shared by its models: a learned noise or prior precision makes a new
+    model after every step, and the layout's slices should not be rebuilt with it."""
+    return Layout(sizes)
 
 
 @dataclass(frozen=True)
@@ -125,7 +135,7 @@ class MLP:
 
     @property
     def layout(self) -> Layout:
-        return Layout(tuple(self.sizes))
+        return _layout(tuple(self.sizes))
 
     @property
     def n_params(self) -> int:

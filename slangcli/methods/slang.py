@@ -31,6 +31,7 @@ Steps 2, 3 and 6 are shared with the full-Gaussian and mean-field methods (``sla
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -223,7 +224,7 @@ def low_rank_update(U: np.ndarray, grads, beta: float, c: float, L: int) -> tupl
     """
     D, r = U.shape
     K = r + grads.n_columns
-    a, b = float(np.sqrt(1.0 - beta)), float(np.sqrt(beta * c))  # Python floats keep float32 arrays float32
+    a, b = math.sqrt(1.0 - beta), math.sqrt(beta * c)  # Python floats keep float32 arrays float32
     krylov = 0 < L and K < D and K >= lowrank.KRYLOV_MIN_K and _factored_operator_pays(grads, D, r, L)
     if not krylov and D * grads.n_columns <= DENSE_G_MAX_ENTRIES:
         grads = _DenseGrads(grads.dense())
