@@ -1,12 +1,16 @@
-"""What the table-printing benchmark scripts share: running their fits as a sweep, and where their output goes (the
-human-readable table to stdout unless ``--json -`` claims stdout for the JSON record, then to stderr)."""
+"""What the table-printing benchmark scripts share: running their fits as a sweep (or one process at a time, for
+their CPU time), and where their output goes (the human-readable table to stdout unless ``--json -`` claims stdout
+for the JSON record, then to stderr)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import resource
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -57,3 +61,37 @@ def sweep_results(script: str, jobs: list, fit_options, result_row, summary, *, 
             sys.exit(f"{script}: {len(failed)} fits failed, e.g. {failed[0]['name']}: {failed[0]['error']}")
         rows = [result_row(job, record, folder / point.name) for job, point, record in zip(jobs, points, swept.records)]
     return rows, swept
+
+
+def timed_fits(script: str, jobs: list, fit_options, result_row, *, runs, prefix: str) -> list:
+    """Run every job's ``slang fit`` (``fit_options(job)``) in a process of its own, one after the other, and
+    return ``result_row(job, record, run_file)`` of each, with ``record["cpu_seconds"]`` the whole process's CPU
+    time (user and system, its BLAS threads included: start-up, data, training, scoring and the run file, as a
+    user's ``slang fit`` spends it) and ``record["seconds"]`` its wall time. Run files go to ``runs`` (replacing
+    any there) or a temporary folder named ``prefix...``; each finished fit is printed on stderr, and a failed one
+    ends the script naming it. Sequential on purpose: two fits at once on two cores would share caches and memory
+    bandwidth, and CPU seconds would depend on what else ran."""
+    from slangcli.cli.sweep_engine import make_point
+
+    rows = []
+    with contextlib.ExitStack() as stack:
+        folder = Path(runs) if runs else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix)))
+        folder.mkdir(parents=True, exist_ok=True)
+        for i, job in enumerate(jobs, 1):
+            point = make_point(fit_options(job))
+            path = folder / point.name
+            path.unlink(missing_ok=True)
+            before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+            proc = subprocess.run([sys.executable, "-m", "slangcli", "fit", *point.args, "-o", str(path)],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True)
+            wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
+            if proc.returncode != 0:
+                lines = proc.stderr.strip().splitlines()
+                sys.exit(f"{script}: {point.name} failed (exit {proc.returncode}): {lines[-1] if lines else ''}")
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            record = {"name": point.name, "seconds": wall, "cpu_seconds": cpu}
+            rows.append(result_row(job, record, path))
+            print(f"[{i}/{len(jobs)}] {point.name}: {cpu:.2f} s of CPU, {wall:.2f} s", file=sys.stderr)
+    return rows
+

@@ -109,7 +109,7 @@ def mean_se(values) -> tuple[float, float]:
     return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else 0.0
 
 
-def main(argv=None):
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_dir = Path(os.environ.get("SLANG_DATA_DIR", "../shared/datasets")) / "uci"
     p.add_argument("--data-dir", default=str(default_dir), help="a Gal-layout folder or a folder of them")
@@ -135,6 +135,25 @@ def main(argv=None):
                         "to its rate alpha)")
     add_sweep_arguments(p)
     p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON ('-' for stdout)")
+    return p
+
+
+def tune_settings(a) -> dict:
+    """Per method, how its hyperparameters are tuned, from the parsed options."""
+    return {m: {"params": getattr(a, f"{m}_tune"), "folds": getattr(a, f"{m}_tune_folds"),
+                "rounds": getattr(a, f"{m}_tune_rounds"), "epochs": getattr(a, f"{m}_tune_epochs"),
+                "restarts": getattr(a, f"{m}_restarts")}
+            for m in ("slang", "bbb")}
+
+
+def protocol_job(folder, split: int, method: str, a, tune: dict) -> dict:
+    """The job (for :func:`fit_options`) of one tuned fit of the protocol, from the parsed options."""
+    return {"folder": str(folder), "split": split, "method": method, "epochs": a.epochs,
+            "eval_samples": a.eval_samples, "tune": tune, "slang_beta": a.slang_beta}
+
+
+def main(argv=None):
+    p = build_parser()
     a = p.parse_args(argv)
 
     root = Path(a.data_dir)
@@ -146,12 +165,8 @@ def main(argv=None):
     paper_path = Path(a.paper) if a.paper else next((c for c in candidates if c.exists()), candidates[0])
     paper = read_paper(paper_path)
     methods = [m.strip() for m in a.methods.split(",") if m.strip()]
-    tune = {m: {"params": getattr(a, f"{m}_tune"), "folds": getattr(a, f"{m}_tune_folds"),
-                "rounds": getattr(a, f"{m}_tune_rounds"), "epochs": getattr(a, f"{m}_tune_epochs"),
-                "restarts": getattr(a, f"{m}_restarts")}
-            for m in ("slang", "bbb")}
-    jobs = [{"folder": str(f), "split": k, "method": m, "epochs": a.epochs, "eval_samples": a.eval_samples,
-             "tune": tune, "slang_beta": a.slang_beta}
+    tune = tune_settings(a)
+    jobs = [protocol_job(f, k, m, a, tune)
             for f in folders for k in range(min(n_splits(f), a.splits or n_splits(f))) for m in methods]
     started = time.perf_counter()
     results, swept = sweep_results("uci.py", jobs, fit_options, result_row,

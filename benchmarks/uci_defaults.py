@@ -25,6 +25,14 @@ run on a copy of each folder (``data.txt`` linked, the index files of the split 
 as ``index_train_K.txt``, the held-out ones as ``index_test_K.txt``), and the table's "test" columns are those
 held-out training rows. ``--extra-options "--init-precision 10 --beta 0.01"`` adds options to every fit (a
 candidate default, measured against the same fits without it).
+
+CPU time: with ``--cpu`` the fits run one at a time, each ``slang fit`` in a process of its own, and the seconds
+are each process's CPU time (start-up, data, training, scoring and the run file: what a user's ``slang fit`` costs).
+``--tuned-splits N`` (with ``--cpu``) then also runs the README's tuned SLANG fit (``uci.py``'s command: 5-fold
+tuning of four hyperparameters, three restarts) on the first N splits of each data set the same way, and reports
+each data set's default SLANG fit as a fraction of the tuned one's CPU time, both measured in the same run:
+
+    python benchmarks/uci_defaults.py --data-dir ../shared/datasets/uci --cpu --tuned-splits 2 --json cpu.json
 """
 
 from __future__ import annotations
@@ -40,12 +48,14 @@ from pathlib import Path
 
 import numpy as np
 
-from results import add_sweep_arguments, sweep_results, table_stream
+import uci
+from results import add_sweep_arguments, sweep_results, table_stream, timed_fits
 from slangcli.fitting import far_worse
 from slangcli.io import read_run
 
 # the README's tuned SLANG (L = 1) test log-likelihoods (energy: its 19 good splits) and seconds per split of that
-# tuned run (4 450 s of SLANG fits over 80 splits)
+# tuned run (4 450 s of SLANG fits over 80 splits, on a machine loaded differently: --tuned-splits measures it
+# beside the defaults instead)
 TUNED = {"bostonHousing": -2.60, "concrete": -3.15, "energy": -1.10, "yacht": -1.79}
 TUNED_CPU_PER_SPLIT = 4450 / 80
 
@@ -131,7 +141,14 @@ def result_row(job: dict, record: dict, path: Path) -> dict:
             "noise_precision": run.model.noise_precision,
             # (a fit complete in --runs from an earlier sweep whose table was lost has no seconds of its own)
             "seconds": record["seconds"] if record["seconds"] is not None else run.metrics["fit_seconds"],
-            "fit_seconds": run.metrics["fit_seconds"], "warnings": [warning] if warning else []}
+            "fit_seconds": run.metrics["fit_seconds"], "warnings": [warning] if warning else [],
+            **({"cpu_seconds": record["cpu_seconds"]} if "cpu_seconds" in record else {})}
+
+
+def tuned_row(job: dict, record: dict, path: Path) -> dict:
+    """The row of one tuned fit run for its CPU time."""
+    return {"folder": Path(job["folder"]).name, "split": job["split"], "cpu_seconds": record["cpu_seconds"],
+            "seconds": record["seconds"], "loglik": read_run(path).metrics["test"]["loglik"]}
 
 
 def mean_se(values) -> tuple[float, float]:
@@ -154,7 +171,15 @@ def main(argv=None):
     p.add_argument("--validation-seed", type=int, default=0, help="seed of the held-out rows (split K: [seed, K])")
     p.add_argument("--extra-options", default=None, metavar="OPTIONS",
                    help='slang fit options added to every fit, e.g. "--init-precision 10"')
+    p.add_argument("--cpu", action="store_true",
+                   help="run the fits one at a time, each in its own process, and report its CPU seconds")
+    p.add_argument("--tuned-splits", type=int, default=0, metavar="N",
+                   help="with --cpu: also time the README's tuned SLANG fit on the first N splits of each set")
     a = p.parse_args(argv)
+    if a.tuned_splits and not a.cpu:
+        p.error("--tuned-splits needs --cpu (both are timed the same way)")
+    if a.cpu and (a.scheduler or a.jobs != 1):
+        p.error("--cpu runs the fits one at a time on this machine: it takes neither --scheduler nor --jobs")
     folders = gal_folders(Path(a.data_dir))
     if not folders:
         p.error(f"{a.data_dir}: no Gal-layout UCI folder")
@@ -181,18 +206,36 @@ def main(argv=None):
                     if a.validation else folder)
             jobs += [{"folder": str(data), "split": k, "method": m, "epochs": a.epochs, "prior": a.prior,
                       "extra": extra} for m in a.methods.split(",") for k in splits]
-        report_runs(a, folders, jobs)
+        report_runs(a, folders, jobs, tuned_jobs(a, folders))
 
 
-def report_runs(a, folders, jobs):
-    # a failed fit stops the script, naming it (the sweep's table in --runs has every fit's message)
-    rows, _ = sweep_results("uci_defaults.py", jobs, fit_options, result_row,
-                            lambda r: f"RMSE {r['test_rmse']:.3f} loglik {r['test_loglik']:.3f} ({r['seconds']:.1f} s)",
-                            runs=a.runs, prefix="uci-defaults-runs-", scheduler=a.scheduler, workers=a.jobs)
+def tuned_jobs(a, folders) -> list:
+    """The README's tuned SLANG fits of the first ``--tuned-splits`` splits of each folder (uci.py's defaults, at
+    this script's ``--epochs``), for their CPU time."""
+    ua = uci.build_parser().parse_args(["--epochs", str(a.epochs)])
+    tune = uci.tune_settings(ua)
+    return [uci.protocol_job(f, k, "slang", ua, tune) for f in folders
+            for k in range(min(a.tuned_splits, split_count(f)))]
+
+
+def report_runs(a, folders, jobs, tuned):
+    if a.cpu:
+        rows = timed_fits("uci_defaults.py", jobs, fit_options, result_row, runs=a.runs, prefix="uci-defaults-runs-")
+        tuned_rows = timed_fits("uci_defaults.py", tuned, uci.fit_options, tuned_row,
+                                runs=Path(a.runs) / "tuned" if a.runs else None, prefix="uci-tuned-runs-")
+    else:
+        # a failed fit stops the script, naming it (the sweep's table in --runs has every fit's message)
+        rows, _ = sweep_results("uci_defaults.py", jobs, fit_options, result_row,
+                                lambda r: f"RMSE {r['test_rmse']:.3f} loglik {r['test_loglik']:.3f} "
+                                          f"({r['seconds']:.1f} s)",
+                                runs=a.runs, prefix="uci-defaults-runs-", scheduler=a.scheduler, workers=a.jobs)
+        tuned_rows = []
+    seconds = "cpu_seconds" if a.cpu else "seconds"
     summary = []
     report = table_stream(a.json)  # stdout, unless --json - claims it
     print(f"{'data set':<14} {'method':<6} {'splits':>6} {'test log-lik':>16} {'tuned':>6} {'RMSE':>14} "
-          f"{'cov 95':>6} {'tau':>7} {'s/fit':>9}", file=report)
+          f"{'cov 95':>6} {'tau':>7} {'CPU s/fit' if a.cpu else 's/fit':>9}"
+          + (f" {'tuned CPU s':>11} {'fraction':>8}" if tuned_rows else ""), file=report)
     for folder in folders:
         for method in a.methods.split(","):
             ok = [r for r in rows if r["folder"] == folder.name and r["method"] == method]
@@ -204,20 +247,31 @@ def report_runs(a, folders, jobs):
                  "loglik": ll, "loglik_se": ll_se, "rmse": rmse, "rmse_se": rmse_se,
                  "coverage_95": float(np.mean([r["coverage_95"] for r in ok])),
                  "noise_precision_median": float(np.median([r["noise_precision"] for r in ok])),
-                 "seconds_per_fit": float(np.mean([r["seconds"] for r in ok])),
+                 "seconds_per_fit": float(np.mean([r[seconds] for r in ok])),
                  "tuned_loglik": TUNED.get(folder.name)}
+            mine = [r["cpu_seconds"] for r in tuned_rows if r["folder"] == folder.name]
+            if mine:  # the tuned fit's CPU seconds per split, measured here, and this fit's fraction of it
+                s["tuned_cpu_seconds"] = float(np.mean(mine))
+                s["tuned_splits"] = len(mine)
+                s["cpu_fraction_of_tuned"] = s["seconds_per_fit"] / s["tuned_cpu_seconds"]
             summary.append(s)
             tuned = f"{s['tuned_loglik']:.2f}" if s["tuned_loglik"] is not None else "-"
             print(f"{folder.name:<14} {method:<6} {len(ok):>6} {ll:>8.3f} +- {ll_se:.3f} {tuned:>6} "
                   f"{rmse:>6.2f} +- {rmse_se:.2f} {s['coverage_95']:>6.3f} {s['noise_precision_median']:>7.1f} "
-                  f"{s['seconds_per_fit']:>9.2f}", file=report)
-    print(f"(tuned SLANG run: {TUNED_CPU_PER_SPLIT:.1f} s per split on average; 1/20 of it is "
-          f"{TUNED_CPU_PER_SPLIT / 20:.2f} s)", file=report)
+                  f"{s['seconds_per_fit']:>9.2f}"
+                  + (f" {s['tuned_cpu_seconds']:>11.1f} {'1/' + format(1 / s['cpu_fraction_of_tuned'], '.1f'):>8}"
+                     if mine else ""), file=report)
+    if not tuned_rows:
+        print(f"(the README's tuned SLANG run: {TUNED_CPU_PER_SPLIT:.1f} s per split on average, on a machine loaded "
+              "differently; --cpu --tuned-splits N measures it beside the defaults)", file=report)
     if a.validation:
         print(f"(scored on a held-out {a.validation_fraction:g} of each split's training rows, seed "
               f"{a.validation_seed}; the tuned figures are test scores)", file=report)
     if a.json:
-        text = json.dumps({"rows": rows, "summary": summary, "tuned_cpu_per_split": TUNED_CPU_PER_SPLIT}, indent=2)
+        record = {"rows": rows, "summary": summary, "tuned_cpu_per_split": TUNED_CPU_PER_SPLIT}
+        if tuned_rows:
+            record["tuned_rows"] = tuned_rows
+        text = json.dumps(record, indent=2)
         print(text) if a.json == "-" else Path(a.json).write_text(text + "\n")
 
 

@@ -130,6 +130,37 @@ def test_uci_defaults_validation_scores_held_out_training_rows(tmp_path, capsys,
         assert run.metrics["test"]["n"] == round(0.2 * 48)  # 60 rows: 48 for training, 12 of them held out
 
 
+def test_uci_defaults_cpu_times_each_fit_and_the_tuned_fit_in_processes_of_their_own(tmp_path, capsys, monkeypatch):
+    """``uci_defaults.py --cpu --tuned-splits 1`` runs every default fit and the README's tuned SLANG fit of each
+    set's first split as separate ``slang fit`` processes: each row carries that process's CPU seconds, the tuned
+    fit's run file holds uci.py's tuning options, and each set's summary gives the default fit as a fraction of the
+    tuned one's CPU time. ``--tuned-splits`` without ``--cpu`` is refused."""
+    import pytest
+    from slangcli.io import read_run
+
+    root = tmp_path / "collection"
+    _gal_folder(root, "toy-a", 60, 3, 2, seed=1)
+    script = _load("uci_defaults", monkeypatch)
+    runs = tmp_path / "runs"
+    script.main(["--data-dir", str(root), "--epochs", "2", "--methods", "slang", "--runs", str(runs), "--cpu",
+                 "--tuned-splits", "1", "--json", "-"])
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert [r["split"] for r in out["rows"]] == [0, 1] and all(r["cpu_seconds"] > 0 for r in out["rows"])
+    assert [(r["folder"], r["split"]) for r in out["tuned_rows"]] == [("toy-a", 0)]
+    (tuned_file,) = (runs / "tuned").glob("*.h5")
+    config = read_run(tuned_file).config
+    assert set(config["tuning"]["best"]) == {"prior-precision", "noise-precision", "lr", "beta"}
+    assert len(config["restarts"]["seeds"]) == 3
+    (summary,) = out["summary"]
+    assert summary["tuned_splits"] == 1 and summary["tuned_cpu_seconds"] == out["tuned_rows"][0]["cpu_seconds"]
+    assert summary["seconds_per_fit"] == np.mean([r["cpu_seconds"] for r in out["rows"]])
+    assert summary["cpu_fraction_of_tuned"] == summary["seconds_per_fit"] / summary["tuned_cpu_seconds"]
+    assert "CPU s/fit" in captured.err and "tuned CPU s" in captured.err
+    with pytest.raises(SystemExit):
+        script.main(["--data-dir", str(root), "--tuned-splits", "1"])
+
+
 def test_ktied_snr_window_replays_the_training_steps(monkeypatch):
     """``ktied_snr.measure`` records each window by replaying training steps by hand: the state it ends in is the
     one ``train.run`` reaches in as many steps, bit for bit, so the window's gradients are the training's own; and
