@@ -5,7 +5,7 @@
     python benchmarks/bad_inputs.py --stdout   # print the page instead
 
 Each case writes its files into a fresh directory and runs this checkout's ``slang`` there in a subprocess
-(the console script's entry point, ``slangcli.cli:main`` with the program name ``slang``), so messages name
+(the console script's entry point, ``slangcli.__main__:main`` with the program name ``slang``), so messages name
 the files as the user typed them; the few absolute paths a run file records are shown relative to that
 directory. The script checks what it documents: the exit code each case expects, no traceback, and on exit 1
 exactly one line ``slang: error: ...``; it stops with an error otherwise, so the page never shows a crash.
@@ -578,7 +578,7 @@ def slang(case, cwd):
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
                NO_COLOR="1", TERM="dumb", COLUMNS="100")
-    command = [sys.executable, "-c", f"{case.before}from slangcli.cli import main; main(prog_name='slang')",
+    command = [sys.executable, "-c", f"{case.before}from slangcli.__main__ import main; main(prog_name='slang')",
                *case.args]
     # a signal case runs again when the command ended before its trigger was seen (a loaded machine)
     for _ in range(3 if case.signal else 1):

@@ -1,4 +1,16 @@
-from slangcli.cli import main
+"""The ``slang`` command's entry point: the console script's, and ``python -m slangcli``."""
+
+from slangcli._startup import short_idle_spin
+
+
+def main(**kwargs) -> None:
+    """The start-up settings (``slangcli._startup``), then the command line: click's ``main``, to which ``kwargs``
+    such as ``prog_name`` go. The command line is imported only here, after the settings, since it loads NumPy."""
+    short_idle_spin()
+    from slangcli.cli import main as cli_main
+
+    cli_main(**kwargs)
+
 
 if __name__ == "__main__":
     main()

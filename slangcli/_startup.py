@@ -64,16 +64,17 @@ def short_idle_spin() -> bool:
     """Let OpenBLAS's idle threads sleep after about 0.4 ms of waiting instead of 0.1 s, unless the user set
     ``OPENBLAS_THREAD_TIMEOUT``; only effective before NumPy loads. Returns whether it set it.
 
-    For the command line only (its process is slang's; a library user's BLAS is theirs to tune). Each OpenBLAS
-    (NumPy and SciPy load one each) starts its threads when it loads and on every multi-threaded call, and they spin
-    for the timeout before sleeping: on two cores ``import slangcli.cli`` took 0.90 s of CPU for 0.70 s of wall time
-    (0.59 s with one thread), and a default UCI fit about 0.3 s of CPU more than with one thread. With this
-    setting: 0.64 s to import and no measurable change in the step time of a multi-threaded 784-400-400-10 SLANG
-    step (``benchmarks/step_time.py``), where the calls follow each other within the spin."""
+    For the command line only (its process is slang's; a library user's BLAS is theirs to tune): the ``slang``
+    command's entry point, ``slangcli.__main__.main``, calls it before it imports the command line, which loads
+    NumPy. Each OpenBLAS (NumPy and SciPy load one each) starts its threads when it loads and on every
+    multi-threaded call, and they spin for the timeout before sleeping: on two cores ``import slangcli.cli`` took
+    0.90 s of CPU for 0.70 s of wall time (0.59 s with one thread), and a default UCI fit about 0.3 s of CPU more
+    than with one thread. With this setting: 0.64 s to import and no measurable change in the step time of a
+    multi-threaded 784-400-400-10 SLANG step (``benchmarks/step_time.py``), where the calls follow each other
+    within the spin."""
     import sys
 
     if "OPENBLAS_THREAD_TIMEOUT" in os.environ or "numpy" in sys.modules:
         return False
     os.environ["OPENBLAS_THREAD_TIMEOUT"] = str(IDLE_SPIN_EXPONENT)
     return True
-

@@ -15,9 +15,7 @@ import sys
 import click
 
 from slangcli import __version__
-from slangcli._startup import short_idle_spin, too_small_address_space
-
-short_idle_spin()  # before NumPy and SciPy load their OpenBLAS
+from slangcli._startup import too_small_address_space
 
 if too_small_address_space() is not None:
     # refused before NumPy, SciPy and h5py are imported: under such a limit they fail to load (a MemoryError

@@ -102,7 +102,7 @@ def _laplace(Xb, y, lam):
         return value / N, (Xb.T @ (p - y) + lam * w) / N
 
     res = _minimize(objective, np.zeros(Xb.shape[1]), jac=True, method="L-BFGS-B",
-                                  options={"maxiter": 5000, "gtol": 1e-10, "ftol": 0.0, "maxcor": HISTORY})
+                    options={"maxiter": 5000, "gtol": 1e-10, "ftol": 0.0, "maxcor": HISTORY})
     f = Xb @ res.x
     # the initial point only needs to be reasonable, so a MAP short of full convergence is fine
     return res.x, scipy.special.expit(f) * scipy.special.expit(-f)
@@ -135,8 +135,8 @@ def _minimise(fun, x0, hyper: Hyper, name: str):
     rec = _Recorder(fun)
     with np.errstate(over="ignore", under="ignore"):
         res = _minimize(rec, x0, jac=True, method="L-BFGS-B", callback=rec.callback,
-                                      options={"maxiter": hyper.max_iter, "maxfun": 2 * hyper.max_iter + 100,
-                                               "gtol": hyper.tol, "ftol": 0.0, "maxcor": HISTORY})
+                        options={"maxiter": hyper.max_iter, "maxfun": 2 * hyper.max_iter + 100,
+                                 "gtol": hyper.tol, "ftol": 0.0, "maxcor": HISTORY})
         value, grad = fun(res.x)
     grad_max = float(np.max(np.abs(grad)))
     if not (np.isfinite(value) and grad_max <= hyper.tol):
