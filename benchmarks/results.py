@@ -67,18 +67,24 @@ def timed_fits(script: str, jobs: list, fit_options, result_row, *, runs, prefix
     """Run every job's ``slang fit`` (``fit_options(job)``) in a process of its own, one after the other, and
     return ``result_row(job, record, run_file)`` of each, with ``record["cpu_seconds"]`` the whole process's CPU
     time (user and system, its BLAS threads included: start-up, data, training, scoring and the run file, as a
-    user's ``slang fit`` spends it) and ``record["seconds"]`` its wall time. Run files go to ``runs`` (replacing
-    any there) or a temporary folder named ``prefix...``; each finished fit is printed on stderr, and a failed one
+    user's ``slang fit`` spends it) and ``record["seconds"]`` its wall time. Run files go to ``runs`` (every fit is
+    run again, replacing its file there: a measurement) or a temporary folder named ``prefix...``; each finished fit is printed on stderr, and a failed one
     ends the script naming it. Sequential on purpose: two fits at once on two cores would share caches and memory
     bandwidth, and CPU seconds would depend on what else ran."""
-    from slangcli.cli.sweep_engine import make_point
+    from slangcli.cli.sweep_engine import points_of
+    from slangcli.errors import ConfigError
 
     rows = []
+    if not jobs:
+        return rows
+    try:  # the fits' options checked and written as a sweep writes them (the same commands and run-file names)
+        points = [points_of([fit_options(job)])[0] for job in jobs]
+    except ConfigError as e:
+        sys.exit(f"{script}: {e}")
     with contextlib.ExitStack() as stack:
         folder = Path(runs) if runs else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix)))
         folder.mkdir(parents=True, exist_ok=True)
-        for i, job in enumerate(jobs, 1):
-            point = make_point(fit_options(job))
+        for i, (job, point) in enumerate(zip(jobs, points), 1):
             path = folder / point.name
             path.unlink(missing_ok=True)
             before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
@@ -94,4 +100,3 @@ def timed_fits(script: str, jobs: list, fit_options, result_row, *, runs, prefix
             rows.append(result_row(job, record, path))
             print(f"[{i}/{len(jobs)}] {point.name}: {cpu:.2f} s of CPU, {wall:.2f} s", file=sys.stderr)
     return rows
-

@@ -172,12 +172,15 @@ def main(argv=None):
     p.add_argument("--extra-options", default=None, metavar="OPTIONS",
                    help='slang fit options added to every fit, e.g. "--init-precision 10"')
     p.add_argument("--cpu", action="store_true",
-                   help="run the fits one at a time, each in its own process, and report its CPU seconds")
+                   help="run the fits one at a time, each in its own process, and report its CPU seconds (every fit "
+                        "runs again, also those complete in --runs)")
     p.add_argument("--tuned-splits", type=int, default=0, metavar="N",
                    help="with --cpu: also time the README's tuned SLANG fit on the first N splits of each set")
     a = p.parse_args(argv)
     if a.tuned_splits and not a.cpu:
         p.error("--tuned-splits needs --cpu (both are timed the same way)")
+    if a.tuned_splits and a.validation:
+        p.error("--tuned-splits times the tuned fit on the test split: not with --validation's fewer rows")
     if a.cpu and (a.scheduler or a.jobs != 1):
         p.error("--cpu runs the fits one at a time on this machine: it takes neither --scheduler nor --jobs")
     folders = gal_folders(Path(a.data_dir))
@@ -230,7 +233,6 @@ def report_runs(a, folders, jobs, tuned):
                                           f"({r['seconds']:.1f} s)",
                                 runs=a.runs, prefix="uci-defaults-runs-", scheduler=a.scheduler, workers=a.jobs)
         tuned_rows = []
-    seconds = "cpu_seconds" if a.cpu else "seconds"
     summary = []
     report = table_stream(a.json)  # stdout, unless --json - claims it
     print(f"{'data set':<14} {'method':<6} {'splits':>6} {'test log-lik':>16} {'tuned':>6} {'RMSE':>14} "
@@ -247,18 +249,20 @@ def report_runs(a, folders, jobs, tuned):
                  "loglik": ll, "loglik_se": ll_se, "rmse": rmse, "rmse_se": rmse_se,
                  "coverage_95": float(np.mean([r["coverage_95"] for r in ok])),
                  "noise_precision_median": float(np.median([r["noise_precision"] for r in ok])),
-                 "seconds_per_fit": float(np.mean([r[seconds] for r in ok])),
+                 "seconds_per_fit": float(np.mean([r["seconds"] for r in ok])),
                  "tuned_loglik": TUNED.get(folder.name)}
+            if a.cpu:
+                s["cpu_seconds_per_fit"] = float(np.mean([r["cpu_seconds"] for r in ok]))
             mine = [r["cpu_seconds"] for r in tuned_rows if r["folder"] == folder.name]
             if mine:  # the tuned fit's CPU seconds per split, measured here, and this fit's fraction of it
                 s["tuned_cpu_seconds"] = float(np.mean(mine))
                 s["tuned_splits"] = len(mine)
-                s["cpu_fraction_of_tuned"] = s["seconds_per_fit"] / s["tuned_cpu_seconds"]
+                s["cpu_fraction_of_tuned"] = s["cpu_seconds_per_fit"] / s["tuned_cpu_seconds"]
             summary.append(s)
             tuned = f"{s['tuned_loglik']:.2f}" if s["tuned_loglik"] is not None else "-"
             print(f"{folder.name:<14} {method:<6} {len(ok):>6} {ll:>8.3f} +- {ll_se:.3f} {tuned:>6} "
                   f"{rmse:>6.2f} +- {rmse_se:.2f} {s['coverage_95']:>6.3f} {s['noise_precision_median']:>7.1f} "
-                  f"{s['seconds_per_fit']:>9.2f}"
+                  f"{s['cpu_seconds_per_fit' if a.cpu else 'seconds_per_fit']:>9.2f}"
                   + (f" {s['tuned_cpu_seconds']:>11.1f} {'1/' + format(1 / s['cpu_fraction_of_tuned'], '.1f'):>8}"
                      if mine else ""), file=report)
     if not tuned_rows:

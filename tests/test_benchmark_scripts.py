@@ -154,11 +154,16 @@ def test_uci_defaults_cpu_times_each_fit_and_the_tuned_fit_in_processes_of_their
     assert len(config["restarts"]["seeds"]) == 3
     (summary,) = out["summary"]
     assert summary["tuned_splits"] == 1 and summary["tuned_cpu_seconds"] == out["tuned_rows"][0]["cpu_seconds"]
-    assert summary["seconds_per_fit"] == np.mean([r["cpu_seconds"] for r in out["rows"]])
-    assert summary["cpu_fraction_of_tuned"] == summary["seconds_per_fit"] / summary["tuned_cpu_seconds"]
+    assert summary["cpu_seconds_per_fit"] == np.mean([r["cpu_seconds"] for r in out["rows"]])
+    assert summary["seconds_per_fit"] == np.mean([r["seconds"] for r in out["rows"]])
+    assert summary["cpu_fraction_of_tuned"] == summary["cpu_seconds_per_fit"] / summary["tuned_cpu_seconds"]
     assert "CPU s/fit" in captured.err and "tuned CPU s" in captured.err
-    with pytest.raises(SystemExit):
-        script.main(["--data-dir", str(root), "--tuned-splits", "1"])
+    for refused in (["--tuned-splits", "1"], ["--cpu", "--tuned-splits", "1", "--validation"]):
+        with pytest.raises(SystemExit):
+            script.main(["--data-dir", str(root), *refused])
+    # an option slang fit does not have stops the script before any fit, as a sweep would
+    with pytest.raises(SystemExit, match="not a slang fit option"):
+        script.main(["--data-dir", str(root), "--cpu", "--extra-options", "--init-precison 10"])
 
 
 def test_ktied_snr_window_replays_the_training_steps(monkeypatch):
