@@ -119,7 +119,7 @@ def sample_noise(U: np.ndarray, d: np.ndarray, Z: np.ndarray, WtW: np.ndarray | 
     rs = (1.0 / np.sqrt(d)).astype(U.dtype, copy=False)
     WtW = capacitance(U, d) if WtW is None else WtW
     if WtW.shape == (1, 1):  # LAPACK's eigenpair of a 1 x 1 matrix, without the ~20 us of np.linalg.eigh's call
-        s, R = WtW[0].copy(), np.ones((1, 1))
+        s, R = WtW[0].copy(), np.ones((1, 1), dtype=WtW.dtype)
     else:
         s, R = np.linalg.eigh(WtW)
     s = np.maximum(s, 0.0)  # W^T W is PSD; rounding can push a zero eigenvalue slightly negative

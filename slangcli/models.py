@@ -24,6 +24,7 @@ likelihood: sigmoid with Bernoulli, softmax with categorical, identity with Gaus
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import NamedTuple
@@ -135,7 +136,7 @@ class MLP:
 
     @property
     def layout(self) -> Layout:
-        return _layout(tuple(self.sizes))
+        return _layout(tuple(operator.index(n) for n in self.sizes))  # (Python ints: the cache is shared)
 
     @property
     def n_params(self) -> int:
