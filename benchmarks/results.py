@@ -68,8 +68,8 @@ def timed_fits(script: str, jobs: list, fit_options, result_row, *, runs, prefix
     return ``result_row(job, record, run_file)`` of each, with ``record["cpu_seconds"]`` the whole process's CPU
     time (user and system, its BLAS threads included: start-up, data, training, scoring and the run file, as a
     user's ``slang fit`` spends it) and ``record["seconds"]`` its wall time. Run files go to ``runs`` (every fit is
-    run again, replacing its file there: a measurement) or a temporary folder named ``prefix...``; each finished fit is printed on stderr, and a failed one
-    ends the script naming it. Sequential on purpose: two fits at once on two cores would share caches and memory
+    run again, replacing its file there: a measurement) or a temporary folder named ``prefix...``; each finished
+    fit is printed on stderr, and a failed one ends the script naming it. Sequential on purpose: two fits at once on two cores would share caches and memory
     bandwidth, and CPU seconds would depend on what else ran."""
     from slangcli.cli.sweep_engine import points_of
     from slangcli.errors import ConfigError

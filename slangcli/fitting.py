@@ -331,8 +331,9 @@ def _fit_prepared(
     ``method`` None is :func:`default_method`: ``slang`` for a linear model and a regression network, ``ivon`` for
     a classification network. ``hyper`` holds the method's hyperparameters by name
     (``slangcli.methods.METHODS[method].Hyper``); the others take the method's defaults, and a name the method does
-    not have is a ConfigError. Step methods train for ``epochs`` (default 200) or ``iterations`` steps on minibatches of ``batch_size`` (default 32); the exact
-    solvers use the whole training set at once and refuse these three (and checkpoints). ``snr_every`` steps
+    not have is a ConfigError. Step methods train for ``epochs`` (default 200) or ``iterations`` steps on
+    minibatches of ``batch_size`` (default 32); the exact solvers use the whole training set at once and refuse
+    these three (and checkpoints). ``snr_every`` steps
     (methods with ``std_gradients``: ``bbb``, ``ktied``) the gradient SNR of the standard-deviation parameters is
     recorded in the history from ``snr_draws`` independent gradient draws (``slangcli.train.gradient_snr``).
 
@@ -347,8 +348,8 @@ def _fit_prepared(
     given, method = method, default_method(hidden, prepared.likelihood) if method is None else method
     module, widths, hyper = _checked(
         method=given, likelihood=prepared.likelihood, hyper=hyper, hidden=hidden, activation=activation,
-        noise_precision=noise_precision, batch_size=batch_size, epochs=epochs, iterations=iterations, prior_precision=prior_precision,
-        bias_prior_precision=bias_prior_precision, checkpointing=checkpointing, tune=tune, tune_folds=tune_folds,
+        noise_precision=noise_precision, batch_size=batch_size, epochs=epochs, iterations=iterations,
+        prior_precision=prior_precision, bias_prior_precision=bias_prior_precision, checkpointing=checkpointing, tune=tune, tune_folds=tune_folds,
         tune_epochs=tune_epochs, tune_rounds=tune_rounds, restarts=restarts, snr_every=snr_every,
         snr_draws=snr_draws)
     solver = is_solver(module)

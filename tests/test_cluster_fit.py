@@ -33,7 +33,8 @@ def data(tmp_path):
 def _fit(data, out, *extra):
     done = CliRunner().invoke(main, ["fit", str(data), "-o", str(out), "--likelihood", "gaussian", "--hidden", "4",
                                      "--method", "slang", "--rank", "1", "--samples", "2", "--batch-size", "10",
-                                     "--epochs", "3", "--eval-samples", "20", "--test-fraction", "0.25", "--no-progress", *extra])
+                                     "--epochs", "3", "--eval-samples", "20", "--test-fraction", "0.25", "--no-progress",
+                                     *extra])
     assert done.exit_code == 0, done.output
     return read_run(out)
 

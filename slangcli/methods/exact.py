@@ -83,16 +83,10 @@ def _data_term(Xb, y, mu, v):
     return float(np.sum(expect_softplus(m, v) - y * m)), expect_sigmoid(m, v), expect_sigmoid_grad(m, v)
 
 
-def _minimize(*args, **kwargs):
-    """``scipy.optimize.minimize``, imported on first use: loading scipy.optimize costs every ``slang`` command
-    about 0.15 s, and only the exact solvers need it."""
-    import scipy.optimize
-
-    return scipy.optimize.minimize(*args, **kwargs)
-
-
 def _laplace(Xb, y, lam):
     """MAP of the logistic-regression posterior (L-BFGS) and the diagonal weights ``p (1 - p)`` of its Hessian."""
+    import scipy.optimize  # here, not at the top: loading it costs every slang command about 0.15 s
+
     N = Xb.shape[0]
 
     def objective(w):
@@ -101,8 +95,8 @@ def _laplace(Xb, y, lam):
         value = np.sum(np.logaddexp(0.0, f) - y * f) + 0.5 * np.sum(lam * w * w)
         return value / N, (Xb.T @ (p - y) + lam * w) / N
 
-    res = _minimize(objective, np.zeros(Xb.shape[1]), jac=True, method="L-BFGS-B",
-                    options={"maxiter": 5000, "gtol": 1e-10, "ftol": 0.0, "maxcor": HISTORY})
+    res = scipy.optimize.minimize(objective, np.zeros(Xb.shape[1]), jac=True, method="L-BFGS-B",
+                                  options={"maxiter": 5000, "gtol": 1e-10, "ftol": 0.0, "maxcor": HISTORY})
     f = Xb @ res.x
     # the initial point only needs to be reasonable, so a MAP short of full convergence is fine
     return res.x, scipy.special.expit(f) * scipy.special.expit(-f)
@@ -132,11 +126,13 @@ class _Recorder:
 
 
 def _minimise(fun, x0, hyper: Hyper, name: str):
+    import scipy.optimize  # (see _laplace)
+
     rec = _Recorder(fun)
     with np.errstate(over="ignore", under="ignore"):
-        res = _minimize(rec, x0, jac=True, method="L-BFGS-B", callback=rec.callback,
-                        options={"maxiter": hyper.max_iter, "maxfun": 2 * hyper.max_iter + 100,
-                                 "gtol": hyper.tol, "ftol": 0.0, "maxcor": HISTORY})
+        res = scipy.optimize.minimize(rec, x0, jac=True, method="L-BFGS-B", callback=rec.callback,
+                                      options={"maxiter": hyper.max_iter, "maxfun": 2 * hyper.max_iter + 100,
+                                               "gtol": hyper.tol, "ftol": 0.0, "maxcor": HISTORY})
         value, grad = fun(res.x)
     grad_max = float(np.max(np.abs(grad)))
     if not (np.isfinite(value) and grad_max <= hyper.tol):
