@@ -17,7 +17,9 @@ Suite-wide checks (the command line's promise: no traceback, no temporary file l
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+import time
 from pathlib import Path
 
 import click.testing
@@ -30,6 +32,24 @@ from slangcli.workflow import DataOptions, fit
 N_ROWS, N_FEATURES = 40, 3
 # the lines in which slang fit states, before training, the task it inferred (slangcli.task.describe)
 TASK_LINES = ("slang: task: ", "slang: change the task ", "slang: method: ")
+
+
+@contextlib.contextmanager
+def local_cluster(**env):
+    """A real ``distributed.LocalCluster`` of two worker processes with one thread each and ``env`` set in them.
+    On exit its workers are closed (and gone from the scheduler) before the scheduler is: closed the other way
+    round, a worker's heartbeat could meet the closed scheduler and log a CommClosedError traceback on the test's
+    stderr, which the suite-wide traceback check then reports (seen once in CI, in a test's teardown)."""
+    import distributed
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  env=env) as cluster:
+        yield cluster
+        with distributed.Client(cluster) as client:
+            cluster.scale(0)
+            deadline = time.monotonic() + 30
+            while client.scheduler_info()["workers"] and time.monotonic() < deadline:
+                time.sleep(0.1)
 
 
 def message_lines(stderr: str) -> list[str]:

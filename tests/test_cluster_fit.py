@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import local_cluster
 
 from slangcli.cli import main
 from slangcli.io import read_run
@@ -15,8 +16,7 @@ distributed = pytest.importorskip("distributed")
 
 @pytest.fixture(scope="module")
 def scheduler():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                  env={"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}) as cluster:
+    with local_cluster(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1") as cluster:
         yield cluster.scheduler_address
 
 

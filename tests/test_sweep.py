@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import binary_problem, csv_text
+from conftest import binary_problem, csv_text, local_cluster
 
 from slangcli.cli import main
 from slangcli.cli.sweep_engine import make_point, points_of, read_spec, run_fit, run_sweep, write_results
@@ -29,8 +29,7 @@ FIT = ["--epochs", "2", "--test-fraction", "0.25", "--batch-size", "8"]
 @pytest.fixture(scope="module")
 def cluster():
     """Two worker processes, one thread each, shared by the tests that do not kill workers."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                  env={"OPENBLAS_NUM_THREADS": "1"}) as c:
+    with local_cluster(OPENBLAS_NUM_THREADS="1") as c:
         yield c
 
 
