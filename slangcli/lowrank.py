@@ -18,6 +18,8 @@ All functions accept ``L = 0`` (a diagonal Gaussian).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.linalg
 
@@ -41,6 +43,17 @@ def capacitance(U: np.ndarray, d: np.ndarray) -> np.ndarray:
     return weighted_gram(U, 1.0 / d)
 
 
+def _check_finite(C: np.ndarray) -> None:
+    """Raise ``LinAlgError`` where the capacitance matrix (or ``W^T W``) overflowed.
+
+    LAPACK does not check its input: OpenBLAS's potrf factors a matrix of infinities without an error (a diagonal
+    of inf, zeros below it), and the 1 x 1 eigenpair of inf gives a zero correction, so every result computed from
+    it would silently drop U. One sum tells whether any entry is not finite (about 1 us, as much as the
+    factorisation itself at the L of a few)."""
+    if not math.isfinite(C.sum()):
+        raise np.linalg.LinAlgError("the capacitance matrix overflows float64")
+
+
 def _cholesky_capacitance(U, d, WtW=None):
     """The lower Cholesky factor of ``C = I + W^T W``.
 
@@ -49,6 +62,7 @@ def _cholesky_capacitance(U, d, WtW=None):
     for the routine, several times per step."""
     C = capacitance(U, d) if WtW is None else WtW.copy()
     C.flat[:: C.shape[0] + 1] += 1.0
+    _check_finite(C)
     chol, info = scipy.linalg.lapack.dpotrf(C, lower=1, clean=1)
     if info != 0:
         raise np.linalg.LinAlgError("the capacitance matrix is not positive definite")
@@ -118,6 +132,7 @@ def sample_noise(U: np.ndarray, d: np.ndarray, Z: np.ndarray, WtW: np.ndarray | 
     # and a float32 U is there to halve them
     rs = (1.0 / np.sqrt(d)).astype(U.dtype, copy=False)
     WtW = capacitance(U, d) if WtW is None else WtW
+    _check_finite(WtW)
     if WtW.shape == (1, 1):  # LAPACK's eigenpair of a 1 x 1 matrix, without the ~20 us of np.linalg.eigh's call
         s, R = WtW[0].copy(), np.ones((1, 1), dtype=WtW.dtype)
     else:

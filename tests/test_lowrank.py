@@ -77,6 +77,18 @@ def test_quadratic_forms_match_dense(L, n_zero):
     np.testing.assert_allclose(lowrank.quadratic_forms(U, d, X), expected, rtol=1e-9, atol=1e-12)
 
 
+def test_an_overflowing_capacitance_matrix_is_an_error_not_a_factor():
+    """U^T diag(1/d) U beyond float64 (every term 1e398): LAPACK's potrf factors a matrix of infinities without an
+    error on some BLAS kernels, and every result then silently ignored U. Each routine raises LinAlgError."""
+    U, d, X = np.full((4, 2), 1e149), np.full(4, 1e-100), np.ones((3, 4))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for compute in (lambda: lowrank.solve(U, d, X[0]), lambda: lowrank.logdet(U, d),
+                        lambda: lowrank.marginal_variances(U, d), lambda: lowrank.quadratic_forms(U, d, X),
+                        lambda: lowrank.sample_noise(U, d, np.ones((4, 2)))):
+            with pytest.raises(np.linalg.LinAlgError, match="overflows float64"):
+                compute()
+
+
 @pytest.mark.parametrize("L,n_zero", CASES, ids=CASE_IDS)
 def test_sample_noise_square_root_is_exact(L, n_zero):
     """``A = sample_noise(U, d, I)`` is a square root of the covariance: ``A A^T == P^{-1}`` to rounding.

@@ -170,6 +170,21 @@ def _set(group_path, name, value):
     return edit
 
 
+def _both(*edits):
+    def edit(f):
+        for one in edits:
+            one(f)
+    return edit
+
+
+# U of 1e149 with d of 1e-100: each term of the capacitance matrix U^T diag(1/d) U is 1e398, beyond float64 in any
+# order of summation and on every BLAS kernel. (U of 1e149 alone gives terms near 1e297 whose Cholesky
+# factorisation, of a numerically singular matrix, succeeds or fails by the kernel's rounding: a case that says
+# nothing about slang.) LAPACK's potrf factors a matrix of infinities without complaint, and every result then
+# silently dropped U: slang checks the capacitance matrix itself.
+OVERFLOWING_U = _both(_set("posterior", "U", 1e149), _set("posterior", "d", 1e-100))
+
+
 @pytest.mark.parametrize("source,dataset", [("logistic.h5", "mean"), ("net.h5", "mean"), ("net.h5", "U"),
                                             ("regbbb.h5", "mean")])
 def test_stored_values_beyond_the_bound_are_refused_on_reading(runs, source, dataset):
@@ -237,9 +252,9 @@ def test_a_posterior_of_1e300_is_one_line_on_every_command(runs, command):
     ("regnet.h5", _set("posterior", "mean", 1e149), "gives non-finite"),
     # standard deviations of exp(300): the weight samples overflow the network
     ("regbbb.h5", _set("posterior", "log_sigma", 300.0), "gives non-finite"),
-    # U U^T overflows the capacitance matrix: its Cholesky factorisation failed with a traceback
-    ("logistic.h5", _set("posterior", "U", 1e149), "too ill-conditioned"),
-], ids=["regression mean 1e149", "log_sigma 300", "U 1e149"])
+    # U^T diag(1/d) U overflows the capacitance matrix: a traceback, or U silently dropped (exit 0)
+    ("logistic.h5", OVERFLOWING_U, "too ill-conditioned"),
+], ids=["regression mean 1e149", "log_sigma 300", "U 1e149 d 1e-100"])
 @pytest.mark.parametrize("command", ["evaluate", "predict", "compress --evaluate"])
 def test_values_within_the_bound_that_overflow_are_one_line(runs, source, edit, says, command):
     """Values the reader accepts can still overflow when scored: NumPy's warnings stay quiet, and a non-finite
@@ -251,6 +266,46 @@ def test_values_within_the_bound_that_overflow_are_one_line(runs, source, edit, 
     code, err = slang(*args, cwd=runs)
     assert_one_line_error(code, err, f"{name}: its posterior", says)
     assert not (runs / f"{name}.csv").exists() and not (runs / f"{name}.c.h5").exists()
+
+
+def test_a_posterior_near_the_limits_that_stays_finite_scores_correctly(runs):
+    """The other half of the rule: values that stay finite are scored, exit 0, with the right numbers. U scaled by
+    1e100 (so U U^T ~ 1e200 beside a diagonal of order one: the capacitance matrix is huge but well conditioned
+    relative to its size) against an independent computation: the covariance by the SVD of diag(d)^-1/2 U, the
+    logistic predictive by adaptive quadrature."""
+    import json
+
+    import scipy.integrate
+    import scipy.special
+
+    name = edited(runs, "logistic.h5", "scaled-U.h5", lambda f: f["posterior/U"].__setitem__(
+        Ellipsis, f["posterior/U"][()] * 1e100))
+    proc = subprocess.run([sys.executable, "-m", "slangcli", "evaluate", name, "data.csv", "--json"], cwd=runs,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "Warning" not in proc.stderr, proc.stderr
+    nll = json.loads(proc.stdout)["metrics"]["test"]["nll"]
+
+    with h5py.File(runs / name, "r") as f:
+        mean, U, d = (f["posterior"][k][()] for k in ("mean", "U", "d"))
+    table = np.genfromtxt(runs / "data.csv", delimiter=",", skip_header=1, dtype=str)
+    X = np.hstack([table[:, :-1].astype(float), np.ones((len(table), 1))])  # the bias is the last weight
+    y = (table[:, -1] == "yes").astype(float)  # labels are sorted and coded: no 0, yes 1
+    Q, s, _ = np.linalg.svd(U / np.sqrt(d)[:, None], full_matrices=False)
+    Xs = X / np.sqrt(d)  # x^T Sigma x = |D^-1/2 x|^2 - sum_k s_k^2 / (1 + s_k^2) (q_k^T D^-1/2 x)^2
+    v = np.einsum("nd,nd->n", Xs, Xs) - ((Xs @ Q) ** 2 * (s**2 / (1 + s**2))).sum(axis=1)
+    assert (v > 0).all()
+
+    def p_one(m, var):
+        integrand = lambda z: scipy.special.expit(m + np.sqrt(var) * z) * np.exp(-z * z / 2) / np.sqrt(2 * np.pi)
+        return scipy.integrate.quad(integrand, -np.inf, np.inf, epsabs=1e-13, epsrel=1e-12)[0]
+
+    p = np.array([p_one(m, var) for m, var in zip(X @ mean, v)])
+    expected = -np.mean(y * np.log(p) + (1 - y) * np.log1p(-p))
+    assert nll == pytest.approx(expected, rel=1e-6)
+    # the scaling changed the posterior: its predictive differs from the stored run's (the test can fail)
+    proc = subprocess.run([sys.executable, "-m", "slangcli", "evaluate", "logistic.h5", "data.csv", "--json"],
+                          cwd=runs, capture_output=True, text=True, timeout=120)
+    assert json.loads(proc.stdout)["metrics"]["test"]["nll"] != pytest.approx(expected, rel=1e-3)
 
 
 def test_scores_that_overflow_are_refused_by_the_library_too(runs):
@@ -265,14 +320,13 @@ def test_scores_that_overflow_are_refused_by_the_library_too(runs):
 
 
 PLOT_OVERFLOWS = {
-    # U U^T overflows the capacitance matrix: the marginal variances' Cholesky factorisation failed (traceback)
-    "spectrum, U 1e149": ("logistic.h5", _set("posterior", "U", 1e149), ["--kind", "spectrum"],
-                          "its posterior is too ill-conditioned"),
-    "posterior, U 1e149": ("logistic.h5", _set("posterior", "U", 1e149),
-                           ["--kind", "posterior", "--reference", "logistic.h5"],
-                           "its posterior is too ill-conditioned"),
-    "calibration --bins, U 1e149": ("logistic.h5", _set("posterior", "U", 1e149),
-                                    ["--kind", "calibration", "--bins", "10"], "its posterior is too ill-conditioned"),
+    # the capacitance matrix overflows: the marginal variances' Cholesky factorisation failed (traceback)
+    "spectrum, U 1e149 d 1e-100": ("logistic.h5", OVERFLOWING_U, ["--kind", "spectrum"],
+                                   "its posterior is too ill-conditioned"),
+    "posterior, U 1e149 d 1e-100": ("logistic.h5", OVERFLOWING_U, ["--kind", "posterior", "--reference", "logistic.h5"],
+                                    "its posterior is too ill-conditioned"),
+    "calibration --bins, U 1e149 d 1e-100": ("logistic.h5", OVERFLOWING_U, ["--kind", "calibration", "--bins", "10"],
+                                             "its posterior is too ill-conditioned"),
     # the recomputed coverage: RMSE inf with a RuntimeWarning, and a figure written (exit 0)
     "calibration, regression mean 1e149": ("regnet.h5", _set("posterior", "mean", 1e149), ["--kind", "calibration"],
                                            "its posterior gives non-finite scores (test rmse inf)"),
@@ -300,7 +354,7 @@ def test_plot_data_that_overflow_are_refused_by_the_library_too(runs):
 
     from slangcli import plotdata
 
-    name = edited(runs, "logistic.h5", "lib-plot-U.h5", _set("posterior", "U", 1e149))
+    name = edited(runs, "logistic.h5", "lib-plot-U.h5", OVERFLOWING_U)
     run = read_run(runs / name)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
