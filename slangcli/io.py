@@ -219,6 +219,25 @@ def _text(value):
 _ABSENT = object()
 
 
+def _first_link(group, prefix: str = "", seen=None):
+    """``(name, link)`` of the first soft or external link under ``group``, or None. Each link is looked at
+    without following it (``getlink=True``, in every h5py since 2.x: ``visititems_links`` needs h5py 3.11), and
+    only hard-linked groups are entered, each once (hard links can make a cycle)."""
+    seen = set() if seen is None else seen
+    for name in group:
+        link = group.get(name, getlink=True)
+        path = f"{prefix}{name}"
+        if not isinstance(link, h5py.HardLink):
+            return path, link
+        child = group.get(name)
+        if isinstance(child, h5py.Group) and child.id not in seen:
+            seen.add(child.id)
+            found = _first_link(child, f"{path}/", seen)
+            if found is not None:
+                return found
+    return None
+
+
 class _Reader:
     """Reads and validates one run file; every problem becomes a one-line FormatError naming the file."""
 
@@ -354,9 +373,7 @@ class _Reader:
         """Refuse a soft or external link anywhere in the file (before anything follows one): a run file is
         self-contained, and an external link would read another file's data in its name. One pass over the link
         names of every group; no dataset is read."""
-        # (the visit stops at the first callback that returns something; an exception raised inside libhdf5's
-        # callback would not come out as itself)
-        found = f.visititems_links(lambda name, link: None if isinstance(link, h5py.HardLink) else (name, link))
+        found = _first_link(f)
         if found is None:
             return
         name, link = found

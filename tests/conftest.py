@@ -30,6 +30,16 @@ from slangcli.io import write_run
 from slangcli.workflow import DataOptions, fit
 
 N_ROWS, N_FEATURES = 40, 3
+
+if "mix_stderr" in click.testing.CliRunner.__init__.__code__.co_varnames:
+    # click 8.1 (the oldest slang supports) mixes a command's stderr into its output unless told otherwise; the
+    # tests read ``result.stderr`` apart from ``result.stdout``, as click 8.2 and later always keep them
+    _runner_init = click.testing.CliRunner.__init__
+
+    def _separate_stderr(self, *args, mix_stderr=False, **kwargs):
+        _runner_init(self, *args, mix_stderr=mix_stderr, **kwargs)
+
+    click.testing.CliRunner.__init__ = _separate_stderr
 # the lines in which slang fit states, before training, the task it inferred (slangcli.task.describe)
 TASK_LINES = ("slang: task: ", "slang: change the task ", "slang: method: ")
 
