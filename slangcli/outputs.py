@@ -73,6 +73,10 @@ def check_output_path(output) -> None:
     Raises :class:`UnusableOutput` naming the path and the reason."""
     text = os.fspath(output)
     shown = _show(text)
+    if not text:
+        # (an empty path resolves to the working directory, which is found only when the finished fit is written)
+        raise UnusableOutput("the output path is empty; give a file name")
+    _check_path_length(text)
     if text.endswith(os.sep) or os.path.isdir(text):
         raise UnusableOutput(f"{shown} is a directory; give a file name")
     if os.path.islink(text) and not os.path.exists(text):
@@ -85,8 +89,14 @@ def check_output_path(output) -> None:
                     else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
             via = " (through a symbolic link)" if os.path.islink(text) else ""
             raise UnusableOutput(f"{shown} is {kind}{via}; slang writes only regular files")
-    target = os.path.realpath(text)  # a symlink to a regular file is written through: its target is replaced
-    parent = os.path.dirname(target)
+        if not os.access(text, os.W_OK):
+            # renaming the finished file onto it would replace it all the same: a file its owner made read-only is
+            # refused by every command alike
+            raise UnusableOutput(f"{shown} is read-only; refusing to replace it")
+    # a symlink to a regular file is written through: its target is replaced (otherwise the path as given, which
+    # may be short where the absolute one is beyond PATH_MAX)
+    target = os.path.realpath(text) if os.path.islink(text) else text
+    parent = os.path.dirname(target) or "."
     if not os.path.isdir(parent):
         raise UnusableOutput(f"directory {_show(os.path.dirname(text) or '.')} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
@@ -99,6 +109,27 @@ def check_output_path(output) -> None:
     if len(os.fsencode(name)) + TEMPORARY_AFFIXES > name_max:
         raise UnusableOutput(f"{_show(name)[:40]}...: the file name is {len(os.fsencode(name))} bytes long; at most "
                              f"{name_max - TEMPORARY_AFFIXES} fit in this directory beside the temporary name")
+
+
+def _check_path_length(text: str) -> None:
+    """Refuse a path the system cannot open whole (longer than PATH_MAX), or one whose directory the system
+    cannot reach (a component longer than NAME_MAX): ``os.path.isdir`` says False to both, which would read as a
+    directory that does not exist."""
+    directory = os.path.dirname(text) or "."
+    try:
+        os.stat(directory)
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise UnusableOutput(f"{_show(text)[:60]}...: the path of its directory is too long for this system "
+                                 f"({len(os.fsencode(directory))} bytes)") from None
+        return  # other problems (no such directory, no permission) are named by the checks that follow
+    try:
+        path_max = os.pathconf(directory, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        path_max = 4096
+    if len(os.fsencode(text)) + TEMPORARY_AFFIXES >= path_max:
+        raise UnusableOutput(f"{_show(text)[:60]}...: the path is {len(os.fsencode(text))} bytes long; at most "
+                             f"{path_max - TEMPORARY_AFFIXES - 1} fit on this system beside the temporary name")
 
 
 def _temporary_name(path: Path) -> str:
@@ -201,8 +232,9 @@ def hdf5_image(tmp):
 
 @contextlib.contextmanager
 def writing_stdout():
-    """Turn a full stdout (``> /dev/full``) into a one-line OutputError; a closed pipe (BrokenPipeError) is left
-    to the command group, which exits quietly."""
+    """Turn a full stdout (``> /dev/full``) or a closed one (``>&-``) into a one-line OutputError; a closed pipe
+    (BrokenPipeError) is left to the command group, which exits quietly."""
+    check_stdout()
     try:
         yield
     except BrokenPipeError:
@@ -210,6 +242,15 @@ def writing_stdout():
     except OSError as exc:
         discard_stdout()
         raise output_error("stdout", exc) from None
+
+
+def check_stdout(what: str = "the output") -> None:
+    """Refuse to write to a closed stdout: Python sets ``sys.stdout`` to None when file descriptor 1 was closed at
+    start-up (``>&-``)."""
+    import sys
+
+    if sys.stdout is None:
+        raise OutputError(f"cannot write {what} to stdout: it is closed")
 
 
 def discard_stdout() -> None:

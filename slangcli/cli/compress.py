@@ -9,7 +9,7 @@ from rich.table import Table
 
 from slangcli.cli import main
 from slangcli.cli.options import SAMPLES, SEED, check_output, invocation
-from slangcli.cli.output import emit_json, note, stderr
+from slangcli.cli.output import emit_json, needs_stdout, note, stderr
 from slangcli.errors import DataError
 from slangcli.io import read_run, write_runs
 from slangcli.workflow import compress as compress_run
@@ -82,7 +82,7 @@ def results_table(source: dict, results) -> Table:
               help="Monte-Carlo weight samples of --evaluate (the k-tied paper's Table 2 uses 100).")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the --evaluate samples (the same for every posterior: common random numbers).")
-@click.option("--json", "as_json", is_flag=True, help="Print the spectrum and results as one JSON object on stdout.")
+@click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print the spectrum and results as one JSON object on stdout.")
 def compress(run_file, ranks, output, evaluate, samples, seed, as_json):
     """Compress the posterior in RUN.h5 to k-tied posteriors: for each weight matrix, the rank-k truncated SVD of
     its matrix of posterior standard deviations (floored at 1e-6 of its largest entry); means and bias standard

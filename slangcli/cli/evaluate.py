@@ -6,7 +6,7 @@ import click
 
 from slangcli.cli import main
 from slangcli.cli.options import BINS, SAMPLES, SEED
-from slangcli.cli.output import calibration_table, emit_json, metric_rows, metrics_table, note
+from slangcli.cli.output import calibration_table, emit_json, metric_rows, metrics_table, needs_stdout, note
 from slangcli.io import read_run
 from slangcli.metrics import PREDICTIVES
 from slangcli.readers import MISSING_POLICIES
@@ -30,7 +30,7 @@ from slangcli.workflow import evaluate as evaluate_run
                    "between the two posteriors and both directed KLs.")
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
               help="A row of DATA with a missing value: an error, or left out (default: as in the fit).")
-@click.option("--json", "as_json", is_flag=True, help="Print the scores as one JSON object on stdout.")
+@click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print the scores as one JSON object on stdout.")
 def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, missing, as_json):
     """Score the posterior in RUN.h5 on DATA (default: the run's own test data).
 

@@ -11,7 +11,7 @@ import click
 
 from slangcli.cli import main
 from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_delimiter, check_output, invocation
-from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, note, progress_bar
+from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
 from slangcli.errors import DivergenceError, Interrupted
 from slangcli.io import read_run, write_run
 from slangcli.outputs import Terminated
@@ -215,7 +215,7 @@ def _target_note(target: str | None, run) -> str | None:
               help="Continue the fit checkpointed in this run file (its data, options and state) and write the "
                    "finished run to it.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal only).")
-@click.option("--json", "as_json", is_flag=True, help="Print the run summary as one JSON object on stdout.")
+@click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print the run summary as one JSON object on stdout.")
 def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_values, missing, n_features,
         test_path, test_fraction, split_seed, standardize, uci_split, hidden, activation, likelihood,
         noise_precision, prior_precision, bias_prior_precision, method, batch_size, epochs, iterations, seed,

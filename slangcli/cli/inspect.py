@@ -8,7 +8,7 @@ import click
 import numpy as np
 
 from slangcli.cli import main
-from slangcli.cli.output import emit_json, stderr
+from slangcli.cli.output import emit_json, needs_stdout, stderr
 from slangcli.io import POSTERIOR_NAMES, read_run
 
 
@@ -72,7 +72,7 @@ def _compression_source(source: dict) -> str:
 
 @main.command()
 @click.argument("run_file", metavar="RUN.h5", type=click.Path(dir_okay=False, path_type=str))
-@click.option("--json", "as_json", is_flag=True, help="Print the description as one JSON object on stdout.")
+@click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print the description as one JSON object on stdout.")
 def inspect(run_file, as_json):
     """Describe the run in RUN.h5: method, posterior shapes, configuration, data provenance, metrics."""
     run = read_run(run_file)

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from slangcli.outputs import discard_stdout as stdout_gone, one_line, writing_stdout  # noqa: F401
+from slangcli.outputs import check_stdout, discard_stdout as stdout_gone, one_line, writing_stdout  # noqa: F401
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -39,6 +39,13 @@ def _clean(obj):
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
+
+
+def needs_stdout(ctx, param, value):
+    """Callback of the ``--json`` options: a closed stdout is refused before any work, not after it."""
+    if value:
+        check_stdout("the JSON output")
+    return value
 
 
 def emit_json(obj) -> None:

@@ -6,7 +6,7 @@ import click
 
 from slangcli.cli import main
 from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_output
-from slangcli.cli.output import emit_json, note
+from slangcli.cli.output import check_stdout, emit_json, needs_stdout, note
 from slangcli.io import read_run
 from slangcli.readers import MISSING_POLICIES
 from slangcli.tables import HDF5_SUFFIXES, csv_header, write_predictions
@@ -27,7 +27,7 @@ from slangcli.workflow import predict as predict_run
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
               help="A row of DATA with a missing value: an error, or left out of the predictions (default: as in "
                    "the fit).")
-@click.option("--json", "as_json", is_flag=True, help="Print a summary as one JSON object on stdout.")
+@click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print a summary as one JSON object on stdout.")
 def predict(run_file, data, output, samples, seed, interval, missing, as_json):
     """Predict every example of DATA with the posterior in RUN.h5, with its uncertainty.
 
@@ -40,7 +40,9 @@ def predict(run_file, data, output, samples, seed, interval, missing, as_json):
     """
     if output == "-" and as_json:
         raise click.UsageError("-o - writes the predictions on stdout; --json would mix a summary into them")
-    if output != "-":
+    if output == "-":
+        check_stdout("the predictions")
+    else:
         check_output(output, [run_file, data])
     run = read_run(run_file)
     predictions = predict_run(run, run_file, data, samples=samples, seed=seed, interval=interval, missing=missing,

@@ -9,7 +9,7 @@ import click
 
 from slangcli.cli import main
 from slangcli.cli.options import FloatRange
-from slangcli.cli.output import emit_json, error, note, progress_bar
+from slangcli.cli.output import emit_json, error, needs_stdout, note, progress_bar
 from slangcli.errors import ConfigError
 from slangcli.cli.sweep_engine import (
     RESULTS, dask_client, fit_parameters, option_key, points_of, read_spec, require_distributed, run_sweep,
@@ -44,7 +44,7 @@ def grid_options(command):
               help="Each fit checkpoints to its run file this often, so a fit whose worker dies continues there.")
 @click.option("--dry-run", is_flag=True, help="List the fits and whether each is complete; run nothing.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal only).")
-@click.option("--json", "as_json", is_flag=True, help="Print a summary as one JSON object on stdout.")
+@click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print a summary as one JSON object on stdout.")
 @grid_options
 def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run, progress, as_json, **given):
     """Fit every combination of the given slang fit options, on Dask, one run file each in DIR.
