@@ -354,6 +354,11 @@ class _Reader:
             self.fail(f"cannot read it: {exc.strerror}")
         if not stat.S_ISREG(mode):
             self.fail(f"is {_file_kind(mode)}, not a run file")
+        try:  # (libhdf5 reports a file it may not open as one it cannot read: "truncated or corrupted")
+            with open(self.path, "rb"):
+                pass
+        except OSError as exc:
+            self.fail(f"cannot read it: {exc.strerror}")
         if probe:
             _probe_attributes(self.path, self.fail)
         try:

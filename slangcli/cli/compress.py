@@ -69,7 +69,7 @@ def results_table(source: dict, results) -> Table:
 
 
 @main.command()
-@click.argument("run_file", metavar="RUN.h5", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("run_file", metavar="RUN.h5", type=click.Path(readable=False, dir_okay=False, path_type=str))
 @click.option("--rank", "-k", "ranks", required=True, metavar="K[,K...]",
               help="Rank k of each weight matrix's standard deviations; several, comma-separated, write one file "
                    "each (OUT-k1.h5, OUT-k2.h5, ...). A layer with min(m, n) < k keeps its full rank.")

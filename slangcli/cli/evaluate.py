@@ -14,8 +14,8 @@ from slangcli.workflow import evaluate as evaluate_run
 
 
 @main.command()
-@click.argument("run_file", metavar="RUN.h5", type=click.Path(dir_okay=False, path_type=str))
-@click.argument("data", required=False, type=click.Path(path_type=str))
+@click.argument("run_file", metavar="RUN.h5", type=click.Path(readable=False, dir_okay=False, path_type=str))
+@click.argument("data", required=False, type=click.Path(readable=False, path_type=str))
 @click.option("--predictive", type=click.Choice(PREDICTIVES), default="auto", show_default=True,
               help="Posterior predictive: exact 1-D quadrature (logistic regression; 'auto' picks it there) "
                    "or Monte Carlo.")
@@ -25,7 +25,7 @@ from slangcli.workflow import evaluate as evaluate_run
 @click.option("--bins", type=BINS, default=15, show_default=True,
               help="Equal-width confidence bins of the expected calibration error (classification).")
 @click.option("--reference", "reference_file", metavar="OTHER.h5", default=None,
-              type=click.Path(dir_okay=False, path_type=str),
+              type=click.Path(readable=False, dir_okay=False, path_type=str),
               help="A run of the same model on the same training data: also report the symmetric KL divergence "
                    "between the two posteriors and both directed KLs.")
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,

@@ -126,7 +126,7 @@ def _target_note(target: str | None, run) -> str | None:
 
 
 @main.command(cls=FitCommand)
-@click.argument("data", required=False, type=click.Path(path_type=str))
+@click.argument("data", required=False, type=click.Path(readable=False, path_type=str))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=str),
               help="Run file to write (HDF5).")
 @click.option("--format", "fmt", type=click.Choice(["auto", "csv", "libsvm", "idx", "uci"]), default="auto",
@@ -150,7 +150,7 @@ def _target_note(target: str | None, run) -> str | None:
                    "and in the run file).")
 @click.option("--n-features", type=click.IntRange(min=1), default=None,
               help="LIBSVM width (default: the highest index in the training and test files).")
-@click.option("--test", "test_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+@click.option("--test", "test_path", type=click.Path(readable=False, dir_okay=False, path_type=str), default=None,
               help="Test data file (same format as DATA).")
 @click.option("--test-fraction", type=FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="Hold out this fraction of DATA as the test set.")
@@ -211,7 +211,7 @@ def _target_note(target: str | None, run) -> str | None:
               help="Write a resumable checkpoint to OUTPUT every N steps.")
 @click.option("--checkpoint-seconds", type=FloatRange(min=0), default=600.0, show_default=True,
               help="Write a resumable checkpoint to OUTPUT when this many seconds passed since the last (0: never).")
-@click.option("--resume", "resume_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+@click.option("--resume", "resume_path", type=click.Path(readable=False, dir_okay=False, path_type=str), default=None,
               help="Continue the fit checkpointed in this run file (its data, options and state) and write the "
                    "finished run to it.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal only).")

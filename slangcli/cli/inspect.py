@@ -71,7 +71,7 @@ def _compression_source(source: dict) -> str:
 
 
 @main.command()
-@click.argument("run_file", metavar="RUN.h5", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("run_file", metavar="RUN.h5", type=click.Path(readable=False, dir_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print the description as one JSON object on stdout.")
 def inspect(run_file, as_json):
     """Describe the run in RUN.h5: method, posterior shapes, configuration, data provenance, metrics."""

@@ -31,7 +31,7 @@ def _figures():
 
 
 @main.command()
-@click.argument("runs", nargs=-1, required=True, metavar="RUN.h5|DIR...", type=click.Path(path_type=str))
+@click.argument("runs", nargs=-1, required=True, metavar="RUN.h5|DIR...", type=click.Path(readable=False, path_type=str))
 @click.option("--kind", type=click.Choice(KINDS), required=True,
               help="training: the training record per epoch or solver iteration; calibration: reliability "
                    "diagram (classification) or interval coverage (regression); spectrum: explained variance per "
@@ -40,9 +40,9 @@ def _figures():
                    "method.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
               help="Figure to write: .png, .pdf or .svg.")
-@click.option("--reference", metavar="EXACT.h5", type=click.Path(dir_okay=False, path_type=str), default=None,
+@click.option("--reference", metavar="EXACT.h5", type=click.Path(readable=False, dir_okay=False, path_type=str), default=None,
               help="posterior: the run to compare against (e.g. exact-full), same model and training data.")
-@click.option("--data", metavar="DATA", type=click.Path(path_type=str), default=None,
+@click.option("--data", metavar="DATA", type=click.Path(readable=False, path_type=str), default=None,
               help="calibration: score on this data file (default: each run's own test data).")
 @click.option("--bins", type=BINS, default=None,
               help="calibration: equal-width confidence bins (default: the 15 stored at fit time).")

@@ -14,8 +14,8 @@ from slangcli.workflow import predict as predict_run
 
 
 @main.command()
-@click.argument("run_file", metavar="RUN.h5", type=click.Path(dir_okay=False, path_type=str))
-@click.argument("data", type=click.Path(path_type=str))
+@click.argument("run_file", metavar="RUN.h5", type=click.Path(readable=False, dir_okay=False, path_type=str))
+@click.argument("data", type=click.Path(readable=False, path_type=str))
 @click.option("-o", "--output", required=True, metavar="OUT", type=click.Path(path_type=str),
               help="Where to write: OUT.csv (CSV), OUT.h5 or OUT.hdf5 (HDF5 datasets), or - (CSV on stdout).")
 @click.option("--samples", "-S", type=SAMPLES, default=1000, show_default=True,
