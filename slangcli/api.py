@@ -83,6 +83,16 @@ def _targets(y, n: int, what: str = "y") -> np.ndarray:
             a = np.array(items, dtype=str)
         elif all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in items):
             a = np.array(items, dtype=np.float64)
+        else:
+            # labels of mixed kinds cannot be sorted into classes: name the first row that is missing or of
+            # another kind than the first label, not NumPy's "'<' not supported between 'NoneType' and 'str'"
+            for i, v in enumerate(items):
+                if v is None or (isinstance(v, float) and v != v):
+                    raise DataError(f"{what}: row {i} has no target ({v!r}); every example needs one")
+            kinds = [type(v).__name__ for v in items]
+            i = next(i for i, k in enumerate(kinds) if k != kinds[0])
+            raise DataTypeError(f"{what}: row {i} holds {items[i]!r} ({kinds[i]}) where row 0 holds {items[0]!r} "
+                                f"({kinds[0]}); the targets must be of one kind")
     if a.dtype.kind == "f" and not np.isfinite(a).all():
         i = int(np.flatnonzero(~np.isfinite(a))[0])
         raise DataError(f"{what}: row {i} is {'NaN' if np.isnan(a[i]) else 'inf'} (the targets must be finite)")

@@ -98,7 +98,21 @@ class _SLANGEstimator:
                     non_deterministic=False, requires_fit=True)
 
     # ------------------------------------------------------------------ fitting
+    def _check_params(self) -> None:
+        """The estimator's own whole-number and boolean parameters, named as the user set them (``api.fit``
+        checks the rest under the options' names)."""
+        for name, least, optional in (("epochs", 1, True), ("batch_size", 1, True), ("predict_samples", 1, False)):
+            value = getattr(self, name)
+            if value is None and optional:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+                raise ValueError(f"{type(self).__name__}: {name} must be {'None or ' if optional else ''}an int "
+                                 f">= {least}, got {value!r}")
+        if not isinstance(self.standardize, (bool, np.bool_)):
+            raise ValueError(f"{type(self).__name__}: standardize must be True or False, got {self.standardize!r}")
+
     def _fit(self, X, y, likelihood):
+        self._check_params()
         X_arr, names = api._features(X, "X")
         y_arr = np.asarray(y) if y is not None else None
         if y_arr is None:
@@ -202,8 +216,12 @@ class SLANGClassifier(_SLANGEstimator):
         """Fit the posterior to ``X : (n, p)`` and labels ``y : (n,)`` (any label values); returns self."""
         y_arr = np.asarray(y) if y is not None else None
         likelihood = "categorical"
-        if y_arr is not None and y_arr.ndim in (1, 2) and y_arr.size and len(np.unique(y_arr)) == 2:
-            likelihood = "bernoulli"
+        if y_arr is not None and y_arr.ndim in (1, 2) and y_arr.size:
+            self._check_params()
+            # the labels checked (a missing one, or labels of mixed kinds, named by row) before they are counted;
+            # y itself goes on to _fit, which warns about a column vector
+            if len(np.unique(api._targets(y_arr, len(y_arr), "y"))) == 2:
+                likelihood = "bernoulli"
         return self._fit(X, y, likelihood)
 
     def predict_proba(self, X):
@@ -217,7 +235,9 @@ class SLANGClassifier(_SLANGEstimator):
 
     def score(self, X, y, sample_weight=None):
         """Accuracy of :meth:`predict` (weighted by ``sample_weight``)."""
-        return float(np.average(self.predict(X) == np.asarray(y).ravel(), weights=sample_weight))
+        predicted = self.predict(X)
+        y, weights = _scored(y, sample_weight, len(predicted))
+        return float(np.average(predicted == y, weights=weights))
 
 
 class SLANGRegressor(_SLANGEstimator):
@@ -268,10 +288,26 @@ class SLANGRegressor(_SLANGEstimator):
 
     def score(self, X, y, sample_weight=None):
         """Coefficient of determination R^2 of :meth:`predict`."""
-        y = np.asarray(y, dtype=float).ravel()
-        residual = np.average((y - self.predict(X)) ** 2, weights=sample_weight)
+        predicted = self.predict(X)
+        y, sample_weight = _scored(y, sample_weight, len(predicted))
+        y = y.astype(float)
+        residual = np.average((y - predicted) ** 2, weights=sample_weight)
         spread = np.average((y - np.average(y, weights=sample_weight)) ** 2, weights=sample_weight)
         return float(1.0 - residual / spread) if spread > 0 else 0.0
+
+
+def _scored(y, sample_weight, n: int):
+    """``y`` and ``sample_weight`` of ``score``, one per row of its ``X`` (``n``), as 1-D arrays."""
+    y = np.asarray(y)
+    y = y[:, 0] if y.ndim == 2 and y.shape[1] == 1 else y
+    if y.ndim != 1 or len(y) != n:
+        raise ValueError(f"score: y has shape {y.shape}, but X has {n} rows; give one target per row")
+    if sample_weight is not None:
+        sample_weight = np.asarray(sample_weight, dtype=float)
+        if sample_weight.shape != (n,):
+            raise ValueError(f"score: sample_weight has shape {sample_weight.shape}, but X has {n} rows; give one "
+                             "weight per row")
+    return y, sample_weight
 
 
 def _same(a, b) -> bool:

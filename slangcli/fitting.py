@@ -133,10 +133,26 @@ def check_fit_options(**options) -> None:
     _checked(**options)
 
 
+# the whole-number options and their least values: a string or a fraction from Python (an estimator's
+# set_params(epochs="ten")) is named here, not met later as "'<' not supported between 'str' and 'int'"
+WHOLE_NUMBERS = {"batch_size": 1, "epochs": 1, "iterations": 1, "eval_samples": 1, "seed": 0, "tune_folds": 2,
+                 "tune_epochs": 1, "tune_rounds": 1, "restarts": 1, "snr_every": 1, "snr_draws": 2}
+
+
+def _check_whole_numbers(options: dict) -> None:
+    for name, least in WHOLE_NUMBERS.items():
+        value = options.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            raise ConfigError(f"--{name.replace('_', '-')} must be a whole number >= {least}, got {value!r}")
+
+
 def _checked(**options):
     """The checks of :func:`check_fit_options`; returns ``(module, widths, hyper)``. A network without a method
     whose likelihood the data will decide (``auto``) must have options that suit one of the methods it may get by
     default; they are checked again for the one it gets, once the data are read."""
+    _check_whole_numbers(options)
     method, hidden = options.get("method"), options.get("hidden", ())
     if method is not None or default_method(hidden, options.get("likelihood", "auto")) is not None:
         return _checked_method(**options)

@@ -88,3 +88,57 @@ def test_the_default_method_follows_the_model_as_in_slang_fit():
     assert linear.get_params()["method"] is None and classifier.get_params()["method"] is None
     assert [e.result_.config["method"] for e in (linear, network, classifier)] == ["slang", "slang", "ivon"]
     assert classifier.result_.posterior.kind == "diagonal"
+
+
+# ------------------------------------------------------------------ misuse named by parameter or row
+
+
+@pytest.mark.parametrize("params, says", [
+    ({"predict_samples": 0}, "predict_samples must be an int >= 1, got 0"),
+    ({"predict_samples": "x"}, "predict_samples must be an int >= 1, got 'x'"),
+    ({"epochs": "ten"}, "epochs must be None or an int >= 1, got 'ten'"),
+    ({"epochs": 2.5}, "epochs must be None or an int >= 1, got 2.5"),
+    ({"batch_size": "a"}, "batch_size must be None or an int >= 1, got 'a'"),
+    ({"standardize": "yes"}, "standardize must be True or False, got 'yes'"),
+])
+@pytest.mark.parametrize("hidden", [(), (3,)])
+def test_invalid_parameters_are_named_as_set(params, says, hidden):
+    """predict_samples=0 was a ZeroDivisionError on a network, set_params(epochs='ten') "'<' not supported between
+    instances of 'str' and 'int'"."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    y = (X[:, 0] > 0).astype(int)
+    for estimator, target in ((SLANGClassifier(hidden=hidden), y), (SLANGRegressor(hidden=hidden), X[:, 1])):
+        with pytest.raises(ValueError, match=f"^{type(estimator).__name__}: {says}$".replace("(", r"\(")
+                           .replace(")", r"\)").replace(".", r"\.")):
+            estimator.set_params(**params).fit(X, target)
+
+
+@pytest.mark.parametrize("bad, says", [
+    (None, "y: row 3 has no target (None); every example needs one"),
+    (float("nan"), "y: row 3 has no target (nan); every example needs one"),
+    (7, "y: row 3 holds 7 (int) where row 0 holds 'no' (str); the targets must be of one kind"),
+])
+def test_a_missing_or_foreign_label_among_strings_is_named_by_row(bad, says):
+    """None or NaN among string labels failed in NumPy's sort ("'<' not supported between ...")."""
+    X = np.random.default_rng(1).normal(size=(20, 2))
+    y = np.array(["no", "yes"] * 10, dtype=object)
+    y[3] = bad
+    with pytest.raises(ValueError) as info:
+        SLANGClassifier(epochs=1).fit(X, y)
+    assert str(info.value) == says
+
+
+@pytest.mark.parametrize("estimator", [SLANGClassifier(epochs=1), SLANGRegressor(epochs=1)],
+                         ids=["classifier", "regressor"])
+def test_score_names_a_target_or_weights_of_the_wrong_length(estimator):
+    """score(X, y[:10]) was "operands could not be broadcast together with shapes (40,) (10,)"."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(40, 2))
+    y = (X[:, 0] > 0).astype(int)
+    estimator.fit(X, y)
+    with pytest.raises(ValueError, match=r"^score: y has shape \(10,\), but X has 40 rows"):
+        estimator.score(X, y[:10])
+    with pytest.raises(ValueError, match=r"^score: sample_weight has shape \(3,\), but X has 40 rows"):
+        estimator.score(X, y, sample_weight=np.ones(3))
+    assert np.isfinite(estimator.score(X, y, sample_weight=np.ones(40)))
