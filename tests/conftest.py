@@ -40,6 +40,8 @@ if "mix_stderr" in click.testing.CliRunner.__init__.__code__.co_varnames:
         _runner_init(self, *args, mix_stderr=mix_stderr, **kwargs)
 
     click.testing.CliRunner.__init__ = _separate_stderr
+    # and, as from click 8.2 on, a result's output is all the command printed, stdout and stderr
+    click.testing.Result.output = property(lambda result: result.stdout + result.stderr)
 # the lines in which slang fit states, before training, the task it inferred (slangcli.task.describe)
 TASK_LINES = ("slang: task: ", "slang: change the task ", "slang: method: ")
 

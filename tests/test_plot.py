@@ -144,7 +144,7 @@ def shown(fig) -> list:
 
 def panel_legend(ax):
     """The legend of the panel (subfigure) holding ``ax``, which the training figure places under its axes."""
-    (legend,) = ax.get_figure(root=False).legends
+    (legend,) = ax.figure.legends
     return legend
 
 
@@ -221,7 +221,7 @@ def test_training_overlay_of_a_sweep(sweep_dir, render):
     assert fig.get_figheight() == pytest.approx(figures.TRAINING_HEIGHT + 6 * figures.LEGEND_ROW)
     fig.canvas.draw()
     for ax in fig.axes:  # each legend under its axes and within its panel
-        legend, panel = panel_legend(ax).get_window_extent(), ax.get_figure(root=False).bbox
+        legend, panel = panel_legend(ax).get_window_extent(), ax.figure.bbox
         assert legend.y1 < ax.get_window_extent().y0 and panel.x0 <= legend.x0 and legend.x1 <= panel.x1
 
 
