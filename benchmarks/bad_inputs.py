@@ -43,6 +43,9 @@ HANG_SECONDS = 60  # a command that has not finished by then is stopped and docu
 TRIGGER_SECONDS = 300  # how long a signal case waits for its trigger (a tuning round on a loaded machine)
 SIGNAL_SECONDS = 10  # a command given a signal must stop within this time (it stops at once: a few steps)
 CLOSED = "closed"  # Case.stdout: a pipe whose reader has gone, as with `| head -c 0`
+NO_STDOUT = "no stdout"  # Case.stdout: file descriptor 1 closed before the command starts, as with `>&-`
+# permission bits bind root only without the capabilities that override them (CI runs as root)
+AS_A_USER = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
 FAST = ["--epochs", "2", "--rank", "1"]
 TASK_LINES = ("slang: task: ", "slang: change the task ")
 
@@ -91,6 +94,7 @@ class Case:
     memory: int | None = None  # an address-space limit (ulimit -v, in bytes) for the command
     signal: Signal | None = None  # signals sent to the command, and when
     before: str = ""  # Python run before the command in its process (to lower a limit for the page)
+    unprivileged: bool = False  # run where permission bits apply (root without CAP_DAC_OVERRIDE)
 
 
 def text(name, content):
@@ -550,6 +554,17 @@ CASES = [
                                   "out.h5"], 130, text("data.csv", TUNE_CSV), signal=Signal(2, text="slang: tuning")),
     Case("Output files, signals and resources", "stdout closed by its reader (slang evaluate run.h5 --json | "
          "head -c 0): quiet", ["evaluate", "run.h5", "--json"], 141, fitted(), stdout=CLOSED),
+    Case("Output files, signals and resources", "stdout closed (slang inspect run.h5 --json >&-): refused before "
+         "any work", ["inspect", "run.h5", "--json"], 1, fitted(), stdout=NO_STDOUT),
+    Case("Output files, signals and resources", "stdout closed (slang predict run.h5 train.csv -o - >&-)",
+         ["predict", "run.h5", "train.csv", "-o", "-"], 1, fitted(), stdout=NO_STDOUT),
+    out_case("-o '' (an empty path; refused before the fit)", "", command="fit"),
+    Case("Output files, signals and resources", "-o a read-only file (chmod 444), the same in every command",
+         ["predict", "run.h5", "train.csv", "-o", "p.csv"], 2, both(fitted(), text("p.csv", "kept\n"),
+                                                                    lambda d: (d / "p.csv").chmod(0o444)),
+         unprivileged=True),
+    Case("Run files", "a run file the user may not read (chmod 000)", ["inspect", "run.h5"], 1,
+         fitted(lambda path: path.chmod(0)), unprivileged=True),
     Case("Output files, signals and resources", "an address-space limit of 300 MB (ulimit -v 307200): refused up "
          "front", ["evaluate", "run.h5"], 1, fitted(), memory=300 << 20),
     Case("Output files, signals and resources", "an address-space limit of 200 000 KB (ulimit -v 200000; OpenBLAS "
@@ -571,6 +586,8 @@ def slang(case, cwd):
     import time
 
     def limit():
+        if case.stdout == NO_STDOUT:
+            os.close(1)
         if case.fsize is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (case.fsize, case.fsize))
         if case.memory is not None:
@@ -578,11 +595,11 @@ def slang(case, cwd):
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
                NO_COLOR="1", TERM="dumb", COLUMNS="100")
-    command = [sys.executable, "-c", f"{case.before}from slangcli.__main__ import main; main(prog_name='slang')",
-               *case.args]
+    command = [*(AS_A_USER if case.unprivileged else []), sys.executable, "-c",
+               f"{case.before}from slangcli.__main__ import main; main(prog_name='slang')", *case.args]
     # a signal case runs again when the command ended before its trigger was seen (a loaded machine)
     for _ in range(3 if case.signal else 1):
-        with open(os.devnull if case.stdout in (None, CLOSED) else case.stdout, "w") as sink:
+        with open(os.devnull if case.stdout in (None, CLOSED, NO_STDOUT) else case.stdout, "w") as sink:
             proc = subprocess.Popen(command, cwd=cwd, env=env, stderr=subprocess.PIPE, preexec_fn=limit,
                                     stdout=subprocess.PIPE if case.stdout == CLOSED else sink)
             if case.stdout == CLOSED:
