@@ -7,8 +7,8 @@ reads any run file the commands write.
 
 Inputs are anything ``numpy.asarray`` accepts; a pandas DataFrame's column names become the feature names and a
 Series' name the target's (read through the ``columns`` and ``name`` attributes, without importing pandas).
-Features are converted to float64 and must be finite; targets are label values of any kind (classification) or
-numbers (regression), as in the files.
+Features are converted to float64 and must be finite (and, unless standardised, within 1e150 in magnitude);
+targets are label values of any kind (classification) or numbers (regression), as in the files.
 """
 
 from __future__ import annotations
@@ -202,7 +202,8 @@ def fit(
     data_options = workflow.DataOptions(path=None, standardize=bool(standardize)).record()
     prepared = workflow.prepare(X, y, X_test, y_test, likelihood=likelihood, standardize=standardize, name="y",
                                 test_name="y_test", train_provenance=train, test_provenance=test,
-                                feature_names=names, options=data_options)
+                                feature_names=names, options=data_options, features_name="X",
+                                test_features_name="X_test")
     notify = notify or (lambda msg: None)
     run = workflow.fit_prepared(prepared, command=[], progress=progress, notify=notify, **options)
     return FitResult(run)

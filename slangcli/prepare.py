@@ -202,22 +202,47 @@ class Standardizer:
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[0] == 0:
             raise DataError(f"a standardizer needs a non-empty (N, P) array, got shape {X.shape}")
-        mean = X.mean(axis=0)
-        scale = X.std(axis=0)
+        # Computed in units of a power of two near each column's largest magnitude: the squares of features near
+        # 1e300 overflow (an infinite scale) and those of features near 1e-300 underflow to 0 (a zero scale), while
+        # in these units they are of order 1. Scaling by a power of two is exact, so data of ordinary magnitude get
+        # bit for bit the mean and standard deviation computed directly.
+        k = _exponents(np.abs(X).max(axis=0))
+        scaled = np.ldexp(X, -k)
+        mean = np.ldexp(scaled.mean(axis=0), k)
+        scale = np.ldexp(scaled.std(axis=0), k)
         # A constant column has std 0 (or rounding noise near 1e-17 when its mean is not exact): dividing
         # would give NaN or amplify that noise. Centring on the value itself with scale 1 maps it to exactly
-        # 0, and a different value at prediction time stays in its raw units instead of exploding.
-        constant = np.ptp(X, axis=0) == 0
+        # 0, and a different value at prediction time stays in its raw units instead of exploding. (Its maximum
+        # and minimum are compared, not subtracted: the range of features near +-1e308 overflows.)
+        constant = X.max(axis=0) == X.min(axis=0)
         mean = np.where(constant, X[0], mean)
         scale = np.where(constant, 1.0, scale)
         return cls(mean=mean, scale=scale)
 
-    def apply(self, X) -> np.ndarray:
-        """The standardised copy of ``X : (N, P)``."""
+    def apply(self, X, *, path: str = "the data") -> np.ndarray:
+        """The standardised copy of ``X : (N, P)``; a value that overflows float64 once standardised (data near
+        1e300 given to a fit whose scale is 1e-300) is a ``DataError`` naming ``path`` and its row."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.mean.shape[0]:
             raise DataError(f"the standardizer was fitted on {self.mean.shape[0]} features, got shape {X.shape}")
-        return (X - self.mean) / self.scale
+        # ``(X - mean) / scale`` in units of a power of two near each scale (exact, as in ``fit``), so that
+        # subtracting the mean of features near the float64 limit does not overflow; one array is allocated
+        k = _exponents(self.scale)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # checked below, naming the value
+            out = np.ldexp(X, -k)
+            out -= np.ldexp(self.mean, -k)
+            out /= np.ldexp(self.scale, -k)
+        if not np.isfinite(out).all():
+            row, col = np.argwhere(~np.isfinite(out))[0]
+            where = f"data row {row + 1}" + (f", feature {col} (0-based)" if X.shape[1] > 1 else "")
+            raise DataError(f"{path}: {where}: {X[row, col]:.3g} overflows float64 once standardised with the "
+                            f"fit's mean {self.mean[col]:.3g} and scale {self.scale[col]:.3g}")
+        return out
+
+
+def _exponents(magnitudes) -> np.ndarray:
+    """The exponents ``k`` with ``magnitude < 2**k <= 2 * magnitude`` (0 for a magnitude of 0)."""
+    return np.frexp(magnitudes)[1]
 
 
 def check_width(X, n_features, *, path) -> None:
@@ -261,26 +286,33 @@ class Prepared:
 def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: str = "auto",
             standardize: bool = False, name: str = "training data", test_name: str = "test data",
             train_provenance: dict | None = None, test_provenance: dict | None = None, feature_names=(),
-            options: dict | None = None) -> Prepared:
+            options: dict | None = None, features_name: str | None = None,
+            test_features_name: str | None = None) -> Prepared:
     """Code the targets and standardise the features of raw arrays: the one preparation behind the files of
     ``slang fit`` and the arrays of ``slangcli.fit``.
 
     ``X_* : (N, P)`` float64 features; ``y_*_raw`` the raw targets (label values of any kind, or numbers).
     ``likelihood="auto"`` is resolved by :func:`choose_likelihood`. Classification codes the label values, sorted,
     as 0..K-1 (the classes are stored); regression standardises the target with training statistics (stored), so
-    the noise precision acts on the standardised scale. ``name`` and ``test_name`` are what messages call the data.
+    the noise precision acts on the standardised scale. ``name`` and ``test_name`` are what messages call the data,
+    ``features_name`` and ``test_features_name`` their features when these are apart (arrays ``X`` and ``y``).
     """
+    features_name = features_name or name
+    test_features_name = test_features_name or test_name
     likelihood = choose_likelihood(likelihood, y_train_raw, name)
     arrays, targets = {}, {"likelihood": likelihood}
     if likelihood == "gaussian":
         if y_train_raw.dtype.kind not in "fiu" or (y_test_raw is not None and y_test_raw.dtype.kind not in "fiu"):
             raise DataError(f"{name}: a regression target must be numeric")
-        y_mean, y_scale = float(np.mean(y_train_raw)), float(np.std(y_train_raw))
-        if not y_scale > 0:
+        y = y_train_raw.astype(float)
+        if y.max() == y.min():
             raise DataError(f"{name}: the regression target is constant in the training data")
-        arrays["target_mean"], arrays["target_scale"] = np.array([y_mean]), np.array([y_scale])
-        y_train = (y_train_raw.astype(float) - y_mean) / y_scale
-        y_test = None if y_test_raw is None else (y_test_raw.astype(float) - y_mean) / y_scale
+        # the target as one standardised column: a target near 1e300 or 1e-300 gets its true mean and spread
+        target = Standardizer.fit(y[:, None])
+        arrays["target_mean"], arrays["target_scale"] = target.mean, target.scale
+        y_train = target.apply(y[:, None], path=name)[:, 0]
+        y_test = (None if y_test_raw is None
+                  else target.apply(y_test_raw.astype(float)[:, None], path=test_name)[:, 0])
         n_outputs = 1
     else:
         labels = fit_labels(y_train_raw, path=name, n_classes=2 if likelihood == "bernoulli" else None)
@@ -292,8 +324,8 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
 
     if standardize:
         std = Standardizer.fit(X_train)
-        X_train = std.apply(X_train)
-        X_test = None if X_test is None else std.apply(X_test)
+        X_train = std.apply(X_train, path=features_name)
+        X_test = None if X_test is None else std.apply(X_test, path=test_features_name)
         arrays["feature_mean"], arrays["feature_scale"] = std.mean, std.scale
 
     data = {

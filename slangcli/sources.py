@@ -150,13 +150,14 @@ def transform(run: Run, X, y_raw, path) -> tuple[np.ndarray, np.ndarray | None]:
         raise DataError(f"{path}: {X.shape[1]} feature columns, but the model was trained on {width}"
                         + (" (is the target column missing? scoring needs it)" if X.shape[1] == width - 1 else ""))
     if "feature_mean" in run.arrays:
-        X = Standardizer(mean=run.arrays["feature_mean"], scale=run.arrays["feature_scale"]).apply(X)
+        X = Standardizer(mean=run.arrays["feature_mean"], scale=run.arrays["feature_scale"]).apply(X, path=path)
     if y_raw is None:
         return X, None
     if run.model.likelihood == "gaussian":
         if y_raw.dtype.kind not in "fiu":
             raise DataError(f"{path}: a regression target must be numeric")
-        y = (y_raw.astype(float) - run.arrays["target_mean"][0]) / run.arrays["target_scale"][0]
+        target = Standardizer(mean=run.arrays["target_mean"], scale=run.arrays["target_scale"])
+        y = target.apply(y_raw.astype(float)[:, None], path=path)[:, 0]
     else:
         codes = LabelMap(tuple(run.data["labels"]["classes"])).encode(y_raw, path=path)
         y = codes.astype(float) if run.model.likelihood == "bernoulli" else codes

@@ -82,7 +82,8 @@ def identifier_columns(X: np.ndarray, feature_names) -> list[str]:
     if n < ID_MIN_ROWS or X.size == 0:
         return []
     lo, hi = X.min(axis=0), X.max(axis=0)
-    spread = hi - lo
+    with np.errstate(over="ignore"):  # the range of features near +-1e308 is infinite: no identifier then
+        spread = hi - lo
     # beyond 2**53 every float64 is a whole number: such magnitudes are measurements, not ids
     exact = np.all((X == np.round(X)) & (np.abs(X) < 2.0**53), axis=0)
     candidates = np.flatnonzero((spread >= n - 1) & exact)

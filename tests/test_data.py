@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import slangcli.readers.text
-from slangcli.prepare import LabelMap, Standardizer, check_width, fit_labels, train_test_split
+from slangcli.prepare import LabelMap, Standardizer, check_width, fit_labels, prepare, train_test_split
 from slangcli.readers import Table, read_table, sha256_file, widen
 from slangcli.errors import DataError
 
@@ -672,6 +672,54 @@ def test_standardizer():
     np.testing.assert_allclose(scaler.apply([[3.0, 1.1, 0.0]]), [[0.0, 1.0, 0.0]], rtol=0, atol=1e-15)
     with pytest.raises(DataError, match="fitted on 3 features"):
         scaler.apply(np.zeros((2, 4)))
+
+
+@pytest.mark.parametrize("power", [300, -300, 0])
+def test_standardizer_of_features_of_any_magnitude(power):
+    """Features near 1e300 (whose squares overflow) and near 1e-300 (whose squares underflow to 0) get finite,
+    positive scales and standardise to the values of the same features near 1; features of ordinary magnitude get
+    bit for bit the plain mean and standard deviation."""
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((50, 3)) * [1.0, 3.0, 0.5] + [0.0, 2.0, -1.0]
+    X = Z * 10.0**power
+    scaler, plain = Standardizer.fit(X), Standardizer.fit(Z)
+    assert np.isfinite(scaler.scale).all() and (scaler.scale > 0).all()
+    np.testing.assert_allclose(scaler.scale, plain.scale * 10.0**power, rtol=1e-12)
+    np.testing.assert_allclose(scaler.mean, plain.mean * 10.0**power, rtol=1e-12)
+    np.testing.assert_allclose(scaler.apply(X), plain.apply(Z), rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(plain.mean, Z.mean(axis=0))
+    np.testing.assert_array_equal(plain.scale, Z.std(axis=0))
+
+
+def test_standardizer_near_the_float64_limit():
+    """Columns whose range, sum or difference from the mean would overflow: a constant one and one of +-1.7e308."""
+    edge = Standardizer.fit(np.array([[1.7e308, -1.7e308], [1.7e308, 1.7e308]]))
+    np.testing.assert_array_equal(edge.mean, [1.7e308, 0.0])
+    np.testing.assert_array_equal(edge.scale, [1.0, 1.7e308])
+    np.testing.assert_array_equal(edge.apply([[1.7e308, -1.7e308]]), [[0.0, -1.0]])
+
+
+def test_standardised_values_beyond_float64_are_refused_naming_the_row():
+    scaler = Standardizer.fit(np.array([[1e-300, 1.0], [3e-300, 2.0]]))
+    with pytest.raises(DataError, match=r"^new\.csv: data row 2, feature 0 \(0-based\): 1e\+300 overflows float64 "
+                                        r"once standardised with the fit's mean 2e-300 and scale 1e-300$"):
+        scaler.apply(np.array([[2e-300, 1.0], [1e300, 1.0]]), path="new.csv")
+
+
+@pytest.mark.parametrize("power", [300, -300])
+def test_a_regression_target_of_any_magnitude_is_standardised(power):
+    """A varying target near 1e-300 is not constant (its variance underflowed to 0), and one near 1e300 does not
+    get an infinite scale: either is standardised to the values of the same target near 1."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((30, 2))
+    y = X @ [1.0, -2.0] + 0.5 + 0.1 * rng.standard_normal(30)
+    scaled, plain = (prepare(X, t, X[:5], t[:5], likelihood="gaussian") for t in (y * 10.0**power, y))
+    np.testing.assert_allclose(scaled.arrays["target_scale"], plain.arrays["target_scale"] * 10.0**power, rtol=1e-12)
+    np.testing.assert_allclose(scaled.arrays["target_mean"], plain.arrays["target_mean"] * 10.0**power, rtol=1e-12)
+    np.testing.assert_allclose(scaled.y_train, plain.y_train, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(scaled.y_test, plain.y_test, rtol=0, atol=1e-12)
+    with pytest.raises(DataError, match="constant"):
+        prepare(X, np.full(30, 0.1), likelihood="gaussian")
 
 
 def test_check_width_and_sha256(tmp_path):

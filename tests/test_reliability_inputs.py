@@ -219,6 +219,67 @@ def test_a_file_name_with_a_newline_stays_on_one_line(tmp_path, name):
                                                       result.stderr.splitlines()), result.stderr
 
 
+# ------------------------------------------------------------------------------------ data of extreme magnitude
+
+
+def scaled_csv(path, power, *, regression=False):
+    """binary_problem's 60 rows with the features (or, ``regression``, a numeric target) written at the magnitude
+    10**power: the same digits with another exponent."""
+    from conftest import WEIGHTS, binary_problem
+
+    X, labels = binary_problem(n=60, seed=11)
+    e = f"e{power}"
+    if regression:
+        rows = [[f"{v:.6f}" for v in x] + [f"{x @ WEIGHTS:.6f}{e}"] for x in X]
+    else:
+        rows = [[f"{v:.6f}{e}" for v in x] + ["yes" if t else "no"] for x, t in zip(X, labels)]
+    return write_csv(path, ["a", "b", "c", "y"], rows)
+
+
+@pytest.mark.parametrize("power", [300, -300])
+def test_standardised_features_of_extreme_magnitude_fit_as_any_others(tmp_path, power):
+    """Standardised, features near 1e300 (whose squares overflowed: an infinite scale was stored, every feature
+    standardised to 0, and evaluate refused the file) or 1e-300 (whose squares underflowed: a zero scale, and the
+    fit diverged) fit as the same digits near 1 do."""
+    fits = {}
+    for p in (power, 0):
+        data, out = scaled_csv(tmp_path / f"d{p}.csv", p), tmp_path / f"r{p}.h5"
+        result = invoke("fit", data, "-o", out, "--standardize", "--test-fraction", "0.25", "--epochs", "10",
+                        "--no-progress")
+        assert result.exit_code == 0, result.stderr
+        fits[p] = read_run(out)
+        assert invoke("evaluate", out).exit_code == 0
+        assert invoke("predict", out, data, "-o", tmp_path / f"p{p}.csv").exit_code == 0
+    scaled, plain = fits[power], fits[0]
+    np.testing.assert_allclose(scaled.arrays["feature_scale"], plain.arrays["feature_scale"] * 10.0**power,
+                               rtol=1e-12)
+    assert abs(scaled.metrics["test"]["nll"] - plain.metrics["test"]["nll"]) < 1e-6
+    assert scaled.metrics["test"]["accuracy"] >= 0.8 and plain.metrics["test"]["accuracy"] >= 0.8
+    predicted = [np.loadtxt(tmp_path / f"p{p}.csv", delimiter=",", skiprows=1, usecols=1) for p in (power, 0)]
+    np.testing.assert_allclose(predicted[0], predicted[1], rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("power", [300, -300])
+def test_a_regression_target_of_extreme_magnitude_fits(tmp_path, power):
+    """A target near 1e-300 that varies was called constant (its variance underflowed), one near 1e300 got an
+    infinite scale; both fit as the same digits near 1 do, in their own units."""
+    fits = {}
+    for p in (power, 0):
+        data, out = scaled_csv(tmp_path / f"d{p}.csv", p, regression=True), tmp_path / f"r{p}.h5"
+        result = invoke("fit", data, "-o", out, "--likelihood", "gaussian", "--test-fraction", "0.25",
+                        "--epochs", "10", "--no-progress")
+        assert result.exit_code == 0, result.stderr
+        fits[p] = read_run(out)
+        assert invoke("evaluate", out).exit_code == 0
+        assert invoke("predict", out, data, "-o", tmp_path / f"p{p}.csv").exit_code == 0
+    scaled, plain = fits[power], fits[0]
+    np.testing.assert_allclose(scaled.arrays["target_scale"], plain.arrays["target_scale"] * 10.0**power, rtol=1e-12)
+    np.testing.assert_allclose(scaled.metrics["test"]["rmse"], plain.metrics["test"]["rmse"] * 10.0**power,
+                               rtol=1e-6)
+    predicted = [np.loadtxt(tmp_path / f"p{p}.csv", delimiter=",", skiprows=1, usecols=0) for p in (power, 0)]
+    np.testing.assert_allclose(predicted[0], predicted[1] * 10.0**power, rtol=1e-6, atol=0)
+
+
 # -------------------------------------------------------------------- item 6: signals during --tune, two SIGTERMs
 
 
