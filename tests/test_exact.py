@@ -194,6 +194,18 @@ def test_non_convergence_is_an_error():
     assert "exact-full did not converge" in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("solve", [exact.solve_full, exact.solve_mean_field], ids=["full", "mean-field"])
+def test_a_start_that_overflows_is_a_convergence_error(solve):
+    """Features near 1e155 (given unstandardised: a fit refuses them beyond 1e150) overflow the Laplace
+    approximation the solvers start from: one ConvergenceError line, not SciPy's ValueError from the Cholesky
+    factorisation of an infinite Hessian nor NumPy's warnings (errors here, setup.cfg)."""
+    problem, X, y, _ = _problem(seed=3)
+    with pytest.raises(ConvergenceError, match=r"^exact-(full|mf) could not start: the Laplace approximation at the "
+                                               r"MAP is not finite in float64") as info:
+        solve(problem, X * 1e155, y, exact.Hyper())
+    assert "\n" not in str(info.value)
+
+
 @pytest.mark.parametrize("field,value", [("tol", 0.0), ("tol", np.inf), ("max_iter", 0), ("max_iter", 2.5)])
 def test_hyperparameters_are_validated(field, value):
     with pytest.raises(ConfigError, match=f"--{field.replace('_', '-')}"):

@@ -36,6 +36,7 @@ These are solvers, not step methods: ``solve(problem, X, y, hyper) -> (posterior
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -102,6 +103,26 @@ def _laplace(Xb, y, lam):
     return res.x, scipy.special.expit(f) * scipy.special.expit(-f)
 
 
+@contextlib.contextmanager
+def _starting_point(name: str):
+    """The block computes the Laplace approximation a solver starts from. Features of a large magnitude (their
+    squares near the float64 limit) can overflow the MAP's line search or the Hessian: NumPy's warnings are off,
+    the block checks its values with :func:`_check_start` (before SciPy's factorisation would refuse an infinity
+    with a ValueError), and a failed factorisation is a ``ConvergenceError`` too."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        try:
+            yield
+        except np.linalg.LinAlgError as exc:
+            raise ConvergenceError(f"{name} could not start: the Laplace approximation at the MAP failed in float64 "
+                                   f"({exc})") from None
+
+
+def _check_start(name: str, *values) -> None:
+    if not all(np.isfinite(v).all() for v in values):
+        raise ConvergenceError(f"{name} could not start: the Laplace approximation at the MAP is not finite in "
+                               "float64 (the features' magnitude overflows it)")
+
+
 class _Recorder:
     """Remembers the last objective evaluation, so the per-iteration callback records the value without
     re-evaluating (L-BFGS-B's accepted point is the last one it evaluated)."""
@@ -129,7 +150,8 @@ def _minimise(fun, x0, hyper: Hyper, name: str):
     import scipy.optimize  # (see _laplace)
 
     rec = _Recorder(fun)
-    with np.errstate(over="ignore", under="ignore"):
+    # the objective overflows where the line search overshoots (and then is not finite): the result is checked
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         res = scipy.optimize.minimize(rec, x0, jac=True, method="L-BFGS-B", callback=rec.callback,
                                       options={"maxiter": hyper.max_iter, "maxfun": 2 * hyper.max_iter + 100,
                                                "gtol": hyper.tol, "ftol": 0.0, "maxcor": HISTORY})
@@ -178,9 +200,11 @@ def solve_full(problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper):
     D = problem.model.n_params
     check_size(D)
     Xb, lam = _with_bias(X), problem.prior_precision
-    mu0, w = _laplace(Xb, y, lam)
-    H = Xb.T @ (w[:, None] * Xb) + np.diag(lam)
-    C0 = np.linalg.cholesky(scipy.linalg.cho_solve(scipy.linalg.cho_factor(H, lower=True), np.eye(D)))
+    with _starting_point("exact-full"):
+        mu0, w = _laplace(Xb, y, lam)
+        H = Xb.T @ (w[:, None] * Xb) + np.diag(lam)
+        _check_start("exact-full", mu0, H)
+        C0 = np.linalg.cholesky(scipy.linalg.cho_solve(scipy.linalg.cho_factor(H, lower=True), np.eye(D)))
     rows, cols = np.tril_indices(D)
     packed0 = C0[rows, cols]
     packed0[rows == cols] = np.log(np.diag(C0))
@@ -211,8 +235,10 @@ def mean_field_objective(params, Xb, y, lam):
 def solve_mean_field(problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper):
     _check_problem(problem, "exact-mf")
     Xb, lam = _with_bias(X), problem.prior_precision
-    mu0, w = _laplace(Xb, y, lam)
-    log_sigma0 = -0.5 * np.log((Xb * Xb).T @ w + lam)
+    with _starting_point("exact-mf"):
+        mu0, w = _laplace(Xb, y, lam)
+        log_sigma0 = -0.5 * np.log((Xb * Xb).T @ w + lam)
+        _check_start("exact-mf", mu0, log_sigma0)
     x, info = _minimise(lambda p: mean_field_objective(p, Xb, y, lam), np.concatenate([mu0, log_sigma0]), hyper,
                         "exact-mf")
     D = problem.model.n_params
