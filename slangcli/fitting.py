@@ -9,6 +9,7 @@ fits from several seeds and keeps the lowest training -ELBO (``slangcli.restarts
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import asdict, replace
 from typing import Callable
@@ -18,7 +19,7 @@ import numpy as np
 from slangcli import checkpoints, learned, streams, task, train, tuning
 from slangcli.checkpoints import Checkpointing
 from slangcli.checks import recorded_options, stored_hyper
-from slangcli.errors import ConfigError, DataError, FormatError, Interrupted
+from slangcli.errors import ConfigError, ConvergenceError, DataError, DivergenceError, FormatError, Interrupted
 from slangcli.fitsetup import Setup, train_steps
 from slangcli.io import Run
 from slangcli.methods import METHODS
@@ -261,8 +262,18 @@ def _checked_method(
 def fit_prepared(prepared: Prepared, *, notify: Callable[[str], None] = lambda msg: None, **options) -> Run:
     """Fit a posterior to prepared data and score it (:func:`_fit_prepared`, whose options these are); a fit whose
     test predictive is far worse than a constant predictor's says so through ``notify`` (the constant predictor's
-    scores are stored in ``run.metrics["constant"]``)."""
-    run = _fit_prepared(prepared, notify=notify, **options)
+    scores are stored in ``run.metrics["constant"]``).
+
+    Features used as read (not standardised) are checked for their magnitude first: beyond ``MAX_ABS_VALUE`` they
+    are refused (:func:`check_magnitude`), a feature below ``1 / MAX_ABS_VALUE`` gets a warning
+    (``task.tiny_features``), and a fit that then diverges or does not converge names a large magnitude as the
+    likely cause (``task.magnitude_note``)."""
+    if not prepared.data.get("standardize"):
+        check_magnitude(prepared)
+        for warning in task.tiny_features(prepared.X_train, prepared.data.get("feature_names", ())):
+            notify(warning)
+    with _naming_magnitude(prepared):
+        run = _fit_prepared(prepared, notify=notify, **options)
     baseline = constant_scores(prepared)
     if baseline:
         run.metrics["constant"] = baseline
@@ -270,6 +281,39 @@ def fit_prepared(prepared: Prepared, *, notify: Callable[[str], None] = lambda m
         if warning:
             notify(warning)
     return run
+
+
+def check_magnitude(prepared: Prepared) -> None:
+    """Refuse features used as read (not standardised) beyond ``MAX_ABS_VALUE`` in magnitude, naming the largest:
+    every method computes with their squares (SLANG's and the natural-gradient methods' curvature, Adam's second
+    moment, the exact solvers' Hessian), which overflow float64 in sums, so that no step size fits them; standardised,
+    they are of order 1."""
+    X = prepared.X_train
+    if X.size == 0:
+        return
+    peak = np.abs(X).max(axis=0)
+    j = int(np.argmax(peak))
+    if peak[j] > MAX_ABS_VALUE:
+        # the data path as given (arrays from Python have none)
+        where = (prepared.data.get("options") or {}).get("path") or "X"
+        name = task.feature_name(prepared.data.get("feature_names", ()), j)
+        raise DataError(f"{where}: feature {name!r} reaches {peak[j]:.3g} in magnitude, beyond {MAX_ABS_VALUE:g}: "
+                        "too large to compute with as read; --standardize scales the features")
+
+
+@contextlib.contextmanager
+def _naming_magnitude(prepared: Prepared):
+    """A fit of features used as read that diverges or does not converge names their magnitude when it is large
+    (``task.magnitude_note``): the usual cause, which the error's own hint (a smaller step, a looser tolerance) would
+    not cure."""
+    try:
+        yield
+    except (DivergenceError, ConvergenceError) as exc:
+        note = None if prepared.data.get("standardize") else task.magnitude_note(
+            prepared.X_train, prepared.data.get("feature_names", ()))
+        if note is None:
+            raise
+        raise type(exc)(f"{exc}; {note}") from None
 
 
 # a test predictive worse than a constant predictor's by this many nats per example (or an RMSE this many times
@@ -508,8 +552,9 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
     setup = Setup(method, module, hyper_obj, run.model, problem, prepared, config, run.command,
                   bool(flags.get("noise_precision")), bool(flags.get("prior_precision")))
     state, history, learner = checkpoints.restore(run, run_name, setup)
-    return _train(setup, state, history, float(run.metrics.get("fit_seconds", 0.0)), progress, checkpointing,
-                  learner)
+    with _naming_magnitude(prepared):
+        return _train(setup, state, history, float(run.metrics.get("fit_seconds", 0.0)), progress, checkpointing,
+                      learner)
 
 
 def _train(setup: Setup, state, history, elapsed: float, progress, checkpointing: Checkpointing | None,

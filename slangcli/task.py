@@ -7,6 +7,9 @@ change it, and warnings about data that would otherwise mislead without a sound.
   classes, may be a quantity (a quality score, a count); ``--likelihood gaussian`` fits it as regression.
 - :func:`identifier_columns`: a feature that holds distinct integers on (nearly) every row over a huge range,
   or a row count 0..N-1, is a row identifier; used as a feature it lets a network memorise rows.
+- :func:`tiny_features`: a feature used as read that stays below ``1 / MAX_ABS_VALUE`` in magnitude cannot move the
+  model (its weight would have to exceed what a run file holds); :func:`magnitude_note`: features used as read of
+  a large magnitude, the likely cause of a fit that diverged or did not converge.
 
 Messages only: nothing here changes the data or the fit.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from slangcli.posteriors import MAX_ABS_VALUE
 from slangcli.readers._common import _fmt_label, _listing
 
 # an integer target with more distinct values than this gets the regression hint
@@ -25,6 +29,10 @@ HANDFUL = 4
 ID_DISTINCT = 0.9
 ID_RANGE = 100
 ID_MIN_ROWS = 20
+# Features used as read that reach this magnitude are named as the likely cause of a fit that diverged or did not
+# converge: the prior (precision 1 by default) and the step sizes are made for features of order 1, and a raw
+# feature of 1e3 already saturates a network's units and dwarfs the prior.
+LARGE_FEATURE = 1e3
 
 _LIKELIHOOD_TASKS = {"bernoulli": "binary classification", "categorical": "classification",
                      "gaussian": "regression"}
@@ -100,3 +108,40 @@ def identifier_columns(X: np.ndarray, feature_names) -> list[str]:
                             f"{_fmt_label(lo[j])} to {_fmt_label(hi[j])}) and is used as a feature; "
                             f"--drop-columns {option} leaves it out")
     return warnings
+
+
+def feature_name(feature_names, j: int) -> str:
+    """Feature ``j`` as messages name it: its name, or ``x<j>`` (as a file without a header names it)."""
+    return str(feature_names[j]) if len(feature_names) > j else f"x{j}"
+
+
+def tiny_features(X: np.ndarray, feature_names) -> list[str]:
+    """Warnings naming the feature columns of ``X : (N, P)``, used as read, that are nonzero but below
+    ``1 / MAX_ABS_VALUE`` in magnitude on every row: to move a logit or a regression output by 1 such a feature
+    needs a weight beyond ``MAX_ABS_VALUE``, which no fit may reach (``slangcli.train``), so the model cannot use
+    it."""
+    if X.size == 0:
+        return []
+    peak = np.abs(X).max(axis=0)
+    tiny = np.flatnonzero((peak > 0) & (peak < 1 / MAX_ABS_VALUE))
+    if not tiny.size:
+        return []
+    names = [repr(feature_name(feature_names, int(j))) for j in tiny]
+    listed = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    what = f"feature {listed} is" if len(names) == 1 else f"features {listed} are"
+    return [f"warning: {what} at most {peak[tiny].max():.3g} in magnitude: used as read, no weight within "
+            f"{MAX_ABS_VALUE:g} lets {'it' if len(names) == 1 else 'them'} move the model; --standardize scales "
+            "the features"]
+
+
+def magnitude_note(X: np.ndarray, feature_names) -> str | None:
+    """The likely cause of a fit to features used as read, ``X : (N, P)``, that diverged or did not converge:
+    their largest magnitude when it reaches ``LARGE_FEATURE``; else None."""
+    if X.size == 0:
+        return None
+    peak = np.abs(X).max(axis=0)
+    j = int(np.argmax(peak))
+    if peak[j] < LARGE_FEATURE:
+        return None
+    return (f"the features are used as read and reach {peak[j]:.3g} in magnitude (feature "
+            f"{feature_name(feature_names, j)!r}), the likely cause: --standardize scales them")

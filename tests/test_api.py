@@ -372,3 +372,19 @@ def test_slang_compress_of_a_python_saved_run_is_evaluated(tmp_path):
     assert set(json.loads(done.stdout)["metrics"]) >= {"test"} and "train" not in json.loads(done.stdout)["metrics"]
     done = runner.invoke(main, ["inspect", str(tmp_path / "k.h5")])
     assert done.exit_code == 0 and f"compressed from {tmp_path / 'py.h5'} (sha256 " in done.stderr
+
+
+def test_arrays_of_extreme_magnitude():
+    """Features near 1e300: refused as read, naming X (every method computes with their squares); standardised,
+    they fit and predict as the same features near 1 do; a test feature that overflows once standardised is named
+    in X_test."""
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((60, 2))
+    y = (X[:, 0] - X[:, 1] > 0).astype(int)
+    with pytest.raises(DataError, match=r"^X: feature 'x\d' reaches \S+e\+300 in magnitude, beyond 1e\+150"):
+        slangcli.fit(X * 1e300, y)
+    kw = dict(standardize=True, epochs=5, rank=2, eval_samples=10)
+    huge, plain = slangcli.fit(X * 1e300, y, **kw), slangcli.fit(X, y, **kw)
+    np.testing.assert_allclose(huge.predict(X * 1e300).probabilities, plain.predict(X).probabilities, atol=1e-9)
+    with pytest.raises(DataError, match=r"^X_test: data row 1, feature 0 \(0-based\): 1e\+300 overflows float64"):
+        slangcli.fit(X * 1e-300, y, X_test=np.array([[1e300, 0.0]]), y_test=[1], **kw)

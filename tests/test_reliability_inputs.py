@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -236,6 +237,12 @@ def scaled_csv(path, power, *, regression=False):
     return write_csv(path, ["a", "b", "c", "y"], rows)
 
 
+def error_lines(result):
+    """The error lines of a command's stderr, which must hold no NumPy warning."""
+    assert "Warning" not in result.stderr, result.stderr
+    return [line for line in result.stderr.splitlines() if line.startswith("slang: error: ")]
+
+
 @pytest.mark.parametrize("power", [300, -300])
 def test_standardised_features_of_extreme_magnitude_fit_as_any_others(tmp_path, power):
     """Standardised, features near 1e300 (whose squares overflowed: an infinite scale was stored, every feature
@@ -257,6 +264,51 @@ def test_standardised_features_of_extreme_magnitude_fit_as_any_others(tmp_path, 
     assert scaled.metrics["test"]["accuracy"] >= 0.8 and plain.metrics["test"]["accuracy"] >= 0.8
     predicted = [np.loadtxt(tmp_path / f"p{p}.csv", delimiter=",", skiprows=1, usecols=1) for p in (power, 0)]
     np.testing.assert_allclose(predicted[0], predicted[1], rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("args", [[], ["--method", "exact-full"], ["--method", "exact-mf"], ["--method", "bbb"]],
+                         ids=["slang", "exact-full", "exact-mf", "bbb"])
+def test_raw_features_beyond_1e150_are_refused_before_fitting(tmp_path, args):
+    """Used as read, features near 1e300 overflow every method (SLANG: 'diverged ... try a smaller --lr', the exact
+    solvers: a traceback from SciPy's Cholesky factorisation or NumPy's warnings): one line names the feature, its
+    magnitude and --standardize."""
+    data = scaled_csv(tmp_path / "train.csv", 300)
+    result = invoke("fit", data, "-o", tmp_path / "r.h5", "--no-progress", *args)
+    assert result.exit_code == 1, result.stderr
+    assert len(error_lines(result)) == 1, result.stderr
+    assert re.search(r"^slang: error: \S*train\.csv: feature '[abc]' reaches \d\.\d+e\+300 in magnitude, beyond "
+                     r"1e\+150: too large to compute with as read; --standardize scales the features$",
+                     error_lines(result)[0]), result.stderr
+    assert not (tmp_path / "r.h5").exists()
+
+
+@pytest.mark.parametrize("power,args,says", [
+    (100, [], "training diverged at step 1"),
+    (20, ["--method", "exact-full"], "exact-full did not converge"),
+    (20, ["--method", "exact-mf"], "exact-mf did not converge"),
+], ids=["slang", "exact-full", "exact-mf"])
+def test_a_raw_fit_that_fails_names_the_features_magnitude(tmp_path, power, args, says):
+    """A fit of raw features of a large magnitude that diverges or does not converge names that magnitude and
+    --standardize, not only a smaller --lr or a larger --max-iter, which would not help."""
+    data = scaled_csv(tmp_path / "train.csv", power)
+    result = invoke("fit", data, "-o", tmp_path / "r.h5", "--no-progress", *args)
+    assert result.exit_code == 1, result.stderr
+    [line] = error_lines(result)
+    assert says in line, line
+    assert re.search(rf"; the features are used as read and reach \d\.\d+e\+{power} in magnitude \(feature "
+                     r"'[abc]'\), the likely cause: --standardize scales them$", line), line
+
+
+def test_raw_features_below_1e_150_get_a_warning(tmp_path):
+    """Used as read, features near 1e-300 cannot move the model (the fit scored at chance, without a word)."""
+    data = scaled_csv(tmp_path / "train.csv", -300)
+    result = invoke("fit", data, "-o", tmp_path / "r.h5", "--no-progress", *FAST)
+    assert result.exit_code == 0, result.stderr
+    assert re.search(r"^slang: warning: features 'a', 'b', 'c' are at most \d\.\d+e-300 in magnitude: used as "
+                     r"read, no weight within 1e\+150 lets them move the model; --standardize scales the features$",
+                     result.stderr, flags=re.M), result.stderr
+    standardised = invoke("fit", data, "-o", tmp_path / "s.h5", "--no-progress", "--standardize", *FAST)
+    assert standardised.exit_code == 0 and "warning" not in standardised.stderr, standardised.stderr
 
 
 @pytest.mark.parametrize("power", [300, -300])
