@@ -523,11 +523,7 @@ class _Reader:
             if len(classes) != n_classes:
                 self.fail(f"/data provenance lists {len(classes)} label classes, the {model.likelihood} model has "
                           f"{n_classes}")
-        for name in ("train_index", "test_index"):
-            index = arrays.get(name)
-            if index is not None and (index.ndim != 1 or index.dtype.kind not in "iu" or index.size == 0
-                                      or index.min() < 0 or index.max() >= rows):
-                self.fail(f"/data/{name} must list rows of the training data (integers from 0 to {rows - 1})")
+        self._check_indices(data, arrays, rows)
         test = data.get("test")
         if test is None:
             return
@@ -546,6 +542,44 @@ class _Reader:
             self.fail("/data/test_index is missing (the run's test set is a split of its training data)")
         if "uci_split" not in test and not ("test_fraction" in test and "split_seed" in test):
             self.fail("/data provenance 'test' lacks 'uci_split', or 'test_fraction' and 'split_seed'")
+
+    def _check_indices(self, data, arrays, rows: int) -> None:
+        """The split's row indices: each lists distinct rows of the training data, the two share none (``evaluate``
+        scores the test rows and the training -ELBO on the training rows: a row in both would be scored as data the
+        fit never saw), and they are there exactly when the test set is a split, with the recorded row counts."""
+        found = {}
+        for name in ("train_index", "test_index"):
+            index = arrays.get(name)
+            if index is None:
+                continue
+            if (index.ndim != 1 or index.dtype.kind not in "iu" or index.size == 0 or index.min() < 0
+                    or index.max() >= rows):
+                self.fail(f"/data/{name} must list rows of the training data (integers from 0 to {rows - 1})")
+            ordered = np.sort(index)
+            repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+            if repeated.size:
+                self.fail(f"/data/{name} lists row {int(repeated[0])} more than once (each row of a split is used "
+                          "once)")
+            found[name] = index
+        test = data.get("test")
+        split = isinstance(test, dict) and test.get("source") == "split"
+        if not found:
+            return  # (a split without its test index is refused with the test provenance)
+        if not split:
+            self.fail(f"/data/{next(iter(found))} is present, but the run's test set is not a split of its training "
+                      "data")
+        for name in ("train_index", "test_index"):
+            if name not in found:
+                self.fail(f"/data/{name} is missing (the run's test set is a split of its training data)")
+        shared = np.intersect1d(found["train_index"], found["test_index"])
+        if shared.size:
+            self.fail(f"/data/train_index and /data/test_index share {shared.size} row(s) (the first: row "
+                      f"{int(shared[0])}); a split's test rows must not be trained on")
+        for name, source, key in (("train_index", data["train"], "rows_used"), ("test_index", test, "rows")):
+            count = source.get(key)
+            if _is_count(count) and count != found[name].size:
+                where = "'train' 'rows_used'" if key == "rows_used" else "'test' 'rows'"
+                self.fail(f"/data/{name} lists {found[name].size} rows, but the provenance {where} is {count}")
 
     def _check_metrics(self, metrics) -> None:
         where = "/metrics attribute 'metrics'"

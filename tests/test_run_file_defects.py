@@ -9,6 +9,7 @@ real stderr (NumPy's RuntimeWarnings among it) is what is checked.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -367,6 +368,57 @@ def test_plot_data_that_overflow_are_refused_by_the_library_too(runs):
         warnings.simplefilter("error")
         with pytest.raises(FormatError, match=f"^{name}: its posterior gives non-finite scores"):
             plotdata.calibration(read_run(runs / name), name, "mean", str(runs / "reg.csv"), samples=20)
+
+
+# ----------------------------------------------------------------------------------------- a split's row indices
+
+
+def _index(name, values):
+    """/data/``name`` replaced by ``values(f)``, an array computed from the file (None: deleted)."""
+    def edit(f):
+        new = values(f)
+        del f["data"][name]
+        if new is not None:
+            f["data"].create_dataset(name, data=new)
+    return edit
+
+
+def _no_test(f):
+    """The provenance says the run has no test data; its split indices stay."""
+    data = json.loads(f["data"].attrs["provenance"])
+    data["test"] = None
+    f["data"].attrs["provenance"] = json.dumps(data)
+
+
+@pytest.mark.parametrize("edit,says", [
+    (_index("train_index", lambda f: f["data/test_index"][()]),
+     "/data/train_index and /data/test_index share 20 row(s) (the first: row "),
+    (_index("train_index", lambda f: np.concatenate([f["data/train_index"][()], f["data/test_index"][:1]])),
+     "/data/train_index and /data/test_index share 1 row(s)"),
+    (_index("test_index", lambda f: np.repeat(f["data/test_index"][:10], 2)), "/data/test_index lists row "),
+    (_index("train_index", lambda f: np.sort(np.concatenate([f["data/train_index"][:-1], f["data/train_index"][:1]]))),
+     "/data/train_index lists row "),
+    (_index("train_index", lambda f: None), "/data/train_index is missing (the run's test set is a split"),
+    (_index("test_index", lambda f: f["data/test_index"][:-1]),
+     "/data/test_index lists 19 rows, but the provenance 'test' 'rows' is 20"),
+    (_index("train_index", lambda f: f["data/train_index"][:-1]),
+     "/data/train_index lists 59 rows, but the provenance 'train' 'rows_used' is 60"),
+    (_no_test, "/data/train_index is present, but the run's test set is not a split of its training data"),
+], ids=["train is test", "one row in both", "test repeats", "train repeats", "train missing", "test short",
+        "train short", "no test set"])
+def test_split_indices_that_are_not_a_split_are_refused(runs, edit, says):
+    """evaluate scored a run whose training index was its test index with exit 0, the training -ELBO computed on
+    the test rows; a row listed twice, in both parts, or indices that disagree with the provenance are refused."""
+    name = edited(runs, "logistic.h5", "split.h5", edit)
+    message = format_error(runs / name)
+    assert says in message, message
+
+
+def test_evaluate_refuses_a_run_trained_on_its_test_rows(runs):
+    name = edited(runs, "net.h5", "trained-on-test.h5",
+                  _index("train_index", lambda f: f["data/test_index"][()]))
+    code, err = slang("evaluate", name, cwd=runs)
+    assert_one_line_error(code, err, f"{name}: /data/train_index and /data/test_index share 20 row(s)")
 
 
 # ------------------------------------------------------------------------------------- soft and external links
