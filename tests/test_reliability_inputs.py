@@ -332,6 +332,18 @@ def test_a_regression_target_of_extreme_magnitude_fits(tmp_path, power):
     np.testing.assert_allclose(predicted[0], predicted[1] * 10.0**power, rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("power", [300, -300])
+def test_the_metrics_table_shows_scores_of_extreme_magnitude(tmp_path, power):
+    """An RMSE near 1e300 was printed with four decimals as three hundred digits cut off with an ellipsis, one
+    near 1e-300 as 0.0000: both are shown with four significant digits."""
+    data, out = scaled_csv(tmp_path / "d.csv", power, regression=True), tmp_path / "r.h5"
+    assert invoke("fit", data, "-o", out, "--likelihood", "gaussian", "--test-fraction", "0.25", *FAST).exit_code == 0
+    result = invoke("evaluate", out)
+    assert result.exit_code == 0, result.stderr
+    assert re.search(rf"│ RMSE +│ \d\.\d{{3}}e{'[+]' if power > 0 else '-'}(29\d|30\d) │", result.stderr), result.stderr
+    assert "…" not in result.stderr and not re.search(r"│ +-?0\.0000 │", result.stderr), result.stderr
+
+
 # -------------------------------------------------------------------- item 6: signals during --tune, two SIGTERMs
 
 

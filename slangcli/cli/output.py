@@ -87,9 +87,18 @@ def metrics_table(title: str, rows: list[tuple[str, str, object]]) -> None:
     table.add_column("metric")
     table.add_column("value", justify="right")
     for split, name, value in rows:
-        shown = f"{value:.4f}" if isinstance(value, float) else str(value)
-        table.add_row(split, name, shown)
+        table.add_row(split, name, _shown(value))
     stderr.print(table)
+
+
+def _shown(value) -> str:
+    """A table's number: four decimals, or four significant digits for a magnitude that four decimals would show
+    as 0.0000 or as hundreds of digits (the RMSE of a target near 1e-300 or 1e300)."""
+    if not isinstance(value, float):
+        return str(value)
+    if value == 0 or not math.isfinite(value) or 1e-4 <= abs(value) < 1e9:
+        return f"{value:.4f}"
+    return f"{value:.4g}"
 
 
 def calibration_table(scores: dict) -> None:
