@@ -63,6 +63,17 @@ REGRESSION_CSV = "a,b,y\n" + "".join(
 TUNE_CSV = "a,b,c,label\n" + "".join(
     f"{a:.4f},{b:.4f},{c:.4f},{'yes' if a - b + 0.5 * c + 0.3 * e > 0 else 'no'}\n"
     for a, b, c, e in np.random.default_rng(7).standard_normal((200, 4)))
+
+
+def scaled_csv(power: int, target: bool = False) -> str:
+    """GOOD_CSV's features (or, ``target``, a regression target made of them) at the magnitude 10**power."""
+    rows = np.random.default_rng(0).standard_normal((16, 2))
+    if target:
+        return "a,b,y\n" + "".join(f"{x:.2f},{y:.2f},{x + y:.2f}e{power}\n" for x, y in rows)
+    return "a,b,label\n" + "".join(f"{x:.2f}e{power},{y:.2f}e{power},{'yes' if x + y > 0 else 'no'}\n"
+                                    for x, y in rows)
+
+
 GOOD_SVM = "".join(
     f"{'+1' if x > 0 else '-1'} 1:{x:.2f} 3:{y:.2f}\n" for x, y in np.random.default_rng(1).standard_normal((16, 2))
 )
@@ -230,6 +241,13 @@ def link_mean(kind):
     return edit
 
 
+def train_on_test_rows(f):
+    """/data/train_index replaced by a copy of /data/test_index."""
+    test = f["data/test_index"][()]
+    del f["data/train_index"]
+    f.create_dataset("data/train_index", data=test)
+
+
 def set_attr(where, name, value):
     return h5edit(lambda f: f[where].attrs.__setitem__(name, value))
 
@@ -378,6 +396,16 @@ CASES = [
     csv_fit("--target name without a header row", GOOD_CSV.split("\n", 1)[1], "--target", "label"),
     csv_fit("regression target that is constant", "a,b,y\n1,2,5\n3,4,5\n", "--likelihood", "gaussian"),
     csv_fit("regression target that is not numeric", GOOD_CSV, "--likelihood", "gaussian"),
+    csv_fit("features near 1e300, used as read (a linear model)", scaled_csv(300)),
+    Case("CSV data", "features near 1e300, --method exact-full",
+         ["fit", "train.csv", "-o", "run.h5", "--method", "exact-full"], 1, text("train.csv", scaled_csv(300))),
+    csv_fit("features near 1e300 with --standardize (accepted: standardised, they fit as any others)",
+            scaled_csv(300), "--standardize", code=0),
+    csv_fit("features near 1e-300, used as read (accepted, with a warning)", scaled_csv(-300), code=0),
+    csv_fit("features near 1e100, used as read: the fit diverges (the message names their magnitude)",
+            scaled_csv(100)),
+    csv_fit("regression target near 1e-300 (accepted: standardised, it is not constant)", scaled_csv(-300, True),
+            "--likelihood", "gaussian", code=0),
     Case("CSV data", "test file with another number of features",
          ["fit", "train.csv", "--test", "test.csv", "-o", "run.h5", *FAST], 1,
          both(text("train.csv", GOOD_CSV), text("test.csv", "a,b,c,label\n1,2,3,no\n"))),
@@ -441,6 +469,9 @@ CASES = [
     run_case("recorded command that is not a list of strings", set_attr("/", "command", "2.0"), "inspect",
              "run.h5"),
     run_case("test split index beyond the training rows", replace("data/test_index", np.array([3, 99]))),
+    run_case("test split index listing a row twice", replace("data/test_index", np.array([1, 1, 2, 3]))),
+    run_case("training split index equal to the test index (evaluate would score the training -ELBO on test rows)",
+             h5edit(train_on_test_rows)),
     run_case("training data changed since the fit",
              lambda p: (p.parent / "train.csv").write_text(GOOD_CSV + "1,1,no\n")),
     run_case("training data removed since the fit", lambda p: (p.parent / "train.csv").unlink()),
