@@ -102,7 +102,8 @@ def fit_options(job: dict) -> dict:
     lam, batch, test, _ = SETS[job["set"]]
     method, hyper = job["method"], dict(job["hyper"])
     options = {"data": str(libsvm / job["set"]), "format": "libsvm", "method": method, "seed": job["split"],
-               "prior-precision": lam, "bias-prior-precision": BIAS_PRIOR, "likelihood": "bernoulli"}
+               "prior-precision": lam, "bias-prior-precision": BIAS_PRIOR, "likelihood": "bernoulli",
+               "standardize": False}  # the paper's protocol: the files' features as given
     if test:
         options["test"] = str(libsvm / test)
     else:

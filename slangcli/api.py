@@ -160,7 +160,7 @@ def fit(
         ``bernoulli``, ``categorical`` or ``gaussian``.
     standardize : bool or None
         Standardise the features with training statistics (stored, and applied again by every prediction); None
-        (default): for a network, not for a linear model, as ``slang fit``.
+        (default): yes, for every model, as ``slang fit``; False uses them as given.
     noise_precision, prior_precision : float or "auto"
         ``"auto"`` learns them along with the posterior (``slangcli.learned``); the noise precision's default.
     **hyper
@@ -197,7 +197,7 @@ def fit(
     train = _provenance(X, y)
     train["target"] = getattr(y, "name", None) if isinstance(getattr(y, "name", None), str) else None
     names = names or tuple(f"x{j}" for j in range(X.shape[1]))
-    if standardize is None:  # as slang fit: features standardised for a network, raw for a linear model
+    if standardize is None:  # as slang fit
         standardize = workflow.standardize_by_default(hidden)
     data_options = workflow.DataOptions(path=None, standardize=bool(standardize)).record()
     prepared = workflow.prepare(X, y, X_test, y_test, likelihood=likelihood, standardize=standardize, name="y",

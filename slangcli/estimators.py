@@ -168,7 +168,8 @@ class SLANGClassifier(_SLANGEstimator):
     epochs, batch_size : int or None
         Training length and minibatch size of the step methods (None: slang's defaults, 200 and 32).
     standardize : bool
-        Standardise the features with training statistics (or put a ``StandardScaler`` in a ``Pipeline``).
+        Standardise the features with training statistics (default True, as ``slang fit``; False uses them as
+        given, e.g. after a ``StandardScaler`` in a ``Pipeline``).
     method_params : dict or None
         The method's own hyperparameters, e.g. ``{"rank": 10, "samples": 4}`` (``slang fit --help`` lists them).
     predict_samples : int
@@ -188,7 +189,7 @@ class SLANGClassifier(_SLANGEstimator):
     _likelihood = "categorical"
 
     def __init__(self, method=None, hidden=(), activation="relu", prior_precision=1.0, bias_prior_precision=1e-5,
-                 epochs=None, batch_size=None, standardize=False, method_params=None, predict_samples=1000,
+                 epochs=None, batch_size=None, standardize=True, method_params=None, predict_samples=1000,
                  random_state=None):
         self.method = method
         self.hidden = hidden
@@ -253,7 +254,7 @@ class SLANGRegressor(_SLANGEstimator):
     _likelihood = "gaussian"
 
     def __init__(self, method=None, hidden=(), activation="relu", prior_precision=1.0, bias_prior_precision=1e-5,
-                 noise_precision="auto", epochs=None, batch_size=None, standardize=False, method_params=None,
+                 noise_precision="auto", epochs=None, batch_size=None, standardize=True, method_params=None,
                  predict_samples=1000, random_state=None):
         self.method = method
         self.hidden = hidden

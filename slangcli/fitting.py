@@ -123,10 +123,14 @@ def fit(opts: DataOptions, *, likelihood: str = "auto", notify: Callable[[str], 
     return fit_prepared(prepared, notify=notify, **options)
 
 
-def standardize_by_default(hidden, uci_folder: bool = False) -> bool:
-    """Features are standardised by default for a network (a raw feature of scale 1e3 saturates its units and
-    dwarfs the prior) and for a UCI folder (the protocol); a linear model keeps raw values unless asked."""
-    return bool(parse_hidden(hidden)) or uci_folder
+def standardize_by_default(hidden=(), uci_folder: bool = False) -> bool:
+    """Features are standardised by default, for every model: a raw feature of scale 1e3 saturates a network's
+    units, and for a linear model too it meets a prior of precision 1 on a weight of scale 1e-3 and a step size
+    tuned for unit scales. Raw, a linear regression of penguin body mass on measurements in mm and g learned
+    nothing (test RMSE 829.5 against 829.9 for the training mean; 367 standardised), and the raw Breast Cancer
+    Wisconsin file's test NLL was 0.181 against 0.117. ``--no-standardize`` uses the features as read (the
+    paper protocols' benchmarks pin it)."""
+    return True
 
 
 def check_fit_options(**options) -> None:

@@ -199,7 +199,7 @@ def test_reference_on_another_split_is_refused(pair, train_csv, out_dir):
 def test_reference_with_other_standardisation_is_refused(pair, train_csv, out_dir):
     a, _ = pair
     other = out_dir / "std.h5"
-    _fit(train_csv, other, "mf-ef", "--standardize")
+    _fit(train_csv, other, "mf-ef", "--no-standardize")
     error(invoke("evaluate", a, "--reference", other), 1, "standardised in one run only")
 
 

@@ -289,7 +289,9 @@ def test_a_posterior_near_the_limits_that_stays_finite_scores_correctly(runs):
     with h5py.File(runs / name, "r") as f:
         mean, U, d = (f["posterior"][k][()] for k in ("mean", "U", "d"))
     table = np.genfromtxt(runs / "data.csv", delimiter=",", skip_header=1, dtype=str)
-    X = np.hstack([table[:, :-1].astype(float), np.ones((len(table), 1))])  # the bias is the last weight
+    stored = read_run(runs / name).arrays  # the features as the fit standardised them
+    features = (table[:, :-1].astype(float) - stored["feature_mean"]) / stored["feature_scale"]
+    X = np.hstack([features, np.ones((len(table), 1))])  # the bias is the last weight
     y = (table[:, -1] == "yes").astype(float)  # labels are sorted and coded: no 0, yes 1
     Q, s, _ = np.linalg.svd(U / np.sqrt(d)[:, None], full_matrices=False)
     Xs = X / np.sqrt(d)  # x^T Sigma x = |D^-1/2 x|^2 - sum_k s_k^2 / (1 + s_k^2) (q_k^T D^-1/2 x)^2

@@ -156,8 +156,8 @@ def _target_note(target: str | None, run) -> str | None:
               help="Hold out this fraction of DATA as the test set.")
 @click.option("--split-seed", type=SEED, default=0, show_default=True, help="Seed of the --test-fraction split.")
 @click.option("--standardize/--no-standardize", default=None,
-              help="Standardise features with training statistics (stored and reapplied at evaluation). "
-                   "Default: on for a network (--hidden) or a UCI folder, off for a linear model.")
+              help="Standardise features with training statistics (stored and reapplied at evaluation), for "
+                   "every model (default: on); --no-standardize uses them as read.")
 @click.option("--prior-precision", type=PRECISION, default="1", show_default=True,
               help="Precision lambda of the Gaussian prior on the weights, or auto: learned per weight matrix "
                    "(empirical Bayes, the ELBO's optimum given the posterior, updated every epoch).")
