@@ -281,7 +281,13 @@ def fit_prepared(prepared: Prepared, *, notify: Callable[[str], None] = lambda m
     baseline = constant_scores(prepared)
     if baseline:
         run.metrics["constant"] = baseline
-        warning = far_worse(run.metrics.get("test"), baseline)
+        warning = far_worse(run.metrics.get("test"), baseline) or barely_better(
+            run.metrics.get("test"), baseline, prepared, run, "on the test rows")
+        if warning:
+            notify(warning)
+    elif len(prepared.y_train) and run.posterior is not None:
+        warning = barely_better(*_in_sample_scores(prepared, run), prepared, run,
+                                f"even on {min(len(prepared.y_train), IN_SAMPLE_ROWS)} of its own training rows")
         if warning:
             notify(warning)
     return run
@@ -359,6 +365,63 @@ def far_worse(test: dict | None, baseline: dict) -> str | None:
         return (f"warning: the test NLL {test['nll']:.4g} is far worse than a constant predictor's "
                 f"{baseline['nll']:.4g} (the training class frequencies); {hint}")
     return None
+
+
+# a fit whose predictive removes less than this fraction of the constant predictor's loss (its squared error in
+# regression, its NLL in classification) is reported: it learned next to nothing from the features
+BARELY_BETTER = 0.1
+# without test rows, the check scores the predictive on at most this many training rows (evenly spaced, in the
+# file's order), with at most IN_SAMPLE_SAMPLES weight samples: in sample, so it finds a fit that learned nothing,
+# not one that overfitted
+IN_SAMPLE_ROWS, IN_SAMPLE_SAMPLES = 1000, 32
+
+
+def _in_sample_scores(prepared: Prepared, run: Run) -> tuple[dict, dict]:
+    """The predictive's scores and the constant predictor's on up to ``IN_SAMPLE_ROWS`` training rows."""
+    rows = np.unique(np.linspace(0, len(prepared.y_train) - 1, min(len(prepared.y_train), IN_SAMPLE_ROWS))
+                     .astype(np.int64))
+    X, y = prepared.X_train[rows], prepared.y_train[rows]
+    target_scale = float(prepared.arrays["target_scale"][0]) if "target_scale" in prepared.arrays else 1.0
+    scores = score(run.model, run.posterior, run.prior_precision, X_train=None, y_train=None, X_test=X, y_test=y,
+                   target_scale=target_scale, samples=min(run.config.get("eval_samples", 1000), IN_SAMPLE_SAMPLES),
+                   seed=run.config.get("seed", 0))["test"]
+    return scores, constant_scores(replace(prepared, y_test=y))
+
+
+def barely_better(test: dict | None, baseline: dict, prepared: Prepared, run: Run, where: str) -> str | None:
+    """The warning for a predictive that is not clearly better than the constant predictor (it removes less than
+    ``BARELY_BETTER`` of its loss), naming the likely cause; or None."""
+    if not test:
+        return None
+    if "rmse" in test:
+        gain = 1.0 - (test["rmse"] / baseline["rmse"]) ** 2 if baseline["rmse"] > 0 else 1.0
+        scores = (f"RMSE {test['rmse']:.4g} against {baseline['rmse']:.4g} for the training mean: "
+                  f"only {100 * gain:.1f} % of the variance explained")
+    else:
+        gain = 1.0 - test["nll"] / baseline["nll"] if baseline["nll"] > 0 else 1.0
+        scores = (f"NLL {test['nll']:.4g} against {baseline['nll']:.4g} for the training class frequencies: "
+                  f"only {100 * gain:.1f} % of it removed")
+    if gain >= BARELY_BETTER:
+        return None
+    return (f"warning: the fit is barely better than a constant predictor {where} ({scores}); "
+            f"{_likely_cause(prepared, run)}")
+
+
+def _likely_cause(prepared: Prepared, run: Run) -> str:
+    """What most likely keeps a fit from learning: raw features of very different scales, too short a fit, or
+    features that say little about the target."""
+    if not prepared.data.get("standardize") and prepared.X_train.size:
+        # far from unit scale, or far from centred (a length of 200 +- 14 mm), raw features make the posterior's
+        # directions of very different curvature: few steps of any size fit them
+        size = np.sqrt(np.mean(prepared.X_train**2, axis=0))
+        size = size[size > 0]
+        if size.size and (size.max() > 10 or size.min() < 0.1):
+            return (f"likely cause: the features are used as read, of magnitudes (root mean square) from "
+                    f"{size.min():.3g} to {size.max():.3g} (--standardize scales and centres them)")
+    steps = run.metrics.get("steps")
+    if steps is not None and steps < 1000:
+        return f"the fit may be too short ({steps} steps: --epochs), or the features say little about the target"
+    return "the features may say little about the target"
 
 
 def _fit_prepared(

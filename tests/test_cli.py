@@ -203,7 +203,9 @@ def test_libsvm_test_file_wider_than_training(write_file, out_dir):
     out = out_dir / "run.h5"
     result = invoke("fit", train, "-o", out, "--epochs", "2", "--rank", "1", "--test", test, "--json")
     assert_ok(result)
-    note = [line for line in message_lines(result.stderr) if line.startswith("slang: ")]
+    # (four training rows and two epochs: the fit's warning that it learned next to nothing is beside the point)
+    note = [line for line in message_lines(result.stderr) if line.startswith("slang: ")
+            and not line.startswith("slang: warning: the fit is barely better")]
     assert len(note) == 1 and str(train) in note[0] and "5 feature columns" in note[0], result.stderr
     assert parse_one_json_object(result.stdout)["metrics"]["test"]["n"] == 2
     assert read_run(out).model.sizes == (5, 1)
