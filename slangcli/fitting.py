@@ -100,8 +100,12 @@ def fit(opts: DataOptions, *, likelihood: str = "auto", notify: Callable[[str], 
         **options) -> Run:
     """Fit a posterior to the data files in ``opts`` and score it; returns the :class:`Run` to be written.
 
-    ``options`` are those of :func:`fit_prepared`; they are all checked before any data are read.
+    ``options`` are those of :func:`fit_prepared`; they are all checked before any data are read. A Gal-layout
+    UCI folder is the regression benchmark: its target is Gaussian unless ``likelihood`` says otherwise (the wine
+    folder's integer quality would otherwise be read as six classes).
     """
+    if likelihood == "auto" and _is_uci(opts):
+        likelihood = "gaussian"
     check_fit_options(likelihood=likelihood, **options)
     if opts.standardize is None:
         opts = replace(opts, standardize=standardize_by_default(options.get("hidden", ()), _is_uci(opts)))

@@ -589,3 +589,33 @@ def test_mirror_mnist_train():
     table = read_idx(mirror_path("mnist/train-images-idx3-ubyte.gz"))
     assert table.X.shape == (60000, 784)
     np.testing.assert_array_equal(np.bincount(table.y.astype(np.int64)), MNIST_TRAIN_COUNTS)
+
+
+def test_a_uci_folder_with_an_integer_target_is_a_regression(tmp_path):
+    """A Gal-layout folder is the regression benchmark: the wine folder's integer quality (3-8) was fitted as a
+    6-class classification unless --likelihood gaussian was given."""
+    from click.testing import CliRunner
+
+    from slangcli.cli import main
+    from slangcli.io import read_run
+
+    folder = tmp_path / "wine"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    quality = np.clip(np.round(5.6 + X @ [0.6, -0.4, 0.3] + 0.5 * rng.normal(size=60)), 3, 8).astype(int)
+    (folder / "data.txt").write_text("".join(f"{a:.4f} {b:.4f} {c:.4f} {q}\n" for (a, b, c), q in zip(X, quality)))
+    (folder / "index_features.txt").write_text("0\n1\n2\n")
+    (folder / "index_target.txt").write_text("3\n")
+    (folder / "n_splits.txt").write_text("1\n")
+    (folder / "index_train_0.txt").write_text("".join(f"{i}\n" for i in range(45)))
+    (folder / "index_test_0.txt").write_text("".join(f"{i}\n" for i in range(45, 60)))
+    assert len(np.unique(quality)) > 2
+    result = CliRunner().invoke(main, ["fit", str(folder), "--uci-split", "0", "--epochs", "2", "--no-progress",
+                                       "-o", str(tmp_path / "run.h5")])
+    assert result.exit_code == 0, result.stderr
+    run = read_run(tmp_path / "run.h5")
+    assert run.model.likelihood == "gaussian" and "rmse" in run.metrics["test"]
+    result = CliRunner().invoke(main, ["fit", str(folder), "--uci-split", "0", "--epochs", "2", "--no-progress",
+                                       "--likelihood", "categorical", "-o", str(tmp_path / "classes.h5")])
+    assert result.exit_code == 0 and read_run(tmp_path / "classes.h5").model.likelihood == "categorical"
