@@ -39,7 +39,8 @@ __all__ = [
 
 
 def read_table(path, *, format="auto", target=None, delimiter=None, header=None, n_features=None,
-               targetless_width=None, drop_columns=None, columns=None, na_values=None, missing="error") -> Table:
+               targetless_width=None, drop_columns=None, columns=None, na_values=None, missing="error",
+               layout=None) -> Table:
     """Read a CSV-like, LIBSVM or IDX file, optionally gzip-compressed, into a dense ``Table``.
 
     Parameters
@@ -76,7 +77,13 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         cell, ``NA``, ``NaN``, ``?``).
     missing : {"error", "drop"}
         CSV only: a missing value in a feature or the target is an error naming its place and token, or its row
-        is left out (counted in the provenance).
+        is left out (counted in the provenance; ``Table.rows`` says which rows are left).
+    layout : None or callable
+        CSV only: data read against a stored run (``slangcli.columns``). ``layout(names, ncols, line)`` returns
+        the target column (None: the file has none) and the feature columns in the model's order, from the header
+        names (None without a header row), the number of columns and the first line's number, or raises
+        ``DataError``; ``target`` then only helps detect the header, and ``targetless_width``, ``drop_columns``
+        and ``columns`` are not used.
 
     Returns
     -------
@@ -126,7 +133,7 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     else:
         X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_csv(
             name, linenos, texts, target, delimiter, header, targetless_width, drop_columns=drop_columns,
-            columns=columns, na_values=na_values, missing=missing
+            columns=columns, na_values=na_values, missing=missing, layout=layout
         )
         if n_features is not None and X.shape[1] != n_features:
             raise DataError(f"{name}: {X.shape[1]} feature columns, but n_features is {n_features}")
@@ -147,7 +154,7 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     if info.get("rows_dropped"):
         provenance["rows_dropped"] = info["rows_dropped"]
         provenance["dropped_lines"] = info["dropped_lines"]
-    return Table(X=X, y=y, feature_names=feature_names, provenance=provenance)
+    return Table(X=X, y=y, feature_names=feature_names, provenance=provenance, rows=info.get("rows"))
 
 
 def _reject_text_options(name, kind, target, delimiter, header, drop_columns=None, columns=None):

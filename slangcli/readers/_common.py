@@ -71,12 +71,16 @@ class Table:
         ``labels_sha256`` and ``image_shape`` (``[rows, cols]``, or ``[P]`` for a 2-dimensional file);
         Gal-UCI adds ``folder``, ``split``, ``n_splits`` and the paths and sha256 of the split's two index
         files (``train_index_path``, ``train_index_sha256``, ``test_index_path``, ``test_index_sha256``).
+    rows : (N,) int64 ndarray or None
+        The 0-based data row (after any header) each row was read from, when rows were left out for a missing
+        value; None when every data row is there, in order.
     """
 
     X: np.ndarray
     y: np.ndarray
     feature_names: tuple[str, ...]
     provenance: dict
+    rows: np.ndarray | None = None
 
 
 def sha256_file(path) -> str:

@@ -69,13 +69,17 @@ def _looks_like_libsvm(line):
 
 
 def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_target=None, *, drop_columns=None,
-               columns=None, na_values=NA_VALUES, missing="error"):
+               columns=None, na_values=NA_VALUES, missing="error", layout=None):
     """``width_without_target``: the file may lack its target column, and does when it has exactly this many.
+    ``layout``: a function ``(names, ncols, line) -> (target, features)`` that chooses the target column (None:
+    there is none) and the feature columns, in the order wanted, from the header names (None without a header),
+    the number of columns and the first line's number; ``target`` then only helps detect a header row.
 
     Returns ``(X, y, feature_names, header, delimiter, target, info)``; ``info`` holds ``feature_columns`` (the
     0-based file column of each feature), ``columns_dropped`` (names of the columns left out by
-    ``drop_columns``/``columns``), ``rows_dropped`` and ``dropped_lines`` (the first lines dropped for a missing
-    value, ``missing="drop"``).
+    ``drop_columns``/``columns``, or not chosen by ``layout``), ``rows_dropped`` and ``dropped_lines`` (the first
+    lines dropped for a missing value, ``missing="drop"``) and ``rows`` (the 0-based data row of each row kept,
+    when some were dropped).
     """
     if missing not in MISSING_POLICIES:
         raise DataError(f"{name}: missing must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
@@ -84,7 +88,13 @@ def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_ta
     rows, row_lines = _split_cells(name, linenos, texts, delim)
     ncols = len(rows[0])
     selected = drop_columns is not None or columns is not None
-    if width_without_target is None:
+    if layout is not None:
+        if header is None:
+            header = _detect_header(rows, target, ncols)
+        names = [cell.strip() for cell in rows[0]] if header else None
+        t, keep = layout(names, ncols, row_lines[0])
+        has_target = t is not None
+    elif width_without_target is None:
         has_target = True
     elif selected:
         has_target = not _fits_without_target(name, rows, ncols, header, width_without_target, drop_columns, columns)
@@ -97,7 +107,7 @@ def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_ta
             f"{name}:{row_lines[0]}: {ncols} columns, expected {p} (features only) or {p + 1} (features and the "
             "target)"
         )
-    if has_target and ncols < 2:
+    if has_target and ncols < 2 and layout is None:
         shown = "runs of whitespace" if delim == "whitespace" else repr(delim)
         raise DataError(
             f"{name}:{row_lines[0]}: one column found (delimiter {shown}): "
@@ -111,7 +121,10 @@ def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_ta
     if not data:
         raise DataError(f"{name}: no data rows (only a header)")
     # without a target column every column is a feature: t = ncols puts none of them on the target's side
-    t = _resolve_target(name, target, names, ncols) if has_target else ncols
+    if layout is None:
+        t = _resolve_target(name, target, names, ncols) if has_target else ncols
+    elif t is None:
+        t = ncols
 
     for i, row in enumerate(data):
         if len(row) != ncols:
@@ -121,9 +134,10 @@ def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_ta
         label = f" ({names[col]!r})" if names is not None else ""
         return f"{name}:{data_lines[i]}: column {col}{label}"
 
-    keep = _feature_columns(name, ncols, t, names, drop_columns, columns)
+    if layout is None:
+        keep = _feature_columns(name, ncols, t, names, drop_columns, columns)
     n, p = len(data), len(keep)
-    if width_without_target is not None and has_target and p != width_without_target:
+    if layout is None and width_without_target is not None and has_target and p != width_without_target:
         raise DataError(f"{name}:{row_lines[0]}: {p} feature columns besides the target (of {ncols}, "
                         f"--drop-columns/--columns applied), but the model takes {width_without_target}")
     if keep == list(range(ncols - 1)):
@@ -193,6 +207,7 @@ def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_ta
             target_cells = [cell for cell, k in zip(target_cells, kept) if k]
         info["rows_dropped"] = int(len(dropped))
         info["dropped_lines"] = [data_lines[i] for i in dropped[:_LISTED_LINES]]
+        info["rows"] = np.flatnonzero(kept)
         data_lines = [line for line, k in zip(data_lines, kept) if k]
         data = [row for row, k in zip(data, kept) if k]
     bad = ~np.isfinite(X)
