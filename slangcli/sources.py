@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from slangcli import task
-from slangcli.checks import match_columns
+from slangcli.columns import file_layout
 from slangcli.errors import ConfigError, DataError
 from slangcli.io import ARRAYS, Run
 from slangcli.prepare import LabelMap, Prepared, Standardizer, prepare, train_test_split
@@ -54,6 +54,14 @@ class DataOptions:
         return {"format": self.format, "target": self.target, "delimiter": self.delimiter, "header": self.header,
                 "drop_columns": self.drop_columns, "columns": self.columns, "na_values": tuple(self.na_values),
                 "missing": self.missing}
+
+    def given_data_options(self) -> dict:
+        """The keyword arguments of ``read_table`` for other data given to the fitted run: how a file is
+        written (format, delimiter, header, missing values) as for the training file; which columns are the
+        features is decided against the run (``slangcli.columns``), not by these column options."""
+        fmt = self.format if self.format in ("csv", "libsvm", "idx") else "auto"
+        return {"format": fmt, "target": self.target, "delimiter": self.delimiter, "header": self.header,
+                "na_values": tuple(self.na_values), "missing": self.missing}
 
 
 def _read(path, opts: DataOptions, n_features=None):
@@ -199,9 +207,21 @@ def _reread_training(run: Run, run_name: str):
     return _read(info["path"], opts, n_features=info.get("widened_from") and info["features"])
 
 
-def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = None):
+def _read_given(run: Run, data_path, opts: DataOptions, *, need_target: bool, layout: str | None, notify):
+    """A data file given to the fitted run, its columns matched to the run's features (``slangcli.columns``)."""
+    width = run.model.sizes[0]
+    table = read_table(data_path, **opts.given_data_options(),
+                       layout=file_layout(run, data_path, need_target=need_target, layout=layout, notify=notify))
+    if table.provenance["format"] == "libsvm" and table.X.shape[1] < width:
+        table = widen(table, width)
+    return table
+
+
+def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = None, layout: str | None = None,
+              notify: Callable[[str], None] = lambda msg: None):
     """The evaluation data ``(X, y, description)``: ``data_path``, else the run's own test set. ``missing``
-    overrides the fit's ``--missing`` for ``data_path``."""
+    overrides the fit's ``--missing`` for ``data_path``; ``layout`` (``full`` or ``features``) says how a CSV file
+    without a header row is laid out when its width alone does not (``slangcli.columns``)."""
     if data_path is not None:
         opts = _stored_options(run)
         if missing is not None:
@@ -212,12 +232,7 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
             table, _, idx = read_uci_folder(data_path, opts.uci_split)
             X, y = transform(run, table.X[idx], table.y[idx], data_path)
             return X, y, {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
-        width = run.model.sizes[0]
-        fmt = opts.format if opts.format in ("csv", "libsvm", "idx") else "auto"
-        table = read_table(data_path, **dict(opts.reader_options(), format=fmt))
-        if table.provenance["format"] == "libsvm" and table.X.shape[1] < width:
-            table = widen(table, width)
-        table = match_columns(run, table, data_path)
+        table = _read_given(run, data_path, opts, need_target=True, layout=layout, notify=notify)
         X, y = transform(run, table.X, table.y, data_path)
         return X, y, {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"],
                       **_dropped(table)}
@@ -246,20 +261,19 @@ def load_train(run: Run, run_name: str):
     return transform(run, X, y_raw, run.data["train"]["path"])
 
 
-def load_inputs(run: Run, data_path, *, missing: str | None = None,
+def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str | None = None,
                 notify: Callable[[str], None] = lambda msg: None):
     """Data to predict on: ``(X, target, source)`` with ``X`` prepared as in the fit, ``target`` the original target
     values (label values for classification) or None when the data lack the target column.
 
-    A CSV file may lack the target column: with exactly the model's number of feature columns it is read as
-    features only, with one more as features and target (the fit's ``--target`` choice), any other width is
-    refused. LIBSVM, IDX and UCI-folder data always carry their targets. ``missing`` overrides the fit's
-    ``--missing``.
+    A CSV file's columns are matched to the run's features by name, or by position when there are no names
+    (``slangcli.columns``): a file may lack the target column, the columns the fit left out, or both, and
+    ``layout`` (``full`` or ``features``) says which when its width alone does not. LIBSVM, IDX and UCI-folder
+    data always carry their targets. ``missing`` overrides the fit's ``--missing``.
     """
     opts = _stored_options(run)
     if missing is not None:
         opts = replace(opts, missing=missing)
-    width = run.model.sizes[0]
     if os.path.isdir(data_path):
         if opts.uci_split is None:
             raise DataError(f"{data_path}: a folder; this run was not fitted on a UCI folder")
@@ -267,13 +281,7 @@ def load_inputs(run: Run, data_path, *, missing: str | None = None,
         X_raw, y_raw = table.X[idx], table.y[idx]
         source = {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
     else:
-        fmt = opts.format if opts.format in ("csv", "libsvm", "idx") else "auto"
-        table = read_table(data_path, **dict(opts.reader_options(), format=fmt), targetless_width=width)
-        if table.provenance["format"] == "libsvm" and table.X.shape[1] < width:
-            table = widen(table, width)
-        if table.y is None:
-            _check_targetless_header(run, table, data_path, notify)
-        table = match_columns(run, table, data_path, notify)
+        table = _read_given(run, data_path, opts, need_target=False, layout=layout, notify=notify)
         X_raw, y_raw = table.X, table.y
         source = {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"],
                   **_dropped(table)}
@@ -291,16 +299,3 @@ def load_inputs(run: Run, data_path, *, missing: str | None = None,
         # the stored label values (a file's "1" and the class 1.0 are the same label), as in the predicted column
         target = LabelMap(tuple(run.data["labels"]["classes"])).decode(y)
     return X, target, dict(source, rows=int(len(X)), has_target=target is not None)
-
-
-def _check_targetless_header(run: Run, table, path, notify) -> None:
-    """A file read as features only whose header names the training target has lost a feature column instead
-    (other header names are matched by ``checks.match_columns``)."""
-    if not table.provenance.get("header") or not run.data["train"].get("header"):
-        return
-    target_name = run.data["train"].get("target")
-    trained = tuple(run.data.get("feature_names", ()))
-    if isinstance(target_name, str) and target_name in table.feature_names:
-        raise DataError(f"{path}: {len(table.feature_names)} columns, one of them the target {target_name!r}, but "
-                        f"the model takes {len(trained)} features ({', '.join(trained)}): a feature column is "
-                        "missing")

@@ -112,11 +112,77 @@ def test_data_without_the_target_column(runs):
 
 
 def test_wrong_width_is_refused_and_nothing_is_written(runs, write_file, out_dir):
-    narrow = write_file("narrow.csv", "a,b\n1,2\n3,4\n")
+    narrow = write_file("narrow.csv", "1,2\n3,4\n")
     out = out_dir / "pred.csv"
     assert_error(invoke("predict", runs["lr"], narrow, "-o", out), 1, f"{narrow}:1: 2 columns, expected 3 "
                  "(features only) or 4 (features and the target)")
     assert_empty(out_dir)
+
+
+@pytest.fixture(scope="module")
+def with_id(tmp_path_factory):
+    """``(dir, run, rows)``: train.csv with the header ``id,a,b,c,label``, a run fitted to it with ``--drop-columns
+    id --missing drop``, and the file's rows as lists of cells."""
+    d = tmp_path_factory.mktemp("with-id")
+    X, labels = binary_problem(seed=2)
+    rows = [[str(1000 + 7 * k), *(f"{v:.6f}" for v in x), "yes" if t else "no"]
+            for k, (x, t) in enumerate(zip(X, labels))]
+    (d / "train.csv").write_text("id,a,b,c,label\n" + "".join(",".join(r) + "\n" for r in rows))
+    assert_ok(invoke("fit", d / "train.csv", "-o", d / "run.h5", *FAST, "--drop-columns", "id", "--missing", "drop"))
+    return d, d / "run.h5", rows
+
+
+def write_columns(path, header, rows, columns):
+    """A CSV file of the named ``columns`` of ``rows`` (cells under ``header``), in that order."""
+    order = [header.index(name) for name in columns]
+    path.write_text(",".join(columns) + "\n" + "".join(",".join(r[j] for j in order) + "\n" for r in rows))
+    return path
+
+
+HEADER = ["id", "a", "b", "c", "label"]
+
+
+def _same_probabilities(run, data, expected):
+    """Predict ``data`` with ``run``: its probabilities must be ``expected``'s; returns the result and its columns."""
+    result = invoke("predict", run, data, "-o", "-")
+    assert_ok(result)
+    _, cols = read_csv(result.stdout)
+    assert {name: cols[name] for name in ("p_no", "p_yes")} == {name: expected[name] for name in ("p_no", "p_yes")}
+    return result, cols
+
+
+def test_a_features_only_file_need_not_keep_the_columns_the_fit_left_out(with_id, tmp_path):
+    """A file of the features alone was refused ("--drop-columns 'id' names no column") unless it still had the
+    id column the fit left out: its header's names now say which columns are the features, in any order."""
+    d, run, rows = with_id
+    _, expected = predict_csv(run, d / "train.csv")
+    _same_probabilities(run, write_columns(tmp_path / "features.csv", HEADER, rows, ["a", "b", "c"]), expected)
+    result, cols = _same_probabilities(run, write_columns(tmp_path / "other-order.csv", HEADER, rows,
+                                                          ["c", "a", "b", "label"]), expected)
+    assert "feature columns matched by name" in result.stderr and cols["target"] == expected["target"]
+
+
+def test_an_extra_column_is_ignored_and_named(with_id, tmp_path):
+    """A column the run does not know was read as a feature ("cannot parse 'not a number' as a number"), counted
+    against the model's width, or the last column taken for the target; it is now ignored, with a note naming it
+    (not for a column the fit itself left out)."""
+    d, run, rows = with_id
+    _, expected = predict_csv(run, d / "train.csv")
+    data = write_columns(tmp_path / "data.csv", [*HEADER, "note"], [[*r, "not a number"] for r in rows],
+                         ["note", "c", "id", "b", "a"])
+    result, cols = _same_probabilities(run, data, expected)
+    assert f"{data}: column 'note' ignored: not among the model's features" in result.stderr
+    assert "'id'" not in result.stderr and "target" not in cols
+
+
+def test_a_missing_feature_column_is_named(with_id, tmp_path):
+    """A file that lost a feature column was refused with a count of columns, or read the target's labels as a
+    feature ("cannot parse 'yes' as a number"); the column is now named."""
+    _, run, rows = with_id
+    data = write_columns(tmp_path / "lacking.csv", HEADER, rows, ["id", "a", "c", "label"])
+    assert_error(invoke("predict", run, data, "-o", "-"), 1,
+                 f"{data}:1: column 'b' is missing (the model's 3 features are 'a', 'b', 'c')")
+    assert_error(invoke("evaluate", run, data), 1, f"{data}:1: column 'b' is missing")
 
 
 def test_missing_run_file(runs, tmp_path):

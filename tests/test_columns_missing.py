@@ -152,10 +152,13 @@ def test_fit_stores_the_options_and_evaluate_and_predict_reapply_them(gappy, tmp
     assert done.exit_code == 0, done.output
     assert f"{gappy}: 2 rows with a missing value left out (--missing drop), lines 3, 6" in done.stderr
     assert len(out.read_text().splitlines()) == 1 + 38
-    # a file to predict on without the target column: 4 columns, of which column 0 is dropped
+    # a file to predict on without the target column: 4 columns, of which column 0 is dropped; 4 columns are also
+    # the width of the 3 features and the target, so --layout says which
     bare = tmp_path / "bare.csv"
     bare.write_text("".join(r.rsplit(",", 1)[0] + "\n" for r in labelled_rows(5)))
     done = invoke("predict", run, bare, "-o", out)
+    assert done.exit_code == 1 and "give --layout to say which" in done.stderr
+    done = invoke("predict", run, bare, "-o", out, "--layout", "full")
     assert done.exit_code == 0, done.output
     assert out.read_text().splitlines()[0].split(",")[-1] == "entropy_epistemic"  # no target column
 

@@ -132,6 +132,47 @@ def test_breast_cancer_in_one_command(files, tmp_path):
     assert "columns dropped 0; 16 rows with a missing value dropped" in invoke("inspect", run).stderr
 
 
+def test_breast_cancer_predict_file_without_a_header_has_one_reading(files, tmp_path):
+    """The documented fit leaves out the id (column 0) of 11 columns. A headerless file of 10 columns that kept the
+    class but not the id was read as the id and 9 features: the class taken for a feature, a real feature lost,
+    every probability wrong, exit 0. 10 columns are both the training file's columns without the class and the 9
+    features with the class: refused, naming both readings and --layout, which decides. Every other width has
+    one reading."""
+    run = tmp_path / "bc.h5"
+    done = invoke("fit", *documented("breast-cancer-wisconsin.data", files, run, "--epochs", "5"))
+    assert done.exit_code == 0, done.output
+    rows = [line.split(",") for line in (files / "breast-cancer-wisconsin.data").read_text().splitlines()[:40]
+            if "?" not in line]
+
+    def predict(name, cells, *options):
+        data = tmp_path / name
+        data.write_text("".join(",".join(r) + "\n" for r in cells))
+        return data, invoke("predict", run, data, "-o", tmp_path / f"{name}.csv", *options)
+
+    def probabilities(name):
+        lines = (tmp_path / f"{name}.csv").read_text().splitlines()
+        return [line.split(",")[1:3] for line in lines[1:]]
+
+    _, done = predict("full.data", rows)  # as the training file: 11 columns
+    assert done.exit_code == 0, done.output
+    expected = probabilities("full.data")
+    data, done = predict("no-id.data", [r[1:] for r in rows])
+    assert done.exit_code == 1
+    assert done.stderr.splitlines() == [
+        f"slang: error: {data}:1: 10 columns could be the training file's columns without the target (--layout "
+        "full; column 0 ignored as in the fit) or the model's 9 features and the target (--layout features; the "
+        "target in column 9); give --layout to say which"]
+    assert not (tmp_path / "no-id.data.csv").exists()
+    for name, cells, options in (("no-id.data", [r[1:] for r in rows], ["--layout", "features"]),
+                                 ("no-class.data", [r[:-1] for r in rows], ["--layout", "full"]),
+                                 ("features.data", [r[1:-1] for r in rows], [])):
+        _, done = predict(name, cells, *options)
+        assert done.exit_code == 0, done.output
+        assert probabilities(name) == expected, name
+    done = invoke("evaluate", run, tmp_path / "no-id.data", "--layout", "features", "--json")
+    assert done.exit_code == 0 and json.loads(done.stdout)["metrics"]["test"]["accuracy"] >= 0.8, done.output
+
+
 def test_wine_first_try_hints_at_regression(files, tmp_path):
     done = invoke("fit", files / "winequality-red.csv", "--target", "quality", "-o", tmp_path / "w.h5",
                   "--epochs", "1")

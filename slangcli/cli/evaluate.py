@@ -7,6 +7,7 @@ import click
 from slangcli.cli import main
 from slangcli.cli.options import BINS, SAMPLES, SEED
 from slangcli.cli.output import calibration_table, emit_json, metric_rows, metrics_table, needs_stdout, note
+from slangcli.columns import LAYOUTS
 from slangcli.io import read_run
 from slangcli.metrics import PREDICTIVES
 from slangcli.readers import MISSING_POLICIES
@@ -30,8 +31,11 @@ from slangcli.workflow import evaluate as evaluate_run
                    "between the two posteriors and both directed KLs.")
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
               help="A row of DATA with a missing value: an error, or left out (default: as in the fit).")
+@click.option("--layout", type=click.Choice(LAYOUTS), default=None,
+              help="A CSV file without a header row holds the training file's columns (full) or the model's "
+                   "features alone (features), then the target; needed only when its width fits both.")
 @click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print the scores as one JSON object on stdout.")
-def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, missing, as_json):
+def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, missing, layout, as_json):
     """Score the posterior in RUN.h5 on DATA (default: the run's own test data).
 
     Reports, under the posterior predictive, test NLL (nats per example) and accuracy for classification, or
@@ -43,7 +47,8 @@ def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, mi
     run = read_run(run_file)
     reference = read_run(reference_file) if reference_file is not None else None
     out = evaluate_run(run, run_file, data, predictive=predictive, samples=samples, seed=seed, bins=bins,
-                       reference=reference, reference_name=reference_file, missing=missing, notify=note)
+                       reference=reference, reference_name=reference_file, missing=missing, layout=layout,
+                       notify=note)
     how = out["predictive"] + (f", {out['samples']} samples" if out["samples"] else "")
     metrics_table(f"{run_file} ({how})", metric_rows(out))
     calibration_table(out)

@@ -7,6 +7,7 @@ import click
 from slangcli.cli import main
 from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_output
 from slangcli.cli.output import check_stdout, emit_json, needs_stdout, note
+from slangcli.columns import LAYOUTS
 from slangcli.io import read_run
 from slangcli.readers import MISSING_POLICIES
 from slangcli.tables import HDF5_SUFFIXES, csv_header, write_predictions
@@ -27,8 +28,11 @@ from slangcli.workflow import predict as predict_run
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
               help="A row of DATA with a missing value: an error, or left out of the predictions (default: as in "
                    "the fit).")
+@click.option("--layout", type=click.Choice(LAYOUTS), default=None,
+              help="A CSV file without a header row holds the training file's columns (full) or the model's "
+                   "features alone (features), with or without the target; needed only when its width fits both.")
 @click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print a summary as one JSON object on stdout.")
-def predict(run_file, data, output, samples, seed, interval, missing, as_json):
+def predict(run_file, data, output, samples, seed, interval, missing, layout, as_json):
     """Predict every example of DATA with the posterior in RUN.h5, with its uncertainty.
 
     \b
@@ -36,7 +40,9 @@ def predict(run_file, data, output, samples, seed, interval, missing, as_json):
       entropy_aleatoric (expected entropy), entropy_epistemic (mutual information), in nats.
     Regression: mean, std_total, std_aleatoric, std_epistemic, lower_<level>, upper_<level> (the exact quantiles
       of the Monte-Carlo predictive mixture), in the target's units.
-    Plus target, when DATA carries the target column (a CSV may have the model's feature columns only).
+    Plus target, when DATA carries the target column. A CSV file's columns are matched to the model's features
+    by header name (other columns are ignored); without a header row, by position, as the training file's
+    columns or the model's features alone, with or without the target.
     """
     if output == "-" and as_json:
         raise click.UsageError("-o - writes the predictions on stdout; --json would mix a summary into them")
@@ -46,7 +52,7 @@ def predict(run_file, data, output, samples, seed, interval, missing, as_json):
         check_output(output, [run_file, data])
     run = read_run(run_file)
     predictions = predict_run(run, run_file, data, samples=samples, seed=seed, interval=interval, missing=missing,
-                              notify=note)
+                              layout=layout, notify=note)
     write_predictions(output, predictions)
     info, arrays = predictions.info, predictions.arrays
     how = info["predictive"] + (f", {info['samples']} samples, seed {info['seed']}" if info["samples"] else "")
