@@ -204,6 +204,7 @@ class Predictions:
     """Per-example predictions of a run on a data set.
 
     ``arrays`` holds, in output order, under the names of the HDF5 predictions file (``docs/FORMAT.md``):
+    ``row`` (the 0-based data row predicted; not from :func:`predict_arrays`), then
     classification ``probabilities : (N, C)``, ``predicted`` (label values), ``entropy_total``,
     ``entropy_aleatoric``, ``entropy_epistemic``; regression ``mean``, ``std_total``, ``std_aleatoric``,
     ``std_epistemic``, ``lower``, ``upper`` (original units); and ``target`` (label values or original units) when
@@ -223,20 +224,35 @@ def predict(run: Run, run_name: str, data_path, *, samples: int = 1000, seed: in
 
     Logistic regression uses the exact 1-D quadrature predictive (``samples`` and ``seed`` are then unused);
     every other model ``samples`` Monte-Carlo weight samples drawn from ``seed``'s own stream (``streams.PREDICT``).
-    ``missing`` and ``layout`` are those of :func:`slangcli.sources.load_inputs`.
+    ``missing`` and ``layout`` are those of :func:`slangcli.sources.load_inputs`: by default a row with a missing
+    value keeps its place, its predictions empty (NaN, and "" for string labels); the ``row`` array says which
+    data row each prediction is of.
     """
     if samples < 1:
         raise ConfigError(f"--samples must be >= 1, got {samples}")
     if not 0.0 < interval < 1.0:
         raise ConfigError(f"--interval must lie strictly between 0 and 1, got {interval}")
-    X, target, source = load_inputs(run, data_path, missing=missing, layout=layout, notify=notify)
+    X, target, source, rows = load_inputs(run, data_path, missing=missing, layout=layout, notify=notify)
     with computing_with(run_name):
         out = predict_arrays(run, X, samples=samples, seed=seed, interval=interval)
     check_finite(out.arrays, "predictions", run_name)
     if target is not None:
         out.arrays["target"] = target
+    if source.get("rows_missing"):
+        out.arrays = {name: _in_place(values, rows, source["rows"]) for name, values in out.arrays.items()}
+        rows = np.arange(source["rows"])
+    out.arrays = {"row": rows.astype(np.int64), **out.arrays}
     out.info.update(run=run_name, data=source)
     return out
+
+
+def _in_place(values: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """``values`` of the data rows ``rows`` put in their places among ``n`` rows, the others empty: NaN, or ""
+    for string labels."""
+    full = np.full((n, *values.shape[1:]), "" if values.dtype.kind == "U" else np.nan,
+                   dtype=values.dtype if values.dtype.kind == "U" else np.float64)
+    full[rows] = values
+    return full
 
 
 def predict_arrays(run: Run, X: np.ndarray, *, samples: int = 1000, seed: int = 0,

@@ -20,7 +20,12 @@ from slangcli.columns import file_layout
 from slangcli.errors import ConfigError, DataError
 from slangcli.io import ARRAYS, Run
 from slangcli.prepare import LabelMap, Prepared, Standardizer, prepare, train_test_split
-from slangcli.readers import NA_VALUES, STDIN, is_uci_folder, read_table, read_uci_folder, sha256_file, widen
+from slangcli.readers import (MISSING_POLICIES, NA_VALUES, STDIN, is_uci_folder, read_table, read_uci_folder,
+                              sha256_file, widen)
+
+# what ``slang predict`` does with a row that has a missing value: keep it, with empty predictions (the default),
+# leave it out, or refuse the file
+PREDICT_MISSING = ("keep", *MISSING_POLICIES)
 
 
 @dataclass(frozen=True)
@@ -263,33 +268,52 @@ def load_train(run: Run, run_name: str):
 
 def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str | None = None,
                 notify: Callable[[str], None] = lambda msg: None):
-    """Data to predict on: ``(X, target, source)`` with ``X`` prepared as in the fit, ``target`` the original target
-    values (label values for classification) or None when the data lack the target column.
+    """Data to predict on: ``(X, target, source, rows)`` with ``X`` prepared as in the fit, ``target`` the original
+    target values (label values for classification) or None when the data lack the target column, and ``rows``
+    the 0-based data row each row of ``X`` was read from.
 
     A CSV file's columns are matched to the run's features by name, or by position when there are no names
     (``slangcli.columns``): a file may lack the target column, the columns the fit left out, or both, and
     ``layout`` (``full`` or ``features``) says which when its width alone does not. LIBSVM, IDX and UCI-folder
-    data always carry their targets. ``missing`` overrides the fit's ``--missing``.
+    data always carry their targets.
+
+    ``missing`` says what becomes of a row with a missing value: ``keep`` (the default) keeps its place, with no
+    prediction (``source["rows_missing"]`` counts such rows and ``source["rows"]`` is every data row, so the
+    caller fills them in); ``drop`` leaves it out (``source["rows_dropped"]``); ``error`` refuses the file.
     """
     opts = _stored_options(run)
-    if missing is not None:
-        opts = replace(opts, missing=missing)
+    missing = missing or "keep"
+    if missing not in PREDICT_MISSING:
+        raise ConfigError(f"--missing must be one of {', '.join(PREDICT_MISSING)}, got {missing!r}")
+    # a kept row is read as a dropped one; its place is known from the rows that are left
+    opts = replace(opts, missing="drop" if missing == "keep" else missing)
     if os.path.isdir(data_path):
         if opts.uci_split is None:
             raise DataError(f"{data_path}: a folder; this run was not fitted on a UCI folder")
         table, _, idx = read_uci_folder(data_path, opts.uci_split)
         X_raw, y_raw = table.X[idx], table.y[idx]
         source = {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
+        rows = np.arange(len(idx))
     else:
         table = _read_given(run, data_path, opts, need_target=False, layout=layout, notify=notify)
         X_raw, y_raw = table.X, table.y
         source = {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"],
-                  **_dropped(table)}
-        if "rows_dropped" in source:
+                  "rows": int(len(X_raw))}
+        rows = table.rows if table.rows is not None else np.arange(len(X_raw))
+        dropped = table.provenance.get("rows_dropped", 0)
+        if dropped:
             lines = table.provenance["dropped_lines"]
-            more = ", ..." if source["rows_dropped"] > len(lines) else ""
-            notify(f"{data_path}: {_rows(source['rows_dropped'])} with a missing value left out (--missing drop), "
-                   f"lines {', '.join(map(str, lines))}{more}: there are no predictions for them")
+            listed = f"line{'s' if dropped > 1 else ''} {', '.join(map(str, lines))}"
+            listed += ", ..." if dropped > len(lines) else ""
+            if missing == "keep":
+                source.update(rows=int(len(X_raw)) + dropped, rows_missing=dropped)
+                notify(f"{data_path}: {_rows(dropped)} with a missing value ({listed}) "
+                       f"{'has its' if dropped == 1 else 'have their'} predictions left empty (--missing drop leaves "
+                       "such rows out, --missing error refuses them)")
+            else:
+                source["rows_dropped"] = dropped
+                notify(f"{data_path}: {_rows(dropped)} with a missing value left out (--missing drop), {listed}: "
+                       "there are no predictions for them (the row column says which rows there are)")
     X, y = transform(run, X_raw, y_raw, data_path)
     if y is None:
         target = None
@@ -298,4 +322,4 @@ def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str 
     else:
         # the stored label values (a file's "1" and the class 1.0 are the same label), as in the predicted column
         target = LabelMap(tuple(run.data["labels"]["classes"])).decode(y)
-    return X, target, dict(source, rows=int(len(X)), has_target=target is not None)
+    return X, target, dict(source, has_target=target is not None), rows

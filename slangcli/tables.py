@@ -1,7 +1,8 @@
 """Prediction files of ``slang predict``: a CSV table or an HDF5 file (format in ``docs/FORMAT.md``).
 
-CSV: one row per example, in the order of the data; a header row; class probabilities as one column per class
-(``p_<label>``), the interval as ``lower_<level %>``, ``upper_<level %>``. Numbers carry 12 significant digits
+CSV: one row per example, in the order of the data, the first column ``row`` its 0-based data row; a header row;
+class probabilities as one column per class (``p_<label>``), the interval as ``lower_<level %>``,
+``upper_<level %>``; a row without a prediction (a missing value) has empty cells. Numbers carry 12 significant digits
 (the quadrature predictive is accurate to about 1e-12, Monte-Carlo estimates far less); the HDF5 file keeps
 float64.
 
@@ -47,18 +48,30 @@ def csv_header(predictions) -> list[str]:
     return header
 
 
+def _numbers(values) -> list[str]:
+    """Numbers with 12 significant digits; NaN, a row without a prediction, is an empty cell."""
+    text = np.char.mod(_FLOAT_FORMAT, values)
+    return np.where(np.isnan(values), "", text).tolist()
+
+
 def _csv_cells(predictions) -> list[list[str]]:
     """The CSV columns as text, in the order of :func:`csv_header`."""
     labels = LabelMap(tuple(predictions.classes)) if predictions.classes is not None else None
     cells = []
     for name, values in predictions.arrays.items():
-        if name == "probabilities":
-            cells += [np.char.mod(_FLOAT_FORMAT, column).tolist() for column in values.T]
+        if name == "row":
+            cells.append([str(v) for v in values.tolist()])
+        elif name == "probabilities":
+            cells += [_numbers(column) for column in values.T]
         elif labels is not None and name in ("predicted", "target"):
-            # label values as the label map writes them (4, -1, benign), not as floats (4.0)
-            cells.append(np.array(labels.names)[labels.encode(values, path=name)].tolist())
+            # label values as the label map writes them (4, -1, benign), not as floats (4.0); a row without a
+            # prediction (NaN, or "" for string labels) is an empty cell
+            empty = np.isnan(values) if values.dtype.kind == "f" else values == ""
+            written = np.full(len(values), "", dtype=object)
+            written[~empty] = np.array(labels.names)[labels.encode(values[~empty], path=name)]
+            cells.append(written.tolist())
         else:
-            cells.append(np.char.mod(_FLOAT_FORMAT, values).tolist())
+            cells.append(_numbers(values))
     return cells
 
 

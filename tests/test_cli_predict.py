@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 import h5py
 import numpy as np
@@ -19,8 +20,8 @@ from conftest import binary_problem, csv_text
 from slangcli.errors import DataError
 from test_cli import FAST, assert_empty, assert_error, assert_ok, invoke, parse_one_json_object
 
-LR_COLUMNS = ["p_no", "p_yes", "predicted", "entropy_total", "entropy_aleatoric", "entropy_epistemic"]
-REGRESSION_COLUMNS = ["mean", "std_total", "std_aleatoric", "std_epistemic"]
+LR_COLUMNS = ["row", "p_no", "p_yes", "predicted", "entropy_total", "entropy_aleatoric", "entropy_epistemic"]
+REGRESSION_COLUMNS = ["row", "mean", "std_total", "std_aleatoric", "std_epistemic"]
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +72,7 @@ def test_csv_to_a_file_and_to_stdout(runs, tmp_path):
     text = out.read_text()
     header, cols = read_csv(text)
     assert header == [*LR_COLUMNS, "target"]
-    assert len(cols["p_no"]) == 40
+    assert len(cols["p_no"]) == 40 and cols["row"] == [str(k) for k in range(40)]
     p = np.array([cols["p_no"], cols["p_yes"]], dtype=float).T
     np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-11)
     assert cols["predicted"] == np.where(p[:, 1] > p[:, 0], "yes", "no").tolist()
@@ -92,8 +93,9 @@ def test_hdf5_output(runs, tmp_path):
     _, cols = predict_csv(runs["lr"], runs["data"])
     with h5py.File(out, "r") as f:
         assert f.attrs["encoding-type"] == "slang-predictions" and f.attrs["encoding-version"] == "1.0"
-        assert json.loads(f.attrs["columns"]) == ["probabilities", "predicted", "entropy_total",
+        assert json.loads(f.attrs["columns"]) == ["row", "probabilities", "predicted", "entropy_total",
                                                   "entropy_aleatoric", "entropy_epistemic", "target"]
+        assert f["row"].dtype == np.int64 and f["row"][()].tolist() == list(range(40))
         info = json.loads(f.attrs["info"])
         assert info["predictive"] == "quadrature" and info["data"]["has_target"] is True
         assert [c.decode() for c in f["classes"][()]] == ["no", "yes"]
@@ -140,6 +142,30 @@ def write_columns(path, header, rows, columns):
 
 
 HEADER = ["id", "a", "b", "c", "label"]
+
+
+def test_a_row_with_a_missing_value_keeps_its_place(with_id):
+    """4 rows in, one with a missing value: 3 rows came out, nothing saying which (the fit's --missing drop was
+    applied). Now every row keeps its place, the incomplete one empty, and a row column numbers them; --missing
+    drop leaves it out, the row column saying which rows are there; --missing error refuses the file."""
+    d, run, rows = with_id
+    rows = [list(r) for r in rows[:4]]
+    rows[2][2] = "?"
+    data = write_columns(d / "gap.csv", HEADER, rows, HEADER)
+    result = invoke("predict", run, data, "-o", "-")
+    assert_ok(result)
+    assert f"{data}: 1 row with a missing value (line 4) has its predictions left empty" in result.stderr
+    assert re.search(r"3 predictions of .* written to stdout; 1 row of 4 left empty", result.stderr)
+    header, cols = read_csv(result.stdout)
+    assert cols["row"] == ["0", "1", "2", "3"]
+    assert [cols[name][2] for name in header[1:]] == [""] * (len(header) - 1)
+    assert all(cols["p_yes"][k] != "" for k in (0, 1, 3))
+
+    _, dropped = predict_csv(run, data, "--missing", "drop")
+    assert dropped["row"] == ["0", "1", "3"]
+    assert dropped["p_yes"] == [cols["p_yes"][k] for k in (0, 1, 3)]
+    assert_error(invoke("predict", run, data, "-o", "-", "--missing", "error"), 1,
+                 f"{data}:4: column 2 ('b'): missing value '?'")
 
 
 def _same_probabilities(run, data, expected):

@@ -148,7 +148,7 @@ def test_fit_stores_the_options_and_evaluate_and_predict_reapply_them(gappy, tmp
     done = invoke("evaluate", run, gappy, "--json")
     assert done.exit_code == 0, done.output
     out = tmp_path / "p.csv"
-    done = invoke("predict", run, gappy, "-o", out)
+    done = invoke("predict", run, gappy, "-o", out, "--missing", "drop")
     assert done.exit_code == 0, done.output
     assert f"{gappy}: 2 rows with a missing value left out (--missing drop), lines 3, 6" in done.stderr
     assert len(out.read_text().splitlines()) == 1 + 38
@@ -203,7 +203,7 @@ def test_data_from_standard_input(gappy, tmp_path):
     assert "read from standard input" in done.stderr  # the training -ELBO is the stored one, and it says so
     done = invoke("predict", run, "-", "-o", "-", input=text)
     assert done.exit_code == 0, done.output
-    assert len(done.stdout.splitlines()) == 1 + 38
+    assert len(done.stdout.splitlines()) == 1 + 40  # the rows with a missing value are kept, their cells empty
 
 
 def test_drop_columns_and_columns_together_is_a_usage_error(gappy, tmp_path):
@@ -212,11 +212,12 @@ def test_drop_columns_and_columns_together_is_a_usage_error(gappy, tmp_path):
 
 
 def test_evaluate_and_predict_take_missing_for_their_data(gappy, write_file, tmp_path):
-    """A fit on complete data (the default --missing error) scores and predicts data with gaps when told to."""
+    """A fit on complete data (the default --missing error) scores data with gaps when told to; predict keeps
+    their rows, empty, unless told otherwise."""
     clean = write_file("clean.csv", "\n".join(labelled_rows(seed=1)) + "\n")
     run = tmp_path / "run.h5"
     assert invoke("fit", clean, "-o", run, *FAST).exit_code == 0
-    done = invoke("predict", run, gappy, "-o", tmp_path / "p.csv")
+    done = invoke("predict", run, gappy, "-o", tmp_path / "p.csv", "--missing", "error")
     assert done.exit_code == 1 and "--missing drop leaves such rows out" in done.stderr
     done = invoke("predict", run, gappy, "-o", tmp_path / "p.csv", "--missing", "drop")
     assert done.exit_code == 0, done.output

@@ -152,7 +152,7 @@ def test_logistic_regression_probabilities_equal_evaluate(fitted_run, tmp_path):
     """predict's probabilities are evaluate's quadrature probabilities, bit for bit, and give its test NLL."""
     data = tmp_path / "new.csv"
     data.write_text(csv_text(*binary_problem(n=30, seed=5, offset=5.0, scale=3.0)))
-    X, target, _ = load_inputs(fitted_run, str(data))
+    X, target, _, _ = load_inputs(fitted_run, str(data))
     expected = metrics.predictive_probs(fitted_run.posterior, fitted_run.model, X, predictive="quadrature")
     got = predict(fitted_run, "run.h5", str(data))
     np.testing.assert_array_equal(got.arrays["probabilities"], expected)

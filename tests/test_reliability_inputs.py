@@ -262,7 +262,8 @@ def test_standardised_features_of_extreme_magnitude_fit_as_any_others(tmp_path, 
                                rtol=1e-12)
     assert abs(scaled.metrics["test"]["nll"] - plain.metrics["test"]["nll"]) < 1e-6
     assert scaled.metrics["test"]["accuracy"] >= 0.8 and plain.metrics["test"]["accuracy"] >= 0.8
-    predicted = [np.loadtxt(tmp_path / f"p{p}.csv", delimiter=",", skiprows=1, usecols=1) for p in (power, 0)]
+    # column 0 is the row, 2 the second class's probability
+    predicted = [np.loadtxt(tmp_path / f"p{p}.csv", delimiter=",", skiprows=1, usecols=2) for p in (power, 0)]
     np.testing.assert_allclose(predicted[0], predicted[1], rtol=0, atol=1e-9)
 
 
@@ -328,7 +329,8 @@ def test_a_regression_target_of_extreme_magnitude_fits(tmp_path, power):
     np.testing.assert_allclose(scaled.arrays["target_scale"], plain.arrays["target_scale"] * 10.0**power, rtol=1e-12)
     np.testing.assert_allclose(scaled.metrics["test"]["rmse"], plain.metrics["test"]["rmse"] * 10.0**power,
                                rtol=1e-6)
-    predicted = [np.loadtxt(tmp_path / f"p{p}.csv", delimiter=",", skiprows=1, usecols=0) for p in (power, 0)]
+    # column 0 is the row, 1 the predictive mean
+    predicted = [np.loadtxt(tmp_path / f"p{p}.csv", delimiter=",", skiprows=1, usecols=1) for p in (power, 0)]
     np.testing.assert_allclose(predicted[0], predicted[1] * 10.0**power, rtol=1e-6, atol=0)
 
 

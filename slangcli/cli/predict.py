@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import click
+import numpy as np
 
 from slangcli.cli import main
 from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_output
 from slangcli.cli.output import check_stdout, emit_json, needs_stdout, note
-from slangcli.columns import LAYOUTS
 from slangcli.io import read_run
-from slangcli.readers import MISSING_POLICIES
+from slangcli.columns import LAYOUTS
+from slangcli.sources import PREDICT_MISSING
 from slangcli.tables import HDF5_SUFFIXES, csv_header, write_predictions
 from slangcli.workflow import predict as predict_run
 
@@ -25,9 +26,9 @@ from slangcli.workflow import predict as predict_run
               help="Seed of the Monte-Carlo weight samples.")
 @click.option("--interval", type=FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.95,
               show_default=True, help="Probability of the central predictive interval (regression).")
-@click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
-              help="A row of DATA with a missing value: an error, or left out of the predictions (default: as in "
-                   "the fit).")
+@click.option("--missing", type=click.Choice(PREDICT_MISSING), default="keep", show_default=True,
+              help="A row of DATA with a missing value: kept, its predictions empty; left out (the row column "
+                   "says which rows are there); or an error.")
 @click.option("--layout", type=click.Choice(LAYOUTS), default=None,
               help="A CSV file without a header row holds the training file's columns (full) or the model's "
                    "features alone (features), with or without the target; needed only when its width fits both.")
@@ -36,6 +37,7 @@ def predict(run_file, data, output, samples, seed, interval, missing, layout, as
     """Predict every example of DATA with the posterior in RUN.h5, with its uncertainty.
 
     \b
+    row: the 0-based data row (after any header) predicted.
     Classification: p_<label> per class, predicted (label), entropy_total (predictive entropy),
       entropy_aleatoric (expected entropy), entropy_epistemic (mutual information), in nats.
     Regression: mean, std_total, std_aleatoric, std_epistemic, lower_<level>, upper_<level> (the exact quantiles
@@ -57,13 +59,17 @@ def predict(run_file, data, output, samples, seed, interval, missing, layout, as
     info, arrays = predictions.info, predictions.arrays
     how = info["predictive"] + (f", {info['samples']} samples, seed {info['seed']}" if info["samples"] else "")
     where = "stdout" if output == "-" else output
-    note(f"{info['data']['rows']} predictions of {data} ({how}) written to {where}")
+    rows, empty = info["data"]["rows"], info["data"].get("rows_missing", 0)
+    kept = f"; {empty} row{'s' if empty > 1 else ''} of {rows} left empty" if empty else ""
+    note(f"{rows - empty} predictions of {data} ({how}) written to {where}{kept}")
+    # means over the rows predicted (a row left empty for a missing value holds NaN)
+    mean = {name: float(np.nanmean(values)) for name, values in arrays.items() if name.startswith(("entropy", "std"))}
     if "entropy_total" in arrays:
-        note(f"mean entropy {arrays['entropy_total'].mean():.4g} nats: aleatoric "
-             f"{arrays['entropy_aleatoric'].mean():.4g}, epistemic {arrays['entropy_epistemic'].mean():.4g}")
+        note(f"mean entropy {mean['entropy_total']:.4g} nats: aleatoric {mean['entropy_aleatoric']:.4g}, "
+             f"epistemic {mean['entropy_epistemic']:.4g}")
     else:
-        note(f"mean predictive std {arrays['std_total'].mean():.4g}: aleatoric {arrays['std_aleatoric'][0]:.4g}, "
-             f"epistemic {arrays['std_epistemic'].mean():.4g} (mean over examples)")
+        note(f"mean predictive std {mean['std_total']:.4g}: aleatoric {mean['std_aleatoric']:.4g}, "
+             f"epistemic {mean['std_epistemic']:.4g} (mean over examples)")
     if as_json:
         hdf5 = output.lower().endswith(HDF5_SUFFIXES)
         emit_json({"output": output, "format": "hdf5" if hdf5 else "csv", **info,
