@@ -9,18 +9,24 @@ Inputs are anything ``numpy.asarray`` accepts; a pandas DataFrame's column names
 Series' name the target's (read through the ``columns`` and ``name`` attributes, without importing pandas).
 Features are converted to float64 and must be finite (and, unless standardised, within 1e150 in magnitude);
 targets are label values of any kind (classification) or numbers (regression), as in the files.
+
+Features given to a fitted posterior are matched to its own as ``slang predict`` matches a file's columns
+(``slangcli.columns``): a DataFrame's columns by name when the fit knows its features by name (a header row, or a
+DataFrame with string column names), in any order, other columns ignored with a warning and a missing one refused;
+anything else by position, refused unless it has exactly the model's number of features.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from dataclasses import replace
 from typing import Callable
 
 import numpy as np
 
-from slangcli import workflow
+from slangcli import columns, workflow
 from slangcli.errors import DataError, DataTypeError
 from slangcli.io import POSTERIOR_NAMES, Run, read_run, write_run
 from slangcli.metrics import weight_samples
@@ -60,6 +66,16 @@ def _features(X, what: str = "X") -> tuple[np.ndarray, tuple[str, ...] | None]:
         word = "NaN" if np.isnan(A[row, col]) else "inf"
         raise DataError(f"{what}: row {row}, column {col} is {word} (the features must be finite)")
     return A, names
+
+
+def string_columns(X) -> tuple[str, ...] | None:
+    """The column names of a DataFrame whose names are all strings (those that name features); None for an array,
+    or columns named otherwise (numbers: positions, as scikit-learn takes them)."""
+    names = getattr(X, "columns", None)
+    if names is None:
+        return None
+    names = list(names)
+    return tuple(names) if names and all(isinstance(n, str) for n in names) else None
 
 
 def _targets(y, n: int, what: str = "y") -> np.ndarray:
@@ -183,19 +199,29 @@ def fit(
                    tune_epochs=tune_epochs, tune_rounds=tune_rounds, restarts=restarts, snr_every=snr_every,
                    snr_draws=snr_draws)
     workflow.check_fit_options(likelihood=likelihood, **options)
+    given_names, target_name = string_columns(X), getattr(y, "name", None)
     X, names = _features(X, "X")
     y = _targets(y, len(X), "y")
     if (X_test is None) != (y_test is None):
         raise DataError("give both X_test and y_test, or neither")
     test = None
     if X_test is not None:
+        test_names = string_columns(X_test)
+        if given_names is not None and test_names is not None and test_names != given_names:
+            # the test features by name, as every prediction takes them
+            missing = [n for n in given_names if n not in test_names]
+            if missing:
+                raise DataError(f"X_test: column {missing[0]!r} of X is missing")
+            X_test = X_test[list(given_names)]
         X_test, _ = _features(X_test, "X_test")
         y_test = _targets(y_test, len(X_test), "y_test")
         if X_test.shape[1] != X.shape[1]:
             raise DataError(f"X_test: {X_test.shape[1]} features, but X has {X.shape[1]}")
         test = {"source": "arrays", **_provenance(X_test, y_test)}
     train = _provenance(X, y)
-    train["target"] = getattr(y, "name", None) if isinstance(getattr(y, "name", None), str) else None
+    train["target"] = target_name if isinstance(target_name, str) else None
+    # features known by name, as a header row names a file's: matched by name by every prediction
+    train["header"] = given_names is not None
     names = names or tuple(f"x{j}" for j in range(X.shape[1]))
     if standardize is None:  # as slang fit
         standardize = workflow.standardize_by_default(hidden)
@@ -270,9 +296,30 @@ class FitResult:
                 f"{self.model.n_params} parameters>")
 
     # ------------------------------------------------------------------ using it
+    def _columns(self, X, what="X", stacklevel=3) -> np.ndarray:
+        """The features of ``X`` in the model's order, as read (not standardised): a DataFrame's columns by name
+        when the fit knows its features by name, else by position (``slangcli.columns``). Columns ignored are
+        warned about (``stacklevel``: the user's call)."""
+        names = string_columns(X)
+        if names is not None and columns.named(self.run):
+            match = columns.match_names(self.run, names, what)
+            ignored = columns.unexpected(self.run, match)
+            if ignored:
+                warnings.warn(f"{what}: {columns.ignored_message(ignored)}", UserWarning, stacklevel=stacklevel)
+            if match.features != list(range(len(names))):
+                try:
+                    X = X[[names[j] for j in match.features]]  # only these columns need to be numbers
+                except (TypeError, KeyError, IndexError):  # an array-like with names but no column selection
+                    X = _features(X, what)[0][:, match.features]
+        A, _ = _features(X, what)
+        P = self.n_features
+        if A.shape[1] != P:
+            shown = f": {', '.join(self.feature_names)}" if columns.named(self.run) and P <= 20 else ""
+            raise DataError(f"{what}: {A.shape[1]} columns, but the model takes {P} features{shown}")
+        return A
+
     def _inputs(self, X, what="X") -> np.ndarray:
-        X, _ = _features(X, what)
-        return workflow.transform(self.run, X, None, what)[0]
+        return workflow.transform(self.run, self._columns(X, what, stacklevel=4), None, what)[0]
 
     def predict(self, X, *, samples: int = 1000, seed: int = 0, interval: float = 0.95) -> Predictions:
         """Predictions with their uncertainty for every row of ``X``, the same as ``slang predict`` (same
@@ -291,7 +338,7 @@ class FitResult:
         """Test scores of the posterior predictive on ``(X, y)``, as ``slang evaluate`` computes them:
         classification ``nll``, ``accuracy``, ``ece`` and its bins; regression ``rmse``, ``loglik`` and interval
         ``coverage`` (original units)."""
-        X, _ = _features(X, "X")
+        X = self._columns(X, "X")
         y = _targets(y, len(X), "y")
         X, y = workflow.transform(self.run, X, y, "y")
         target_scale = float(self.run.arrays["target_scale"][0]) if "target_scale" in self.run.arrays else 1.0

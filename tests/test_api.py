@@ -183,6 +183,38 @@ def test_dataframe_like_inputs_keep_their_names(tmp_path):
     assert result.classes == ["no", "yes"]
 
 
+def test_a_dataframe_is_read_by_column_name_and_an_array_by_position(tmp_path):
+    """A run that knows its features by name (a header row; a DataFrame's string column names) reads a DataFrame's
+    columns by name: in another order they give the same predictions, other columns are ignored with a warning
+    naming them, a missing one is refused naming it. A plain array is read by position, its width checked."""
+    pd = pytest.importorskip("pandas")
+    (train, test), X, y, X_test, y_test = _data(tmp_path, "gaussian")
+    out = tmp_path / "run.h5"
+    done = CliRunner().invoke(main, ["fit", str(train), "--likelihood", "gaussian", "--epochs", "3", "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    from_file = slangcli.load(out)
+    from_frame = slangcli.fit(pd.DataFrame(X, columns=["a", "b", "c"]), pd.Series(y, name="y"),
+                              likelihood="gaussian", epochs=3, rank=1)
+    frame = pd.DataFrame(X_test, columns=["a", "b", "c"])
+    for result in (from_file, from_frame):
+        expected = result.predict(X_test, samples=20).mean
+        assert np.array_equal(result.predict(frame, samples=20).mean, expected)
+        assert np.array_equal(result.predict(frame[["c", "a", "b"]], samples=20).mean, expected)
+        assert result.score(frame[["b", "c", "a"]], y_test, samples=20) == result.score(X_test, y_test, samples=20)
+        wider = frame.assign(id=np.arange(len(frame)), y=y_test)[["id", "c", "y", "b", "a"]]
+        with pytest.warns(UserWarning, match=r"^X: column 'id' ignored: not among the model's features$"):
+            assert np.array_equal(result.predict(wider, samples=20).mean, expected)
+        with pytest.raises(DataError, match=r"^X: column 'b' is missing \(the model's 3 features are 'a', 'b', "
+                                            r"'c'; its other columns: 'B'\)$"):
+            result.predict(frame.rename(columns={"b": "B"}))
+        with pytest.raises(DataError, match=r"^X: 2 columns, but the model takes 3 features: a, b, c$"):
+            result.predict(X_test[:, :2])
+    # a run fitted to a plain array knows its features by position only
+    unnamed = slangcli.fit(X, y, likelihood="gaussian", epochs=3, rank=1)
+    assert np.array_equal(unnamed.predict(frame[["c", "a", "b"]], samples=20).mean,
+                          unnamed.predict(X_test[:, [2, 0, 1]], samples=20).mean)
+
+
 @pytest.mark.parametrize("X, message", [
     (np.ones(5), "Reshape your data"),
     (np.array([[1.0, np.nan]] * 4), "NaN"),
