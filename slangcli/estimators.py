@@ -46,6 +46,29 @@ class DataConversionWarning(UserWarning):
     """A column-vector ``y`` was passed where a 1-D array was expected (named as scikit-learn names it)."""
 
 
+def _feature_names(X):
+    """The feature names of ``X`` as scikit-learn reads them: a DataFrame's column names when all are strings (an
+    object array), None for an array or columns named otherwise; names of mixed kinds are a TypeError."""
+    names = getattr(X, "columns", None)
+    if names is None or len(names) == 0:
+        return None
+    names = np.asarray(list(names), dtype=object)
+    kinds = sorted({type(n).__qualname__ for n in names})
+    if len(kinds) > 1 and "str" in kinds:
+        raise TypeError("Feature names are only supported if all input features have string names, but your input "
+                        f"has {kinds} as feature name / column name types. If you want feature names to be stored "
+                        "and validated, you must convert them all to strings, by using X.columns = "
+                        "X.columns.astype(str) for example. Otherwise you can remove feature / column names from your "
+                        "input data, or convert them all to a non-string data type.")
+    return names if kinds == ["str"] else None
+
+
+def _listed(names) -> str:
+    """Names one per line as scikit-learn lists them: at most five, then ``- ...``."""
+    lines = [f"- {name}\n" for name in names[:5]]
+    return "".join(lines) + ("- ...\n" if len(names) > 5 else "")
+
+
 def _seed(random_state) -> int:
     """``random_state`` as slang's integer seed: None is 0 (slang's default), an int itself, a NumPy generator
     one draw."""
@@ -113,7 +136,8 @@ class _SLANGEstimator:
 
     def _fit(self, X, y, likelihood):
         self._check_params()
-        X_arr, names = api._features(X, "X")
+        names = _feature_names(X)
+        X_arr, _ = api._features(X, "X")
         y_arr = np.asarray(y) if y is not None else None
         if y_arr is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
@@ -125,7 +149,9 @@ class _SLANGEstimator:
         if len(X_arr) < 2:
             raise ValueError(f"{type(self).__name__}: n_samples=1; a fit needs at least 2 examples")
         hyper = dict(self.method_params or {})
-        self.result_ = api.fit(X_arr, self._encode(y_arr) if likelihood != "gaussian" else y_arr,
+        # a DataFrame goes on with its names, so that the run file saved from result_ knows its features by name
+        self.result_ = api.fit(X if names is not None else X_arr,
+                               self._encode(y_arr) if likelihood != "gaussian" else y_arr,
                                method=self.method, hidden=self.hidden, activation=self.activation,
                                likelihood=likelihood, standardize=self.standardize,
                                prior_precision=self.prior_precision, bias_prior_precision=self.bias_prior_precision,
@@ -133,8 +159,10 @@ class _SLANGEstimator:
                                batch_size=self.batch_size, seed=_seed(self.random_state),
                                eval_samples=self.predict_samples, **hyper)
         self.n_features_in_ = X_arr.shape[1]
-        if names is not None and all(isinstance(c, str) for c in X.columns):
-            self.feature_names_in_ = np.asarray(names, dtype=object)
+        if names is not None:
+            self.feature_names_in_ = names
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_  # fitted again, on data without names
         return self
 
     def _check_fitted(self):
@@ -142,8 +170,37 @@ class _SLANGEstimator:
             raise _not_fitted(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with "
                               "appropriate arguments before using this estimator.")
 
+    def _check_feature_names(self, X) -> None:
+        """scikit-learn's rule for the names of ``X`` at prediction: those seen in fit, in their order (else a
+        ValueError naming the difference); a warning when only one of fit and ``X`` had names."""
+        fitted = getattr(self, "feature_names_in_", None)
+        given = _feature_names(X)
+        if fitted is None and given is None:
+            return
+        if fitted is None:
+            warnings.warn(f"X has feature names, but {type(self).__name__} was fitted without feature names",
+                          UserWarning, stacklevel=4)
+            return
+        if given is None:
+            warnings.warn(f"X does not have valid feature names, but {type(self).__name__} was fitted with feature "
+                          "names", UserWarning, stacklevel=4)
+            return
+        if len(fitted) == len(given) and np.all(fitted == given):
+            return
+        message = "The feature names should match those that were passed during fit.\n"
+        unseen = sorted(set(given) - set(fitted))
+        missing = sorted(set(fitted) - set(given))
+        if unseen:
+            message += "Feature names unseen at fit time:\n" + _listed(unseen)
+        if missing:
+            message += "Feature names seen at fit time, yet now missing:\n" + _listed(missing)
+        if not unseen and not missing:
+            message += "Feature names must be in the same order as they were in fit.\n"
+        raise ValueError(message)
+
     def _predictions(self, X):
         self._check_fitted()
+        self._check_feature_names(X)
         X_arr, _ = api._features(X, "X")
         if X_arr.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X_arr.shape[1]} features, but {type(self).__name__} is expecting "
@@ -184,6 +241,9 @@ class SLANGClassifier(_SLANGEstimator):
     result_ : slangcli.FitResult
         The fitted posterior (``result_.save("run.h5")`` writes a run file the commands read).
     n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        The column names of a DataFrame given to ``fit`` whose names are all strings (absent otherwise); ``predict``
+        then takes a DataFrame with these columns, in this order, as scikit-learn's estimators do.
     """
 
     _likelihood = "categorical"

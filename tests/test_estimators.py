@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -88,6 +90,45 @@ def test_the_default_method_follows_the_model_as_in_slang_fit():
     assert linear.get_params()["method"] is None and classifier.get_params()["method"] is None
     assert [e.result_.config["method"] for e in (linear, network, classifier)] == ["slang", "slang", "ivon"]
     assert classifier.result_.posterior.kind == "diagonal"
+
+
+# ------------------------------------------------------------------ feature names
+
+
+def test_feature_names_are_checked_as_scikit_learn_checks_them():
+    """Fitted on a DataFrame, an estimator refused nothing at prediction: the same columns in another order were
+    read by position, other predictions without a word. scikit-learn's rule: ``feature_names_in_`` from fit, a
+    DataFrame at prediction with other names or another order refused with its message, a warning when only one of
+    fit and prediction had names."""
+    from sklearn.utils.estimator_checks import check_dataframe_column_names_consistency
+
+    pd = pytest.importorskip("pandas")
+    X, y = _regression(60)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    named = SLANGRegressor(epochs=3, predict_samples=20).fit(frame, y)
+    assert isinstance(named.feature_names_in_, np.ndarray) and named.feature_names_in_.dtype == object
+    assert named.feature_names_in_.tolist() == ["a", "b", "c"]
+    expected = named.predict(frame)
+    with pytest.raises(ValueError, match="^" + re.escape("The feature names should match those that were passed "
+                                                         "during fit.\nFeature names must be in the same order as "
+                                                         "they were in fit.\n") + "$"):
+        named.predict(frame[["c", "a", "b"]])
+    assert named.result_.feature_names == ["a", "b", "c"]  # a run file saved from it matches columns by name
+    with pytest.raises(ValueError, match=re.escape("Feature names unseen at fit time:\n- d\nFeature names seen at "
+                                                   "fit time, yet now missing:\n- c\n")):
+        named.score(frame.rename(columns={"c": "d"}), y)
+    with pytest.warns(UserWarning, match="^X does not have valid feature names, but SLANGRegressor was fitted "
+                                         "with feature names$"):
+        assert np.array_equal(named.predict(X), expected)
+    plain = SLANGClassifier(epochs=3, predict_samples=20).fit(X, y > 0)
+    assert not hasattr(plain, "feature_names_in_")
+    with pytest.warns(UserWarning, match="^X has feature names, but SLANGClassifier was fitted without feature "
+                                         "names$"):
+        plain.predict_proba(frame)
+    named.fit(X, y)  # fitted again on an array: the names of the first fit are gone
+    assert not hasattr(named, "feature_names_in_")
+    for estimator in (SLANGClassifier(epochs=3, predict_samples=20), SLANGRegressor(epochs=3, predict_samples=20)):
+        check_dataframe_column_names_consistency(type(estimator).__name__, estimator)
 
 
 # ------------------------------------------------------------------ misuse named by parameter or row
