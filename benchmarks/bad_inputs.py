@@ -56,6 +56,8 @@ GOOD_CSV = "a,b,label\n" + "".join(
 # a header cell named "2" that is not the column at index 2
 NUMBER_HEADER = "x,2,y\n" + "".join(
     f"{x:.2f},{int(x > 0)},{y:.2f}\n" for x, y in np.random.default_rng(2).standard_normal((16, 2)))
+# without a header: a row id, two features and the label
+HEADERLESS_ID_CSV = "".join(f"{100 + k},{line}\n" for k, line in enumerate(GOOD_CSV.splitlines()[1:]))
 # a regression target (a network's outputs can overflow)
 REGRESSION_CSV = "a,b,y\n" + "".join(
     f"{x:.2f},{y:.2f},{x - y + 0.1 * e:.3f}\n" for x, y, e in np.random.default_rng(6).standard_normal((24, 3)))
@@ -186,15 +188,15 @@ def uci_fit(what, code=1, options=("--uci-split", "0"), **changes):
     return Case("Gal-layout UCI folder", what, ["fit", "toy", "-o", "run.h5", *FAST, *options], code, uci(**changes))
 
 
-def fitted(edit=None, *, test_fraction=0.25, name="run.h5", data=GOOD_CSV, **options):
-    """Files: train.csv (``data``) and a run file fitted to it (in-process, with ``options`` of the fit), then
-    ``edit(path)`` applied to the run file."""
+def fitted(edit=None, *, test_fraction=0.25, name="run.h5", data=GOOD_CSV, data_options=None, **options):
+    """Files: train.csv (``data``) and a run file fitted to it (in-process, with ``data_options`` of DataOptions and
+    ``options`` of the fit), then ``edit(path)`` applied to the run file."""
 
     def write(d):
         (d / "train.csv").write_text(data)
         options.setdefault("hyper", {"rank": 1})
-        run = fit(DataOptions(path=str(d / "train.csv"), test_fraction=test_fraction), batch_size=8, epochs=2,
-                  command=["slang", "fit", "train.csv", "-o", name], **options)
+        run = fit(DataOptions(path=str(d / "train.csv"), test_fraction=test_fraction, **(data_options or {})),
+                  batch_size=8, epochs=2, command=["slang", "fit", "train.csv", "-o", name], **options)
         write_run(d / name, run)
         if edit is not None:
             edit(d / name)
@@ -478,8 +480,8 @@ CASES = [
     run_case("no test data recorded and none given", None, test_fraction=None),
     run_case("slang compress --evaluate on a run without test data", None, "compress", "run.h5", "-k", "1", "-o",
              "c.h5", "--evaluate", test_fraction=None),
-    Case("Run files", "evaluation data with another number of features", ["evaluate", "run.h5", "other.csv"], 1,
-         both(fitted(), text("other.csv", "a,b,c,label\n1,2,3,no\n"))),
+    Case("Run files", "evaluation data without a header row, of another number of columns",
+         ["evaluate", "run.h5", "other.csv"], 1, both(fitted(), text("other.csv", "1,2,3,no\n"))),
     run_case("corrupted global heap (libhdf5 would loop forever: stopped after 5 s)", zero_heap_object, "inspect",
              "run.h5"),
     cli("unknown option", "--bogus"),
@@ -505,6 +507,19 @@ CASES = [
     Case("Run files", "prediction data whose header names differ from the run's features",
          ["predict", "run.h5", "other.csv", "-o", "p.csv"], 1,
          both(fitted(), text("other.csv", GOOD_CSV.replace("a,b,label", "a,c,label", 1)))),
+    Case("Run files", "prediction data with a column the run does not know (ignored, named in a note)",
+         ["predict", "run.h5", "extra.csv", "-o", "p.csv"], 0,
+         both(fitted(), text("extra.csv", "".join(f"{cell},{line}\n" for cell, line in zip(
+             ["id", *(f"X{k}" for k in range(16))], GOOD_CSV.splitlines()))))),
+    Case("Run files", "prediction data without a header row whose width fits two layouts (the fit left out one "
+         "column: its columns without the target, or the features and the target)",
+         ["predict", "run.h5", "no-id.csv", "-o", "p.csv"], 1,
+         both(fitted(data=HEADERLESS_ID_CSV, data_options={"drop_columns": "0"}),
+              text("no-id.csv", "".join(line.split(",", 1)[1] + "\n" for line in HEADERLESS_ID_CSV.splitlines())))),
+    Case("Run files", "prediction data with a missing value (the row kept, its predictions empty)",
+         ["predict", "run.h5", "gap.csv", "-o", "p.csv"], 0,
+         both(fitted(), text("gap.csv", "".join(("?," + line.split(",", 1)[1] if k == 3 else line) + "\n"
+                                               for k, line in enumerate(GOOD_CSV.splitlines()))))),
     Case("Run files", "evaluation data without the target column",
          ["evaluate", "run.h5", "features.csv"], 1,
          both(fitted(), text("features.csv", "\n".join(",".join(r.split(",")[:2])
