@@ -192,7 +192,8 @@ def atomic_output(path):
         raise_swallowed_signal()  # a signal whose exception was lost during the block still stops the rename
         renaming = True
         os.replace(tmp, target)
-        written.append(os.fspath(path))
+        if os.fspath(path) not in written:  # (a file rewritten, as a sweep's table is, is named once)
+            written.append(os.fspath(path))
     except BaseException as exc:
         if renaming and tmp is not None and not os.path.lexists(tmp):
             if os.fspath(path) not in written:
@@ -298,6 +299,17 @@ def _keep_swallowed_signals(default_hook):
 def _keep(exc: BaseException) -> None:
     if not any(kept is exc for kept in _swallowed):
         _swallowed.append(exc)
+
+
+def signal_arrived(exc: BaseException) -> None:
+    """Stop keeping ``exc``, a signal's exception that did arrive where it was raised and is being handled, and the
+    exceptions it was raised while handling (a second Ctrl-C during the cleanup of the first), so that the outputs
+    written on its way out (what a sweep has done so far) are not stopped by them a second time."""
+    arrived = []
+    while exc is not None:
+        arrived.append(exc)
+        exc = exc.__context__
+    _swallowed[:] = [kept for kept in _swallowed if not any(kept is a for a in arrived)]
 
 
 def raise_swallowed_signal() -> None:

@@ -298,11 +298,69 @@ def test_interrupted_sweep_continues_with_the_missing_fits(cluster, data, tmp_pa
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted" in err
     tabled = [r["name"] for r in json.loads((out / "results.json").read_text()) if r["status"] == "complete"]
-    # (a fit running when the client stopped may still have finished its run file)
+    # (a fit that finished while the client stopped is in the table too: it is rewritten once the workers are gone)
     finished = [p.name for p in out.glob("*.h5") if status(p) == "complete"]
-    assert 1 <= len(tabled) <= len(finished) < 4 and set(tabled) <= set(finished)
+    assert 1 <= len(finished) < 4 and sorted(tabled) == sorted(finished)
     stamps = {name: (out / name).stat().st_mtime_ns for name in finished}
     code, summary, _ = sweep(grid, cluster)
     assert code == 0 and summary["skipped"] == len(finished) and summary["ran"] == 4 - len(finished)
     assert stamps == {name: (out / name).stat().st_mtime_ns for name in finished}
     assert len(json.loads((out / "results.json").read_text())) == 4 and no_temporaries(out)
+
+
+def start_sweep(args) -> subprocess.Popen:
+    """``slang sweep ARGS`` as a command of its own at a terminal: a process group of its own (a shell's job),
+    SIGINT at its default (a test run in the background of a non-interactive shell inherits it ignored)."""
+    return subprocess.Popen([sys.executable, "-m", "slangcli", "sweep", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"), text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def wait_for_table_writes(out, writes, proc, timeout=120.0) -> None:
+    """Until the table has been written ``writes`` times (as many distinct modification times), the sweep running."""
+    seen, deadline = set(), time.monotonic() + timeout
+    while len(seen) < writes and time.monotonic() < deadline and proc.poll() is None:
+        try:
+            seen.add((out / "results.json").stat().st_mtime_ns)
+        except FileNotFoundError:
+            pass
+        time.sleep(0.01)
+    assert len(seen) >= writes and proc.poll() is None, "the sweep ended before it could be stopped"
+
+
+@pytest.mark.parametrize("signum, to", [(signal.SIGTERM, "driver")], ids=["sigterm-to-the-sweep"])
+def test_a_stopped_sweep_says_one_line_and_tables_every_finished_fit(data, tmp_path, signum, to):
+    """A sweep on a local cluster of 2 workers, stopped by SIGTERM after its table has been rewritten: exit 128 +
+    the signal, one line on stderr naming each table file once, the table holding exactly the fits complete on
+    disk, no temporary file, and no process of the job left."""
+    out = tmp_path / "out"
+    proc = start_sweep([str(data / "a.csv"), "--seed", "0-199", *FIT, "-o", str(out), "--workers", "2"])
+    try:
+        wait_for_table_writes(out, 2, proc)
+        if to == "group":
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 128 + signum, err
+    lines = err.splitlines()
+    stopped = "interrupted" if signum == signal.SIGINT else "terminated (SIGTERM)"
+    assert len(lines) == 1 and lines[0].count("results.csv") == 1 and lines[0].count("results.json") == 1, err
+    assert lines[0].startswith(f"slang: error: {stopped}; the fits done so far are in "), err
+    tabled = [r["name"] for r in json.loads((out / "results.json").read_text()) if r["status"] == "complete"]
+    finished = [p.name for p in out.glob("*.h5") if status(p) == "complete"]
+    assert 0 < len(finished) < 200 and sorted(tabled) == sorted(finished)
+    assert no_temporaries(out)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the workers (and multiprocessing's resource tracker) end with the sweep
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("processes of the stopped sweep's job are still running")

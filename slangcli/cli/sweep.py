@@ -11,6 +11,7 @@ from slangcli.cli import main
 from slangcli.cli.options import FloatRange
 from slangcli.cli.output import emit_json, error, needs_stdout, note, progress_bar
 from slangcli.errors import ConfigError
+from slangcli.outputs import Terminated, signal_arrived
 from slangcli.cli.sweep_engine import (
     RESULTS, dask_client, fit_parameters, option_key, points_of, read_spec, require_distributed, run_sweep,
 )
@@ -91,6 +92,7 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
         return
     require_distributed()
     os.makedirs(directory, exist_ok=True)
+    table = f"{os.path.join(directory, RESULTS[0])} and {RESULTS[1]}"
     started = time.perf_counter()
     failures = []
     with progress_bar(progress, "sweep") as bar:
@@ -108,10 +110,13 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
         try:
             result = run_sweep(points, directory, lambda: dask_client(scheduler, workers),
                                checkpoint_seconds=checkpoint_seconds, on_record=on_record, on_skip=on_skip)
-        except KeyboardInterrupt:
-            error(f"interrupted; the fits done so far are in {directory}/{RESULTS[0]}; run the same command "
-                  "again to continue")
-            raise click.exceptions.Exit(130)
+        except (KeyboardInterrupt, Terminated) as exc:
+            signal_arrived(exc)  # handled here, with its own message
+            # the table was rewritten on the way out: every fit complete in DIR is in it
+            stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"terminated ({exc})"
+            code = 130 if isinstance(exc, KeyboardInterrupt) else 128 + exc.signum
+            error(f"{stopped}; the fits done so far are in {table}; run the same command again to continue")
+            raise click.exceptions.Exit(code)
     seconds = time.perf_counter() - started
     complete = sum(r["status"] == "complete" for r in result.records)
     note(f"{len(points)} fits: {complete} complete ({result.skipped} already), {len(failures)} failed, "

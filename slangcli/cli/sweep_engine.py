@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from slangcli.errors import ConfigError, SlangError
+from slangcli.outputs import signal_arrived
 
 INSTALL_HINT = "pip install 'slangcli[dask]'"
 # slang fit options a sweep sets itself (the run file's name, checkpoints, output) and never takes from a grid
@@ -376,6 +377,13 @@ def read_results(directory) -> dict:
         return {}
 
 
+def _complete_record(path) -> dict:
+    """The record of the complete fit at ``path`` whose task's record never reached the table (the client stopped
+    first, or the table was lost): what the run file tells, without the task's seconds and worker."""
+    return {"status": "complete", "error": "", "exit_code": 0, "seconds": None, "worker": "",
+            "resumed_at_step": None, **_metrics(path)}
+
+
 def remove_temporaries(directory, points: Iterable[Point]) -> None:
     """Delete the temporary files a killed writer left beside the sweep's run files and tables."""
     directory = Path(directory)
@@ -446,9 +454,12 @@ def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: flo
               on_record: Callable[[dict, int, int], None] | None = None,
               on_skip: Callable[[int, int], None] | None = None, table_every: float = 1.0) -> SweepResult:
     """Run the ``points`` not yet complete in ``directory`` on ``client`` (a ``distributed.Client``, or a
-    function returning a context manager that gives one, called only if some fit is to run); write the table as they finish
-    (at most every ``table_every`` seconds, and at the end, also when interrupted). ``on_record(record, done,
-    total)`` is called for each finished fit, ``on_skip(skipped, total)`` once with the count already done."""
+    function returning a context manager that gives one, called only if some fit is to run); write the table as
+    they finish (at most every ``table_every`` seconds, and at the end, also when interrupted). ``on_record(record,
+    done, total)`` is called for each finished fit, ``on_skip(skipped, total)`` once with the count already done.
+
+    When the sweep stops early (an interrupt, a signal), the table also gets the fits whose run files were
+    completed but whose records had not reached this client."""
     directory = Path(directory).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     remove_temporaries(directory, points)
@@ -462,9 +473,7 @@ def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: flo
             if old is not None and old.get("status") == "complete":
                 records[point.name] = {**old, **point.params}  # as this grid names its parameters
             else:  # complete but not in the table (the client died before writing it)
-                records[point.name] = {"name": point.name, **point.params, "status": "complete", "error": "",
-                                       "exit_code": 0, "seconds": None, "worker": "", "resumed_at_step": None,
-                                       **_metrics(path)}
+                records[point.name] = {"name": point.name, **point.params, **_complete_record(path)}
         else:
             todo[point.name] = {"path": str(path), "args": point.args, "params": point.params,
                                 "checkpoint_seconds": checkpoint_seconds}
@@ -489,15 +498,29 @@ def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: flo
             table()
             last_write = time.monotonic()
 
+    cluster = None
     try:
         if todo:
             # a client, or a function opening one (a context manager), called only when there is work
             with client() if callable(client) else contextlib.nullcontext(client) as connected:
+                cluster = getattr(connected, "cluster", None)  # a local cluster's, which may close with it
                 run_tasks(connected, run_fit, todo, finished, retries=retries)
+    except BaseException as exc:
+        signal_arrived(exc)  # an interrupt, handled here by writing the table: not to stop that write again
+        raise
     finally:
+        # (after a local cluster has closed, so no worker still writes; on a cluster of one's own, fits running
+        # when the client stopped may finish later, and count at the next sweep)
+        for name, task in todo.items():
+            if name not in records and is_complete(task["path"], task["args"]):
+                with contextlib.suppress(SlangError):
+                    records[name] = {"name": name, **task["params"], **_complete_record(task["path"])}
         table()
-    # every task has finished: what a killed worker left half-written can go (not when interrupted, since
-    # cancelled tasks may still be writing; the next sweep's start removes those)
+        if getattr(getattr(cluster, "status", None), "name", None) == "closed":
+            # its workers are gone, also when interrupted: what they left half-written can go
+            remove_temporaries(directory, points)
+    # every task has finished: what a killed worker left half-written can go (not when interrupted on a cluster
+    # that goes on, since cancelled tasks may still be writing; the next sweep's start removes those)
     remove_temporaries(directory, points)
     return SweepResult([records[p.name] for p in points], ran=len(todo), skipped=skipped)
 
