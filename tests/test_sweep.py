@@ -4,6 +4,7 @@ against serial fits, reruns, a worker killed mid-fit, an interrupted client, a b
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -243,8 +244,7 @@ def test_worker_killed_mid_fit_is_retried_from_its_checkpoint(data, tmp_path):
     out = tmp_path / "out"
     long_fit = {"iterations": "1500", "checkpoint-every": "100", "batch-size": "8", "test-fraction": "0.25"}
     points = points_of([{"data": [str(data / "a.csv"), str(data / "b.csv")], **long_fit}])
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                  env={"OPENBLAS_NUM_THREADS": "1"}) as cluster, distributed.Client(cluster) as client:
+    with local_cluster(OPENBLAS_NUM_THREADS="1") as cluster, distributed.Client(cluster) as client:
         done = {}
         thread = threading.Thread(target=lambda: done.update(result=run_sweep(points, out, client)))
         thread.start()
@@ -328,11 +328,14 @@ def wait_for_table_writes(out, writes, proc, timeout=120.0) -> None:
     assert len(seen) >= writes and proc.poll() is None, "the sweep ended before it could be stopped"
 
 
-@pytest.mark.parametrize("signum, to", [(signal.SIGTERM, "driver")], ids=["sigterm-to-the-sweep"])
+@pytest.mark.parametrize("signum, to", [(signal.SIGINT, "group"), (signal.SIGTERM, "group"),
+                                        (signal.SIGTERM, "driver")],
+                         ids=["ctrl-c", "sigterm-to-the-job", "sigterm-to-the-sweep"])
 def test_a_stopped_sweep_says_one_line_and_tables_every_finished_fit(data, tmp_path, signum, to):
-    """A sweep on a local cluster of 2 workers, stopped by SIGTERM after its table has been rewritten: exit 128 +
-    the signal, one line on stderr naming each table file once, the table holding exactly the fits complete on
-    disk, no temporary file, and no process of the job left."""
+    """A sweep on a local cluster of 2 workers, stopped by Ctrl-C at a terminal (SIGINT to every process of the
+    job: the sweep and its workers), SIGTERM to the job, or SIGTERM to the sweep alone, after its table has been
+    rewritten: exit 128 + the signal, one line on stderr naming each table file once (no worker's traceback), the
+    table holding exactly the fits complete on disk, no temporary file, and no process of the job left."""
     out = tmp_path / "out"
     proc = start_sweep([str(data / "a.csv"), "--seed", "0-199", *FIT, "-o", str(out), "--workers", "2"])
     try:
@@ -364,3 +367,28 @@ def test_a_stopped_sweep_says_one_line_and_tables_every_finished_fit(data, tmp_p
         time.sleep(0.1)
     else:
         pytest.fail("processes of the stopped sweep's job are still running")
+
+
+def test_the_local_clusters_workers_leave_the_stopping_signals_to_the_sweep(cluster):
+    """The workers of a sweep's local cluster (as conftest.local_cluster starts them, with the same set-up) ignore
+    SIGINT, SIGTERM and SIGHUP, and drop the error Dask logs for a heartbeat cut short by the worker's own closing,
+    and only that."""
+    from distributed.core import Status
+
+    from slangcli.cli.sweep_worker import ClosingHeartbeat
+
+    def setup():
+        return (tuple(signal.getsignal(s) == signal.SIG_IGN for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)),
+                tuple(type(f).__name__ for f in logging.getLogger("distributed.worker").filters))
+
+    with distributed.Client(cluster) as client:
+        assert set(client.run(setup).values()) == {((True, True, True), ("ClosingHeartbeat",))}
+    worker = type("Worker", (), {"status": Status.running})()
+    cut_short, other = (logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, message, None, None)
+                        for message in ("Failed to communicate with scheduler during heartbeat.",
+                                        "Unexpected exception during heartbeat. Closing worker."))
+    quiet = ClosingHeartbeat(worker)
+    assert quiet.filter(cut_short) and quiet.filter(other)
+    for closing in (Status.closing, Status.closing_gracefully, Status.closed):
+        worker.status = closing
+        assert not quiet.filter(cut_short) and quiet.filter(other)

@@ -1,0 +1,43 @@
+"""The set-up of each worker process of a local cluster that ``slang sweep`` starts: a Dask preload, whose
+:func:`dask_setup` runs once the worker has started, in the main thread of its process (``LocalCluster(...,
+preload=[...])``, see :func:`slangcli.cli.sweep_engine.local_worker_options`).
+
+- SIGINT, SIGTERM and SIGHUP are ignored. A Ctrl-C at a terminal goes to every process of the foreground process
+  group (so do the SIGHUP of a closed terminal and a SIGTERM to the job); the sweep's own process stops the sweep
+  and closes the workers in order, while a KeyboardInterrupt in each worker only printed a traceback per worker,
+  and a worker ended under the sweep made the scheduler log the result it could no longer gather. (The sweep
+  starts its workers with these signals blocked already; this also covers a worker started again later by its
+  nanny, from the moment it has started. A worker still ends with the sweep, and its nanny ends it with SIGKILL.)
+- A heartbeat to the scheduler still on its way when the worker closes fails with CommClosedError, since the
+  worker closes its connections under it, and Dask logs that as an ERROR with a traceback. Nothing is wrong then:
+  that record is dropped while the worker is closing; a heartbeat failing while the worker runs is still logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+HEARTBEAT_FAILED = "Failed to communicate with scheduler during heartbeat"
+CLOSING = ("closing", "closing_gracefully", "closed")
+
+
+class ClosingHeartbeat(logging.Filter):
+    """Drops the failed heartbeat's record of ``worker`` (a ``distributed.Worker``) once the worker is closing."""
+
+    def __init__(self, worker):
+        super().__init__()
+        self.worker = worker
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        closing = getattr(self.worker.status, "name", None) in CLOSING
+        return not (closing and str(record.msg).startswith(HEARTBEAT_FAILED))
+
+
+def dask_setup(worker) -> None:
+    if threading.current_thread() is threading.main_thread():
+        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_IGN)
+    logging.getLogger("distributed.worker").addFilter(ClosingHeartbeat(worker))
