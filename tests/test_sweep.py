@@ -3,6 +3,7 @@ against serial fits, reruns, a worker killed mid-fit, an interrupted client, a b
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import os
@@ -392,3 +393,52 @@ def test_the_local_clusters_workers_leave_the_stopping_signals_to_the_sweep(clus
     for closing in (Status.closing, Status.closing_gracefully, Status.closed):
         worker.status = closing
         assert not quiet.filter(cut_short) and quiet.filter(other)
+
+
+# ------------------------------------------------------------------------------------------ what DIR holds
+
+
+def test_a_sweep_of_another_grid_keeps_the_fits_already_in_the_directory(cluster, data, tmp_path):
+    """Every complete fit in DIR stays in the table: a sweep of another grid (another seed, then another option,
+    so another column) adds its rows after the earlier ones, which keep theirs, and says so; a failed fit of an
+    earlier grid (no run file) is not kept; a lost table is rebuilt from the run files and the commands they
+    record."""
+    out, a = tmp_path / "out", str(data / "a.csv")
+    code, summary, _ = sweep([a, str(data / "bad.csv"), "--seed", "0,1", *FIT, "-o", str(out)], cluster)
+    assert code == 1 and summary["complete"] == 2 and summary["failed"] == 2
+    complete = [r for r in json.loads((out / "results.json").read_text()) if r["status"] == "complete"]
+
+    code, summary, err = sweep([a, "--seed", "2", *FIT, "-o", str(out)], cluster)
+    table = json.loads((out / "results.json").read_text())
+    assert code == 0 and table[:2] == complete and [r["seed"] for r in table] == ["0", "1", "2"]
+    assert summary["ran"] == 1 and summary["kept"] == 2
+    assert f"slang: the table keeps the 2 complete fits of other grids in {out}" in err.splitlines()
+
+    code, summary, _ = sweep([a, "--method", "bbb", *FIT, "-o", str(out)], cluster)
+    table = json.loads((out / "results.json").read_text())
+    assert code == 0 and len(table) == 4 and summary["ran"] == 1 and summary["kept"] == 3
+    assert "method" not in table[0] and "seed" not in table[3]  # each record as its own grid named it
+    # one CSV column per option, empty where a fit did not set it (it had slang fit's default)
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert [(r["seed"], r["method"]) for r in rows] == [("0", ""), ("1", ""), ("2", ""), ("", "bbb")]
+    assert [r["name"] for r in rows] == [r["name"] for r in table]
+    assert {r["name"] for r in rows} == {p.name for p in out.glob("*.h5")}
+    assert all(r["status"] == "complete" and float(r["test_nll"]) > 0 for r in rows)
+
+    # the table lost: rebuilt, this grid's fit first, then the others by name, their parameters from their commands
+    (out / "results.csv").unlink()
+    (out / "results.json").unlink()
+    code, summary, _ = sweep([a, "--seed", "2", *FIT, "-o", str(out)], cluster)
+    assert code == 0 and summary["ran"] == 0 and summary["kept"] == 3
+    rebuilt = {r["name"]: r for r in json.loads((out / "results.json").read_text())}
+    assert list(rebuilt) == [table[2]["name"], *sorted(r["name"] for r in table if r is not table[2])]
+    given = {"data": a, "epochs": "2", "test-fraction": "0.25", "batch-size": "8"}
+    # (seed 0 is slang fit's default: not in the command, so not a parameter of the rebuilt row)
+    assert [{k: rebuilt[r["name"]].get(k) for k in ("seed", "method")} for r in table] == [
+        {"seed": None, "method": None}, {"seed": "1", "method": None}, {"seed": "2", "method": None},
+        {"seed": None, "method": "bbb"}]
+    for earlier in table:
+        r = rebuilt[earlier["name"]]
+        assert {k: r[k] for k in given} == given and r["status"] == "complete"
+        assert {k: v for k, v in r.items() if k.startswith(("train_", "test_"))} == {
+            k: v for k, v in earlier.items() if k.startswith(("train_", "test_"))}

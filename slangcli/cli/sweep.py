@@ -57,7 +57,8 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
     Numeric and choice options take comma-separated lists and integer ranges (0-19, both ends included);
     several DATA, or an option given several times (--hidden 50 --hidden 50,50), are alternatives too.
     Run files are named from their parameters. A fit already complete in DIR with the same options is not run
-    again, so rerunning a sweep (after Ctrl-C, a crash, or with a changed grid) runs only what is missing;
+    again, so rerunning a sweep (after Ctrl-C, a crash, or with a changed grid) runs only what is missing, and
+    the table keeps every complete fit in DIR, those of other grids too;
     a fit whose worker dies is rerun elsewhere from its last checkpoint. Exit status 1 if any fit failed (the
     table has its message).
     """
@@ -101,6 +102,9 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
                 note(f"{skipped} of {total} fits already complete in {directory}")
             bar(skipped, total)
 
+        def on_kept(kept):
+            note(f"the table keeps the {kept} complete fits of other grids in {directory}")
+
         def on_record(record, done, total):
             bar(done, total)
             if record["status"] != "complete":
@@ -109,7 +113,8 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
 
         try:
             result = run_sweep(points, directory, lambda: dask_client(scheduler, workers),
-                               checkpoint_seconds=checkpoint_seconds, on_record=on_record, on_skip=on_skip)
+                               checkpoint_seconds=checkpoint_seconds, on_record=on_record, on_skip=on_skip,
+                               on_kept=on_kept)
         except (KeyboardInterrupt, Terminated) as exc:
             signal_arrived(exc)  # handled here, with its own message
             # the table was rewritten on the way out: every fit complete in DIR is in it
@@ -119,11 +124,12 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
             raise click.exceptions.Exit(code)
     seconds = time.perf_counter() - started
     complete = sum(r["status"] == "complete" for r in result.records)
+    kept = f", and the {result.kept} complete fits of other grids" if result.kept else ""
     note(f"{len(points)} fits: {complete} complete ({result.skipped} already), {len(failures)} failed, "
-         f"{seconds:.1f} s; table in {os.path.join(directory, RESULTS[0])}")
+         f"{seconds:.1f} s; table in {os.path.join(directory, RESULTS[0])}{kept}")
     if as_json:
         emit_json({"directory": directory, "fits": len(points), "ran": result.ran, "skipped": result.skipped,
-                   "complete": complete, "failed": len(failures), "seconds": seconds,
+                   "kept": result.kept, "complete": complete, "failed": len(failures), "seconds": seconds,
                    "results": [os.path.join(directory, name) for name in RESULTS],
                    "failures": [{"name": r["name"], "error": r["error"]} for r in failures]})
     if failures:

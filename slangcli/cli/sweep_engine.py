@@ -3,7 +3,8 @@
 A sweep is a list of :class:`Point`: the options of one ``slang fit``. Each becomes one Dask task,
 :func:`run_fit`, a pure function of its arguments that writes its own run file (atomically, as ``slang fit``
 does) and returns a small record: its parameters, train and test metrics, seconds, worker, status and error
-message. The records make ``results.csv`` and ``results.json``, rewritten (atomically) as fits finish.
+message. The records make ``results.csv`` and ``results.json``, rewritten (atomically) as fits finish; the table
+also keeps the complete fits of earlier sweeps in the directory (:func:`other_fits`).
 
 A fit is complete in the directory when its run file exists with status ``complete`` and the command recorded
 in it has the same fit options as the point, so rerunning a sweep runs only the fits that are missing, failed or
@@ -163,11 +164,39 @@ def make_point(params: dict, parameters: dict | None = None) -> Point:
             if isinstance(param.type, click.Path):
                 value = os.path.abspath(value)
             args += [max(param.opts, key=len), str(value)]
-    digest = hashlib.sha256(json.dumps(args).encode()).hexdigest()[:8]
     stem = Path(params["data"].rstrip("/")).name
     stem = Path(stem).stem if "." in stem else stem
     readable = "_".join([_slug(stem), *(f"{_slug(k)}-{_slug(v)}" for k, v in named.items())])
-    return Point(params=ordered, args=args, name=f"{readable[:120]}_{digest}.h5")
+    return Point(params=ordered, args=args, name=f"{readable[:120]}{_name_end(args)}")
+
+
+def _name_end(args: list) -> str:
+    """How the run file of the fit with ``args`` is named at the end: a hash of the arguments."""
+    return f"_{hashlib.sha256(json.dumps(args).encode()).hexdigest()[:8]}.h5"
+
+
+def params_of(args: list, parameters: dict | None = None) -> dict | None:
+    """The parameters of a fit from its arguments (as :func:`make_point` makes them, so options at their default
+    are not there), or None when an argument is not a ``slang fit`` option (any more)."""
+    parameters = parameters or fit_parameters()
+    options = {}
+    for param in parameters.values():
+        key = option_key(param)
+        if param.is_flag:
+            options[param.opts[-1]] = (key, True)
+            if param.secondary_opts:
+                options[param.secondary_opts[-1]] = (key, False)
+        else:
+            options[max(param.opts, key=len)] = (key, None)
+    if not args:
+        return None
+    params, rest = {"data": args[0]}, list(args[1:])
+    while rest:
+        key, value = options.get(rest.pop(0), (None, None))
+        if key is None or (value is None and not rest):
+            return None
+        params[key] = rest.pop(0) if value is None else value
+    return params
 
 
 def _is_default(param, value) -> bool:
@@ -342,11 +371,14 @@ def run_fit(task: dict) -> dict:
 
 
 def _columns(records: list[dict]) -> list[str]:
-    first = ["name"]
+    """The table's columns: the name, the parameters (data, then slang fit's options in the command's order, so
+    that fits of different grids share one column per option), the record's fields, the metrics."""
     params = [k for r in records for k in r if k not in RECORD_FIELDS and not k.startswith(("train_", "test_"))
               and k != "steps"]
+    known = ["data", *(option_key(p) for p in fit_parameters().values())]
+    params = [*(k for k in known if k in params), *params]
     metrics = [k for r in records for k in r if k.startswith(("train_", "test_")) or k == "steps"]
-    return list(dict.fromkeys([*first, *params, *RECORD_FIELDS[1:], *metrics]))
+    return list(dict.fromkeys(["name", *params, *RECORD_FIELDS[1:], *metrics]))
 
 
 def _atomic_text(path: Path, text: str) -> None:
@@ -357,7 +389,10 @@ def _atomic_text(path: Path, text: str) -> None:
 
 
 def write_results(directory, records: list[dict]) -> None:
-    """``results.csv`` and ``results.json`` in ``directory``: one row per fit, each file replaced atomically."""
+    """``results.csv`` and ``results.json`` in ``directory``: one row per fit, each file replaced atomically.
+
+    The CSV has a column for every parameter of any fit, empty where a fit did not set it (it used slang fit's
+    default); in the JSON each record has only its own."""
     directory = Path(directory)
     columns = _columns(records)
     out = io.StringIO()
@@ -372,7 +407,7 @@ def write_results(directory, records: list[dict]) -> None:
 
 
 def read_results(directory) -> dict:
-    """``{name: record}`` of an earlier sweep's ``results.json`` in ``directory`` (empty if none)."""
+    """``{name: record}`` of an earlier sweep's ``results.json`` in ``directory`` (empty if none), in its order."""
     try:
         return {r["name"]: r for r in json.loads((Path(directory) / RESULTS[1]).read_text())}
     except (OSError, ValueError, KeyError, TypeError):
@@ -384,6 +419,34 @@ def _complete_record(path) -> dict:
     first, or the table was lost): what the run file tells, without the task's seconds and worker."""
     return {"status": "complete", "error": "", "exit_code": 0, "seconds": None, "worker": "",
             "resumed_at_step": None, **_metrics(path)}
+
+
+def other_fits(directory, names: set, earlier: dict) -> dict:
+    """``{name: record}`` of the complete fits of a sweep in ``directory`` besides ``names`` (those of earlier
+    sweeps with other grids), sorted by name: the record in ``earlier`` (the previous table) if it has one,
+    else one made from the run file. A run file counts when its status is complete and its name is the one a
+    sweep gives its recorded arguments; a fit that failed has no run file and is not kept."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return {}
+    parameters, out = fit_parameters(), {}
+    for path in sorted(directory.glob("*.h5")):
+        if path.name in names:
+            continue
+        stored = _stored(path)
+        if stored is None or stored[0] != "complete" or stored[1] is None or not path.name.endswith(
+                _name_end(stored[1])):
+            continue
+        old = earlier.get(path.name)
+        if old is not None and old.get("status") == "complete":
+            out[path.name] = old
+            continue
+        try:
+            out[path.name] = {"name": path.name, **(params_of(stored[1], parameters) or {}),
+                              **_complete_record(path)}
+        except SlangError:  # readable attributes but not a readable run: not a fit the table can show
+            continue
+    return out
 
 
 def remove_temporaries(directory, points: Iterable[Point]) -> None:
@@ -558,17 +621,21 @@ class SweepResult:
     records: list  # one per point, in the points' order
     ran: int  # fits run by this sweep
     skipped: int  # fits already complete in the directory
+    kept: int = 0  # complete fits of earlier sweeps (not points of this one) kept in the table
 
 
 def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: float = 60.0, retries: int = 2,
               on_record: Callable[[dict, int, int], None] | None = None,
-              on_skip: Callable[[int, int], None] | None = None, table_every: float = 1.0) -> SweepResult:
+              on_skip: Callable[[int, int], None] | None = None,
+              on_kept: Callable[[int], None] | None = None, table_every: float = 1.0) -> SweepResult:
     """Run the ``points`` not yet complete in ``directory`` on ``client`` (a ``distributed.Client``, or a
     function returning a context manager that gives one, called only if some fit is to run); write the table as
     they finish (at most every ``table_every`` seconds, and at the end, also when interrupted). ``on_record(record,
-    done, total)`` is called for each finished fit, ``on_skip(skipped, total)`` once with the count already done.
+    done, total)`` is called for each finished fit, ``on_skip(skipped, total)`` once with the count already done,
+    ``on_kept(kept)`` once if the directory holds complete fits of other grids.
 
-    When the sweep stops early (an interrupt, a signal), the table also gets the fits whose run files were
+    The table holds every complete fit in the directory: this sweep's points, and those of earlier sweeps with
+    other grids (:func:`other_fits`), which keep their earlier rows, earlier rows first. When the sweep stops early (an interrupt, a signal), the table also gets the fits whose run files were
     completed but whose records had not reached this client."""
     directory = Path(directory).resolve()
     directory.mkdir(parents=True, exist_ok=True)
@@ -587,13 +654,20 @@ def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: flo
         else:
             todo[point.name] = {"path": str(path), "args": point.args, "params": point.params,
                                 "checkpoint_seconds": checkpoint_seconds}
+    names = {p.name for p in points}
+    others = other_fits(directory, names, earlier)
     skipped = len(records)
     if on_skip is not None:
         on_skip(skipped, len(points))
+    if others and on_kept is not None:
+        on_kept(len(others))
+    order = [*(n for n in earlier if n in names or n in others), *(p.name for p in points if p.name not in earlier),
+             *(n for n in others if n not in earlier)]
     last_write = -math.inf
 
     def table():
-        write_results(directory, [records[p.name] for p in points if p.name in records])
+        rows = {**others, **records}
+        write_results(directory, [rows[n] for n in order if n in rows])
 
     def finished(name, result):
         nonlocal last_write
@@ -632,7 +706,7 @@ def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: flo
     # every task has finished: what a killed worker left half-written can go (not when interrupted on a cluster
     # that goes on, since cancelled tasks may still be writing; the next sweep's start removes those)
     remove_temporaries(directory, points)
-    return SweepResult([records[p.name] for p in points], ran=len(todo), skipped=skipped)
+    return SweepResult([records[p.name] for p in points], ran=len(todo), skipped=skipped, kept=len(others))
 
 
 def sweep_fits(fits: list[dict], directory, *, scheduler: str | None = None, workers: int | None = None,
