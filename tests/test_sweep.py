@@ -1,13 +1,16 @@
 """``slang sweep`` on a real ``distributed.LocalCluster`` of worker processes: the grid, the run files and table
-against serial fits, reruns, a worker killed mid-fit, an interrupted client, a bad data file, and no dask."""
+against serial fits, reruns, sweeps of other grids in the same directory, a worker killed mid-fit, an interrupted
+or terminated sweep, a bad data file, an output directory or a scheduler that cannot be used, and no dask."""
 
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -442,3 +445,87 @@ def test_a_sweep_of_another_grid_keeps_the_fits_already_in_the_directory(cluster
         assert {k: r[k] for k in given} == given and r["status"] == "complete"
         assert {k: v for k, v in r.items() if k.startswith(("train_", "test_"))} == {
             k: v for k, v in earlier.items() if k.startswith(("train_", "test_"))}
+
+
+# ------------------------------------------------------------------------------ what cannot be used
+
+
+def test_an_output_directory_that_cannot_be_made_is_a_usage_error(cluster, data, tmp_path, monkeypatch):
+    """-o beneath a file, or where the system refuses to make the directory although the permission bits allow it
+    (root squashed on NFS, an access control list; permission bits do not stop root): exit 2, one line naming the
+    directory, nothing made."""
+    a = str(data / "a.csv")
+    (tmp_path / "file").write_text("mine\n")
+    code, _, err = sweep([a, *FIT, "-o", str(tmp_path / "file" / "out")], cluster)
+    assert code == 2 and err.splitlines() == [
+        f"slang: error: cannot create the directory {tmp_path / 'file' / 'out'}: {tmp_path / 'file'} is not a "
+        "directory"]
+    assert (tmp_path / "file").read_text() == "mine\n"
+
+    refused = tmp_path / "refused"
+    refused.mkdir()
+    make = os.mkdir
+
+    def mkdir(path, *args, **kwargs):
+        if os.fspath(path).startswith(str(refused)):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+        return make(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    code, _, err = sweep([a, *FIT, "-o", str(refused / "out")], cluster)
+    assert code == 2 and err.splitlines() == [
+        f"slang: error: cannot create the directory {refused / 'out'}: {os.strerror(errno.EACCES)}"]
+    assert list(refused.iterdir()) == []
+
+
+def test_a_directory_the_user_cannot_write_is_a_usage_error(data, tmp_path):
+    """-o in a directory without write permission: exit 2 and one line before any cluster starts (skipped where
+    permission bits do not stop this user: root)."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        if os.access(ro, os.W_OK):
+            pytest.skip("this user writes in a directory without write permission (root)")
+        code, _, err = sweep([str(data / "a.csv"), *FIT, "-o", str(ro / "out")])
+        assert code == 2 and err.splitlines() == [
+            f"slang: error: cannot create the directory {ro / 'out'}: {ro} is not writable"]
+        assert list(ro.iterdir()) == []
+    finally:
+        ro.chmod(0o755)
+
+
+def tree(path) -> dict | None:
+    """What a directory holds, and when it was last changed: None when it does not exist."""
+    if not path.exists():
+        return None
+    return {"": path.stat().st_mtime_ns, **{p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in path.iterdir()}}
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new-dir", "existing-dir"])
+@pytest.mark.parametrize("scheduler", ["not-an-address", "nothing-listening"])
+def test_a_scheduler_that_cannot_be_used_leaves_nothing(data, tmp_path, existing, scheduler):
+    """--scheduler that is not an address: exit 2; one where nothing listens: exit 1; each with one line, and DIR
+    as it was (not made when it did not exist)."""
+    import dask
+
+    out = tmp_path / "out"
+    if existing:
+        out.mkdir()
+        (out / "notes.txt").write_text("mine\n")
+    before = tree(out)
+    grid = [str(data / "a.csv"), *FIT, "-o", str(out)]
+    if scheduler == "not-an-address":
+        code, _, err = sweep([*grid, "--scheduler", "no such thing"])
+        assert code == 2 and err.splitlines() == [
+            "slang: error: --scheduler no such thing: not the address of a Dask scheduler (missing port number in "
+            "address 'no such thing')"]
+    else:
+        with socket.socket() as s:  # a port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+            code, _, err = sweep([*grid, "--scheduler", f"tcp://127.0.0.1:{port}"])
+        assert code == 1 and len(err.splitlines()) == 1
+        assert err.startswith(f"slang: error: cannot connect to the Dask scheduler at tcp://127.0.0.1:{port}: ")
+    assert tree(out) == before

@@ -13,7 +13,8 @@ from slangcli.cli.output import emit_json, error, needs_stdout, note, progress_b
 from slangcli.errors import ConfigError
 from slangcli.outputs import Terminated, signal_arrived
 from slangcli.cli.sweep_engine import (
-    RESULTS, dask_client, fit_parameters, option_key, points_of, read_spec, require_distributed, run_sweep,
+    RESULTS, check_directory, check_scheduler_address, dask_client, fit_parameters, option_key, points_of,
+    read_spec, require_distributed, run_sweep,
 )
 
 
@@ -92,7 +93,10 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
             emit_json({"directory": directory, "fits": rows})
         return
     require_distributed()
-    os.makedirs(directory, exist_ok=True)
+    # refused before a cluster starts, and before DIR is made: nothing is left behind
+    check_directory(directory)
+    if scheduler:
+        check_scheduler_address(scheduler)
     table = f"{os.path.join(directory, RESULTS[0])} and {RESULTS[1]}"
     started = time.perf_counter()
     failures = []
@@ -120,7 +124,10 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
             # the table was rewritten on the way out: every fit complete in DIR is in it
             stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"terminated ({exc})"
             code = 130 if isinstance(exc, KeyboardInterrupt) else 128 + exc.signum
-            error(f"{stopped}; the fits done so far are in {table}; run the same command again to continue")
+            if os.path.exists(os.path.join(directory, RESULTS[0])):
+                error(f"{stopped}; the fits done so far are in {table}; run the same command again to continue")
+            else:
+                error(f"{stopped} before any fit ran; nothing written")
             raise click.exceptions.Exit(code)
     seconds = time.perf_counter() - started
     complete = sum(r["status"] == "complete" for r in result.records)

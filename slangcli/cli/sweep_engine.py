@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from slangcli.errors import ConfigError, SlangError
-from slangcli.outputs import signal_arrived
+from slangcli.outputs import UnusableOutput, signal_arrived
 
 INSTALL_HINT = "pip install 'slangcli[dask]'"
 # slang fit options a sweep sets itself (the run file's name, checkpoints, output) and never takes from a grid
@@ -464,6 +464,21 @@ def glob_escape(name: str) -> str:
 # --------------------------------------------------------------------------------------------------- on Dask
 
 
+def check_scheduler_address(address: str) -> None:
+    """Refuse, before any work, a ``--scheduler`` that is not the address of a Dask scheduler (``tcp://HOST:PORT``
+    and the other schemes of ``distributed.comm``), as a usage error."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
+
+    try:
+        scheme, location = parse_address(address)
+        get_backend(scheme)
+        if scheme in ("tcp", "tls"):
+            parse_host_port(location)
+    except ValueError as exc:
+        raise ConfigError(f"--scheduler {address}: not the address of a Dask scheduler ({exc})") from None
+
+
 # the signals that stop a sweep: the command line turns them into KeyboardInterrupt (SIGINT) and Terminated
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
@@ -556,8 +571,12 @@ def dask_client(scheduler: str | None = None, workers: int | None = None):
     :mod:`slangcli.cli.sweep_worker`) and are closed before its scheduler (:func:`close_in_order`)."""
     distributed = require_distributed()
     if scheduler:
+        check_scheduler_address(scheduler)
         try:
-            client = distributed.Client(scheduler, timeout=30)
+            # (the connection timeout is Dask's, distributed.comm.timeouts.connect: 30 s unless configured)
+            client = distributed.Client(scheduler)
+        except ValueError as exc:
+            raise ConfigError(f"--scheduler {scheduler}: {exc}") from None
         except (OSError, TimeoutError) as exc:
             raise SlangError(f"cannot connect to the Dask scheduler at {scheduler}: {exc}") from None
         with client:
@@ -624,6 +643,29 @@ class SweepResult:
     kept: int = 0  # complete fits of earlier sweeps (not points of this one) kept in the table
 
 
+def _make_directory(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UnusableOutput(f"cannot create the directory {directory}: {exc.strerror or exc}") from None
+
+
+def check_directory(directory) -> None:
+    """Refuse, before any work, an output directory that cannot be made or written: a file, or beneath one, or in
+    a directory the user cannot write (:class:`UnusableOutput`, a usage error)."""
+    path = os.path.abspath(directory)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UnusableOutput(f"{path} is not a directory")
+    existing = path
+    while not os.path.exists(existing):  # the nearest ancestor there is
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UnusableOutput(f"cannot create the directory {path}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UnusableOutput(f"cannot write in the directory {path}" if existing == path else
+                             f"cannot create the directory {path}: {existing} is not writable")
+
+
 def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: float = 60.0, retries: int = 2,
               on_record: Callable[[dict, int, int], None] | None = None,
               on_skip: Callable[[int, int], None] | None = None,
@@ -635,11 +677,11 @@ def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: flo
     ``on_kept(kept)`` once if the directory holds complete fits of other grids.
 
     The table holds every complete fit in the directory: this sweep's points, and those of earlier sweeps with
-    other grids (:func:`other_fits`), which keep their earlier rows, earlier rows first. When the sweep stops early (an interrupt, a signal), the table also gets the fits whose run files were
+    other grids (:func:`other_fits`), which keep their earlier rows, earlier rows first. The directory is created,
+    and the table written, only once the client is there: a cluster that cannot be reached leaves nothing behind.
+    When the sweep stops early (an interrupt, a signal), the table also gets the fits whose run files were
     completed but whose records had not reached this client."""
     directory = Path(directory).resolve()
-    directory.mkdir(parents=True, exist_ok=True)
-    remove_temporaries(directory, points)
     earlier = read_results(directory)
     records: dict[str, dict] = {}
     todo = {}
@@ -682,27 +724,34 @@ def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: flo
             table()
             last_write = time.monotonic()
 
-    cluster = None
+    started, cluster = False, None
     try:
         if todo:
             # a client, or a function opening one (a context manager), called only when there is work
             with client() if callable(client) else contextlib.nullcontext(client) as connected:
                 cluster = getattr(connected, "cluster", None)  # a local cluster's, which may close with it
+                _make_directory(directory)
+                started = True
+                remove_temporaries(directory, points)
                 run_tasks(connected, run_fit, todo, finished, retries=retries)
+        else:
+            _make_directory(directory)
+            started = True
     except BaseException as exc:
         signal_arrived(exc)  # an interrupt, handled here by writing the table: not to stop that write again
         raise
     finally:
-        # (after a local cluster has closed, so no worker still writes; on a cluster of one's own, fits running
-        # when the client stopped may finish later, and count at the next sweep)
-        for name, task in todo.items():
-            if name not in records and is_complete(task["path"], task["args"]):
-                with contextlib.suppress(SlangError):
-                    records[name] = {"name": name, **task["params"], **_complete_record(task["path"])}
-        table()
-        if getattr(getattr(cluster, "status", None), "name", None) == "closed":
-            # its workers are gone, also when interrupted: what they left half-written can go
-            remove_temporaries(directory, points)
+        if started:
+            # (after a local cluster has closed, so no worker still writes; on a cluster of one's own, fits running
+            # when the client stopped may finish later, and count at the next sweep)
+            for name, task in todo.items():
+                if name not in records and is_complete(task["path"], task["args"]):
+                    with contextlib.suppress(SlangError):
+                        records[name] = {"name": name, **task["params"], **_complete_record(task["path"])}
+            table()
+            if getattr(getattr(cluster, "status", None), "name", None) == "closed":
+                # its workers are gone, also when interrupted: what they left half-written can go
+                remove_temporaries(directory, points)
     # every task has finished: what a killed worker left half-written can go (not when interrupted on a cluster
     # that goes on, since cancelled tasks may still be writing; the next sweep's start removes those)
     remove_temporaries(directory, points)
