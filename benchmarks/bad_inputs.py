@@ -322,6 +322,11 @@ def out_case(what, output, *, code=2, extra=None, command="predict"):
     return Case("Output files, signals and resources", what, args, code, both(fitted(), extra or (lambda d: None)))
 
 
+def sweep_case(what, *options, code=2, **case):
+    return Case("Sweeps", what, ["sweep", "train.csv", "--epochs", "2", *options], code, text("train.csv", GOOD_CSV),
+                **case)
+
+
 def many_rows(d):
     """train.csv, a run fitted to it, and many.csv: 30 000 rows to predict (a write that takes long enough to aim a
     signal at)."""
@@ -618,6 +623,14 @@ CASES = [
     cli("features near 1e160 overflow the fit", *FAST, code=1,
         files=text("train.csv", "a,b,label\n" + "".join(f"{v:.3e},1,{k % 2}\n" for k, v in
                                                        enumerate(np.linspace(-1e160, 1e160, 12))))),
+    sweep_case("-o beneath a file (refused before a cluster starts)", "-o", "train.csv/out"),
+    sweep_case("--scheduler that is not an address (DIR not made)", "-o", "out", "--scheduler", "no such thing"),
+    sweep_case("--scheduler where nothing listens (DIR not made; Dask's connection timeout, 30 s, lowered to 2 s "
+               "for the page)", "-o", "out", "--scheduler", "tcp://127.0.0.1:9", code=1,
+               before="import dask; dask.config.set({'distributed.comm.timeouts.connect': '2s'}); "),
+    sweep_case("SIGTERM to a sweep of 200 fits on 2 local workers once its table is written (the fits finished so "
+               "far are in it)", "--seed", "0-199", "-o", ".", "--workers", "2", code=143,
+               signal=Signal(15, glob="results.json")),
 ]
 
 
