@@ -55,10 +55,13 @@ def local_cluster(**env):
     scheduler had forgotten them, did not prevent it."""
     import distributed
 
-    from slangcli.cli.sweep_engine import close_in_order, local_worker_options
+    from slangcli.cli.sweep_engine import close_in_order
+    from slangcli.cli.sweep_worker import set_up_workers
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                  env=env, **local_worker_options()) as cluster:
+                                  env=env) as cluster:
+        with distributed.Client(cluster) as client:
+            set_up_workers(client)
         yield cluster
         close_in_order(cluster)
 

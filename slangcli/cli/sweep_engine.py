@@ -524,20 +524,6 @@ def _signals_held():
             signal.raise_signal(held[0])
 
 
-def local_worker_options() -> dict:
-    """The options of a local cluster's workers that set them up for a sweep (``LocalCluster(...,
-    **local_worker_options())``): :mod:`slangcli.cli.sweep_worker` as a preload, after any the Dask configuration
-    names (``distributed.worker.preload``)."""
-    import dask
-
-    preload = dask.config.get("distributed.worker.preload", None) or []
-    preload = [preload] if isinstance(preload, str) else list(preload)
-    argv = dask.config.get("distributed.worker.preload-argv", None) or []
-    if argv and not isinstance(argv[0], str):  # one list of arguments per preload; this one takes none
-        argv = [*argv, []]
-    return {"preload": [*preload, "slangcli.cli.sweep_worker"], "preload_argv": argv}
-
-
 async def _close_workers(workers, timeout: float) -> None:
     import asyncio
 
@@ -584,14 +570,17 @@ def dask_client(scheduler: str | None = None, workers: int | None = None):
         return
     import logging
 
+    from slangcli.cli.sweep_worker import set_up_workers
+
     cluster = client = None
     stopped = False
     try:
         with _signals_held():
             cluster = distributed.LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
                                                processes=True, env=dict(ONE_BLAS_THREAD), dashboard_address=":0",
-                                               silence_logs=logging.ERROR, **local_worker_options())
+                                               silence_logs=logging.ERROR)
             client = distributed.Client(cluster)
+            set_up_workers(client)
         try:
             yield client
         except BaseException:

@@ -1,16 +1,19 @@
-"""The set-up of each worker process of a local cluster that ``slang sweep`` starts: a Dask preload, whose
-:func:`dask_setup` runs once the worker has started, in the main thread of its process (``LocalCluster(...,
-preload=[...])``, see :func:`slangcli.cli.sweep_engine.local_worker_options`).
+"""The set-up of each worker process of a local cluster that ``slang sweep`` starts: a Dask worker plugin
+(:class:`SweepWorker`, registered by :func:`set_up_workers`), whose ``setup`` runs on each worker once it has
+started, also on one its nanny starts again later, in the main thread of the worker's process.
 
 - SIGINT, SIGTERM and SIGHUP are ignored. A Ctrl-C at a terminal goes to every process of the foreground process
   group (so do the SIGHUP of a closed terminal and a SIGTERM to the job); the sweep's own process stops the sweep
   and closes the workers in order, while a KeyboardInterrupt in each worker only printed a traceback per worker,
   and a worker ended under the sweep made the scheduler log the result it could no longer gather. (The sweep
-  starts its workers with these signals blocked already; this also covers a worker started again later by its
-  nanny, from the moment it has started. A worker still ends with the sweep, and its nanny ends it with SIGKILL.)
+  starts its workers with these signals blocked already; this covers a worker started otherwise, from the moment
+  it is set up. A worker still ends with the sweep, and its nanny ends it with SIGKILL.)
 - A heartbeat to the scheduler still on its way when the worker closes fails with CommClosedError, since the
   worker closes its connections under it, and Dask logs that as an ERROR with a traceback. Nothing is wrong then:
   that record is dropped while the worker is closing; a heartbeat failing while the worker runs is still logged.
+
+A plugin rather than a Dask preload: distributed 2023.1 logs the loading of a preload at INFO before a worker
+quietens its logs, which put two lines per worker on the sweep's stderr.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+
+import distributed
 
 HEARTBEAT_FAILED = "Failed to communicate with scheduler during heartbeat"
 CLOSING = ("closing", "closing_gracefully", "closed")
@@ -35,9 +40,19 @@ class ClosingHeartbeat(logging.Filter):
         return not (closing and str(record.msg).startswith(HEARTBEAT_FAILED))
 
 
-def dask_setup(worker) -> None:
-    if threading.current_thread() is threading.main_thread():
-        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-            if hasattr(signal, name):
-                signal.signal(getattr(signal, name), signal.SIG_IGN)
-    logging.getLogger("distributed.worker").addFilter(ClosingHeartbeat(worker))
+class SweepWorker(distributed.WorkerPlugin):
+    name = "slang-sweep-worker"
+
+    def setup(self, worker) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+                if hasattr(signal, name):
+                    signal.signal(getattr(signal, name), signal.SIG_IGN)
+        logging.getLogger("distributed.worker").addFilter(ClosingHeartbeat(worker))
+
+
+def set_up_workers(client) -> None:
+    """Register :class:`SweepWorker` with ``client``'s cluster: its workers now and those to come."""
+    # (Client.register_plugin in newer distributed, register_worker_plugin in older ones such as 2023.1)
+    register = getattr(client, "register_plugin", None) or client.register_worker_plugin
+    register(SweepWorker(), name=SweepWorker.name)
