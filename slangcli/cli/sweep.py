@@ -31,7 +31,7 @@ def grid_options(command):
 
 
 @main.command(context_settings={"max_content_width": 110})
-@click.argument("data", nargs=-1, type=click.Path(path_type=str))
+@click.argument("data", nargs=-1, type=click.Path(readable=False, path_type=str))
 @click.option("-o", "--output", "directory", required=True, type=click.Path(file_okay=False, path_type=str),
               help="Directory of the run files and results.csv / results.json (created if missing).")
 @click.option("--spec", type=click.Path(exists=True, dir_okay=False, path_type=str), default=None,
