@@ -20,6 +20,13 @@ Gauss-Legendre in ``f`` on ``[-40, 40]`` when ``s > 2`` (96-point Gauss-Hermite 
 ``s = 100``: the integrand is then about ``1 / s`` wide in ``z``). Measured against adaptive quadrature over the same
 range: absolute errors below 1e-12.
 
+Memory: each expectation holds a few ``rows x nodes`` temporaries (96 Gauss-Hermite or 64 Gauss-Legendre nodes), so it
+is computed ``ROWS`` elements at a time, and its memory is that of its inputs and output whatever their length (ten
+million logits at once took 15 GB). Each element's value does not depend on the others: with one BLAS thread the
+blocks give the same values bit for bit as one pass (``ROWS`` is a power of two, so a block never splits the groups
+of rows a BLAS kernel handles together; measured with OpenBLAS). With several threads the last bit of a few values
+depends on how BLAS divides the rows among them, in blocks as in one pass.
+
 Used for the posterior predictive of Bayesian logistic regression,
 ``p(y=1|x) = E[sigmoid(f)]`` with ``f ~ N(x^T mu, x^T Sigma x)``, for its exact expected log-likelihood, for its
 expected entropy ``E[h(f)]`` (the aleatoric part of the predictive entropy, ``slangcli.predict``), and for
@@ -40,6 +47,8 @@ _CUT = 40.0
 _GL_F = 0.5 * _CUT * (_GL_X + 1.0)
 _GL_WF = 0.5 * _CUT * _GL_W
 SHARP = 2.0
+# elements per block of a quadrature (see the module docstring): its temporaries then take a few MB each
+ROWS = 1 << 13
 
 
 def _split(m, v):
@@ -54,15 +63,29 @@ def _normal_pdf(x, loc, scale):
     return np.exp(-0.5 * z * z) / (scale * np.sqrt(2.0 * np.pi))
 
 
+def _in_blocks(compute, m, s):
+    """``compute(m, s)`` for 1-D ``m`` and ``s``, ``ROWS`` elements at a time."""
+    if m.size <= ROWS:
+        return compute(m, s)
+    out = np.empty(m.size)
+    for lo in range(0, m.size, ROWS):
+        out[lo : lo + ROWS] = compute(m[lo : lo + ROWS], s[lo : lo + ROWS])
+    return out
+
+
 def _gh(fn, m, s):
-    return (fn(m[:, None] + s[:, None] * _GH_Z) * _GH_W).sum(axis=1)
+    return _in_blocks(lambda mb, sb: (fn(mb[:, None] + sb[:, None] * _GH_Z) * _GH_W).sum(axis=1), m, s)
 
 
 def _remainder(r_pos, r_neg, m, s):
     """``int r(f) N(f | m, s^2) df`` with ``r = r_pos`` on f > 0 and ``r_neg`` on f < 0, both decaying."""
-    dens_pos = _normal_pdf(_GL_F, m[:, None], s[:, None])
-    dens_neg = _normal_pdf(-_GL_F, m[:, None], s[:, None])
-    return (dens_pos * r_pos(_GL_F) + dens_neg * r_neg(-_GL_F)) @ _GL_WF
+
+    def compute(mb, sb):
+        dens_pos = _normal_pdf(_GL_F, mb[:, None], sb[:, None])
+        dens_neg = _normal_pdf(-_GL_F, mb[:, None], sb[:, None])
+        return (dens_pos * r_pos(_GL_F) + dens_neg * r_neg(-_GL_F)) @ _GL_WF
+
+    return _in_blocks(compute, m, s)
 
 
 def expect_sigmoid(m, v) -> np.ndarray:
