@@ -62,10 +62,34 @@ def _with_bias(X):
     return np.hstack([X, np.ones((X.shape[0], 1))])
 
 
+# cells (rows x (features + 1)) of the inputs with their bias column held at once by logit_moments, 32 MB
+MOMENT_CELLS = 1 << 22
+# and at most this many rows, the blocks of slang predict before they were set here
+MOMENT_ROWS = 1 << 14
+
+
+def moment_rows(width: int) -> int:
+    """Rows per block of :func:`logit_moments` for inputs ``width`` wide (with the bias): a power of two (so that a
+    block never splits the groups of rows a BLAS kernel handles together) within ``MOMENT_CELLS``."""
+    fit = max(1, MOMENT_CELLS // max(width, 1))
+    return min(MOMENT_ROWS, 1 << (fit.bit_length() - 1))
+
+
 def logit_moments(posterior, X):
-    """Mean and variance ``(N,)`` of the logit ``f = x~^T theta`` under q (a model without hidden layer)."""
-    Xb = _with_bias(X)
-    return Xb @ posterior.mean, posterior.quadratic_forms(Xb)
+    """Mean and variance ``(N,)`` of the logit ``f = x~^T theta`` under q (a model without hidden layer).
+
+    Computed for a block of rows at a time (:func:`moment_rows`): the inputs with their bias column and the
+    posterior's quadratic forms take temporaries as wide as the inputs (a copy of all the data at once)."""
+    n = X.shape[0]
+    step = moment_rows(X.shape[1] + 1)
+    if n <= step:
+        Xb = _with_bias(X)
+        return Xb @ posterior.mean, posterior.quadratic_forms(Xb)
+    m, v = np.empty(n), np.empty(n)
+    for lo in range(0, n, step):
+        Xb = _with_bias(X[lo : lo + step])
+        m[lo : lo + step], v[lo : lo + step] = Xb @ posterior.mean, posterior.quadratic_forms(Xb)
+    return m, v
 
 
 # weight samples drawn at once by the predictive (memory stays bounded for large S)

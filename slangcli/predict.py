@@ -38,8 +38,6 @@ from slangcli.quadrature import bernoulli_entropy, expect_bernoulli_entropy, exp
 # outputs f_s(x_n) held at once by regression (S x rows), 32 MB in float64; the quantile search holds a few
 # temporaries of the same shape
 BLOCK_BUDGET = 1 << 22
-# rows per quadrature pass: the Gauss-Hermite nodes make it (rows x 96) temporaries
-QUADRATURE_ROWS = 1 << 14
 
 
 def uses_quadrature(model: MLP) -> bool:
@@ -64,14 +62,12 @@ def classify(posterior, model: MLP, X: np.ndarray, *, samples: int = 1000, seed:
         raise ValueError("class probabilities need a classification model")
     n = X.shape[0]
     if metrics.resolve_predictive(model, predictive) == "quadrature":
-        probs, aleatoric = np.empty((n, 2)), np.empty(n)
-        for lo in range(0, n, QUADRATURE_ROWS):
-            rows = slice(lo, lo + QUADRATURE_ROWS)
-            m, v = metrics.logit_moments(posterior, X[rows])
-            # the same two integrals, in the same order, as metrics.predictive_probs
-            probs[rows, 0], probs[rows, 1] = expect_sigmoid(-m, v), expect_sigmoid(m, v)
-            aleatoric[rows] = expect_bernoulli_entropy(m, v)
-        return {**_entropy_split(probs, aleatoric), "predictive": "quadrature"}
+        # (both compute in blocks of rows: the memory is that of these vectors)
+        m, v = metrics.logit_moments(posterior, X)
+        probs = np.empty((n, 2))
+        # the same two integrals, in the same order, as metrics.predictive_probs
+        probs[:, 0], probs[:, 1] = expect_sigmoid(-m, v), expect_sigmoid(m, v)
+        return {**_entropy_split(probs, expect_bernoulli_entropy(m, v)), "predictive": "quadrature"}
     bernoulli = model.likelihood == "bernoulli"
     prob_sum = np.zeros((n, 2 if bernoulli else model.sizes[-1]))
     entropy_sum = np.zeros(n)
