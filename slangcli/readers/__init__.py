@@ -3,8 +3,9 @@
 ``read_table`` reads one file and dispatches on its format (given, or recognised from its bytes): CSV-like text
 and LIBSVM (``slangcli.readers.text``), IDX (``slangcli.readers.idx``, with the labels file beside the
 images). A Gal-layout UCI folder (``slangcli.readers.uci``) is read with a split by ``read_uci_folder``. The
-shared machinery (bytes, gzip within a size limit, UTF-8, lines, ``Table``, ``sha256_file``) is in
-``slangcli.readers._common``.
+shared machinery (inputs read in blocks, streams within a size limit, gzip within a size limit, UTF-8, lines,
+``Table``, ``sha256_file``) is in ``slangcli.readers._common``. Text is parsed a block at a time, so reading a file
+holds the table it makes and about one block of its text.
 
 Every malformed input raises ``DataError`` with one line that names the file, the line and, where it
 applies, the column; no other exception type leaves ``read_table``.
@@ -12,16 +13,16 @@ applies, the column; no other exception type leaves ``read_table``.
 
 from __future__ import annotations
 
-import hashlib
+import itertools
 import os
 
 import numpy as np
 
 from slangcli.errors import DataError
-from slangcli.readers._common import _GZIP_MAGIC, STDIN, Table, _read_bytes, _text_lines, sha256_file
+from slangcli.readers._common import STDIN, Input, Table, sha256_file, text_batches
 from slangcli.readers.idx import _looks_like_idx, _read_idx, read_idx
 from slangcli.readers.text import (MISSING_POLICIES, NA_VALUES, _looks_like_libsvm, _parse_csv, _parse_libsvm,
-                                   widen)
+                                   _TextTargets, widen)
 from slangcli.readers.uci import _UCI_SPLIT_HINT, _uci_root, is_uci_folder, read_uci_folder
 
 __all__ = [
@@ -39,8 +40,7 @@ __all__ = [
 
 
 def read_table(path, *, format="auto", target=None, delimiter=None, header=None, n_features=None,
-               targetless_width=None, drop_columns=None, columns=None, na_values=None, missing="error",
-               layout=None) -> Table:
+               targetless_width=None, drop_columns=None, columns=None, na_values=None, missing="error") -> Table:
     """Read a CSV-like, LIBSVM or IDX file, optionally gzip-compressed, into a dense ``Table``.
 
     Parameters
@@ -77,13 +77,7 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         cell, ``NA``, ``NaN``, ``?``).
     missing : {"error", "drop"}
         CSV only: a missing value in a feature or the target is an error naming its place and token, or its row
-        is left out (counted in the provenance; ``Table.rows`` says which rows are left).
-    layout : None or callable
-        CSV only: data read against a stored run (``slangcli.columns``). ``layout(names, ncols, line)`` returns
-        the target column (None: the file has none) and the feature columns in the model's order, from the header
-        names (None without a header row), the number of columns and the first line's number, or raises
-        ``DataError``; ``target`` then only helps detect the header, and ``targetless_width``, ``drop_columns``
-        and ``columns`` are not used.
+        is left out (counted in the provenance).
 
     Returns
     -------
@@ -109,34 +103,26 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     ):
         raise DataError(f"{name}: n_features must be a positive integer, got {n_features!r}")
 
-    raw = _read_bytes(name)
-    if fmt == "idx" or (fmt == "auto" and _looks_like_idx(raw)):
-        _reject_text_options(name, "IDX", target, delimiter, header, drop_columns, columns)
-        table = _read_idx(name, raw, None)
-        if n_features is not None and table.X.shape[1] != n_features:
-            raise DataError(f"{name}: {table.X.shape[1]} feature columns, but n_features is {n_features}")
-        return table
-    digest = hashlib.sha256(raw).hexdigest()
-    compressed = raw[:2] == _GZIP_MAGIC
-    linenos, texts = _text_lines(raw, name)
-    if not texts:
-        raise DataError(f"{name}: file is empty")
-
-    if fmt == "auto":
-        fmt = "libsvm" if _looks_like_libsvm(texts[0]) else "csv"
-    if fmt == "libsvm":
-        _reject_text_options(name, "LIBSVM", target, delimiter, header, drop_columns, columns)
-        X, y = _parse_libsvm(name, linenos, texts, n_features)
-        feature_names = tuple(f"f{j + 1}" for j in range(X.shape[1]))
-        header_used = delimiter_used = target_used = None
-        info = {}
-    else:
-        X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_csv(
-            name, linenos, texts, target, delimiter, header, targetless_width, drop_columns=drop_columns,
-            columns=columns, na_values=na_values, missing=missing, layout=layout
-        )
-        if n_features is not None and X.shape[1] != n_features:
-            raise DataError(f"{name}: {X.shape[1]} feature columns, but n_features is {n_features}")
+    source = Input(name)
+    try:
+        if fmt == "idx" or (fmt == "auto" and _looks_like_idx(source.head)):
+            _reject_text_options(name, "IDX", target, delimiter, header, drop_columns, columns)
+            table = _read_idx(name, source.read_all(), None)
+            if n_features is not None and table.X.shape[1] != n_features:
+                raise DataError(f"{name}: {table.X.shape[1]} feature columns, but n_features is {n_features}")
+            return table
+        try:
+            fmt, X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_text(
+                name, source, fmt, target, delimiter, header, n_features, targetless_width, drop_columns, columns,
+                na_values, missing)
+        except _TextTargets:  # read again, the targets as text (labels) from the first row
+            source.restart()
+            fmt, X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_text(
+                name, source, fmt, target, delimiter, header, n_features, targetless_width, drop_columns, columns,
+                na_values, missing, text_targets=True)
+        digest = source.sha256()
+    finally:
+        source.close()
 
     provenance = {
         "path": name if name == STDIN else os.path.abspath(name),
@@ -147,14 +133,37 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         "header": header_used,
         "delimiter": delimiter_used,
         "target": target_used,
-        "compressed": compressed,
+        "compressed": source.compressed,
     }
     if info.get("columns_dropped"):
         provenance["columns_dropped"] = info["columns_dropped"]
     if info.get("rows_dropped"):
         provenance["rows_dropped"] = info["rows_dropped"]
         provenance["dropped_lines"] = info["dropped_lines"]
-    return Table(X=X, y=y, feature_names=feature_names, provenance=provenance, rows=info.get("rows"))
+    return Table(X=X, y=y, feature_names=feature_names, provenance=provenance)
+
+
+def _parse_text(name, source, fmt, target, delimiter, header, n_features, targetless_width, drop_columns, columns,
+                na_values, missing, text_targets=False):
+    """Parse the text of ``source``, a block of lines at a time: ``(format, X, y, feature_names, header, delimiter,
+    target, info)`` (the last four None and {} for LIBSVM)."""
+    batches = (batch for batch in text_batches(source.blocks(), name) if batch[1])
+    first = next(batches, None)
+    if first is None:
+        raise DataError(f"{name}: file is empty")
+    batches = itertools.chain([first], batches)
+    if fmt == "auto":
+        fmt = "libsvm" if _looks_like_libsvm(first[1][0]) else "csv"
+    if fmt == "libsvm":
+        _reject_text_options(name, "LIBSVM", target, delimiter, header, drop_columns, columns)
+        X, y = _parse_libsvm(name, batches, n_features)
+        return fmt, X, y, tuple(f"f{j + 1}" for j in range(X.shape[1])), None, None, None, {}
+    X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_csv(
+        name, batches, target, delimiter, header, targetless_width, drop_columns=drop_columns, columns=columns,
+        na_values=na_values, missing=missing, text_targets=text_targets)
+    if n_features is not None and X.shape[1] != n_features:
+        raise DataError(f"{name}: {X.shape[1]} feature columns, but n_features is {n_features}")
+    return fmt, X, y, feature_names, header_used, delimiter_used, target_used, info
 
 
 def _reject_text_options(name, kind, target, delimiter, header, drop_columns=None, columns=None):

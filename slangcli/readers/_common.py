@@ -1,12 +1,17 @@
 """What every file reader shares: the ``Table`` it returns, bytes from disk, gzip, UTF-8 decoding, lines.
 
+An input (:class:`Input`) is a regular file, read from disk in blocks as it is parsed and never held whole, or a
+stream (standard input, a pipe such as ``<(command)``), read whole first since it can be neither measured nor read
+twice. The sha256 of the bytes is computed as they are read.
+
 Any reader may be handed gzip-compressed input, recognised by its magic bytes (``_GZIP_MAGIC``), not by the
 file name. It is decompressed in blocks (``gzip_blocks``), never whole, and refused once it expands beyond
 ``gzip_limit`` of its compressed size: a 300 KB file of 300 MB of blank lines took 3.2 GB when decompressed and
 split at once. Text is UTF-8 (a byte-order mark is dropped); a NUL byte means the file is not text. Blank lines
 and lines whose first non-blank character is ``#`` are skipped as the blocks are read, so they cost no memory,
-but messages quote the file's real 1-based line numbers (``_text_lines``). Every failure is a ``DataError`` with
-one line naming the file (and line).
+but messages quote the file's real 1-based line numbers (``text_batches``: the lines of each block in turn, so
+that a parser holds one block's lines at a time). Every failure is a ``DataError`` with one line naming the file
+(and line).
 
 The label-formatting helpers (``_fmt_label``, ``_listing``) are shared with ``slangcli.prepare``, whose label
 coding quotes labels in messages the same way the readers do.
@@ -20,6 +25,7 @@ import hashlib
 import io
 import os
 import re
+import stat
 import sys
 import zlib
 from dataclasses import dataclass
@@ -34,8 +40,9 @@ _GZIP_MAGIC = b"\x1f\x8b"
 # to 1). Module attributes, read at each call, so that a test can lower them and use a small bomb.
 GZIP_RATIO = 1000
 GZIP_FLOOR = 1 << 30
-# text and decompressed data are handled in blocks of this many bytes
-_BLOCK = 1 << 20
+# bytes are read, decompressed and decoded in blocks of this many: a block's lines as Python strings take about ten
+# times as much
+_BLOCK = 1 << 18
 # a line that is neither blank nor a comment: its first non-blank character is not "#" (``\s`` and str.strip
 # agree on what is blank)
 _CONTENT_LINE = re.compile(r"^[^\S\n]*[^\s#].*$", re.MULTILINE)
@@ -98,12 +105,13 @@ def sha256_file(path) -> str:
     return digest.hexdigest()
 
 
-def _read_bytes(name):
-    if name == STDIN:
-        return sys.stdin.buffer.read()
+def _open(name):
+    """``name`` opened for reading, and whether it is a stream (a FIFO) rather than a regular file."""
     try:
-        with open(name, "rb") as f:
-            return f.read()
+        mode = os.stat(name).st_mode
+        if stat.S_ISDIR(mode):
+            raise DataError(f"{name}: is a directory, not a file")
+        return open(name, "rb"), stat.S_ISFIFO(mode)
     except FileNotFoundError:
         raise DataError(f"{name}: no such file") from None
     except IsADirectoryError:
@@ -112,6 +120,131 @@ def _read_bytes(name):
         raise DataError(f"{name}: permission denied") from None
     except OSError as exc:
         raise DataError(f"{name}: cannot read ({exc.strerror or exc})") from None
+
+
+def _read_stream(stream, name) -> list[bytes]:
+    """The bytes of a stream, as the blocks they arrived in."""
+    read = getattr(stream, "read1", stream.read)
+    blocks = []
+    try:
+        while True:
+            block = read(_BLOCK)
+            if not block:
+                return blocks
+            blocks.append(block)
+    except OSError as exc:
+        raise DataError(f"{name}: cannot read ({exc.strerror or exc})") from None
+
+
+class _BlockFile:
+    """A read-only binary file object over an iterable of byte blocks (what ``gzip.GzipFile`` reads from)."""
+
+    def __init__(self, blocks):
+        self._blocks = iter(blocks)
+        self._block, self._at = b"", 0
+
+    def read(self, n=-1):
+        pieces = []
+        while n is None or n < 0 or n > 0:
+            if self._at >= len(self._block):
+                self._block, self._at = next(self._blocks, None), 0
+                if self._block is None:
+                    self._block = b""
+                    break
+            piece = self._block[self._at :] if n is None or n < 0 else self._block[self._at : self._at + n]
+            self._at += len(piece)
+            if n is not None and n >= 0:
+                n -= len(piece)
+            pieces.append(piece)
+        return b"".join(pieces)
+
+
+class Input:
+    """The bytes of one input (a path, or ``"-"`` for standard input), read front to back in blocks of at most
+    ``_BLOCK`` bytes and hashed as they are read; :meth:`restart` reads them again from the start.
+
+    ``head`` holds the first block (the magic bytes and the first lines), ``size`` the number of bytes as stored
+    (a stream's once read), ``compressed`` whether they are gzip data. A regular file is read from disk as the
+    blocks are asked for; a stream is read whole when the input is made. Every failure to
+    read is a ``DataError`` naming the input.
+    """
+
+    def __init__(self, name):
+        self.name = name
+        self._stored = None  # a stream's blocks
+        if name == STDIN:
+            self._stored = _read_stream(sys.stdin.buffer, name)
+        else:
+            file, is_stream = _open(name)
+            if is_stream:
+                with file:
+                    self._stored = _read_stream(file, name)
+            else:
+                file.close()
+        self._file = None
+        self.restart()
+
+    def restart(self) -> None:
+        """Read the input again from its first byte."""
+        self.close()
+        if self._stored is not None:
+            self._file = _BlockFile(self._stored)
+            self.size = sum(len(block) for block in self._stored)
+        else:
+            self._file, _ = _open(self.name)
+            self.size = os.fstat(self._file.fileno()).st_size
+        self._digest = hashlib.sha256()
+        self._done = False
+        self.head = self._read()
+        self.compressed = self.head[:2] == _GZIP_MAGIC
+
+    def _read(self) -> bytes:
+        try:
+            block = self._file.read(_BLOCK)
+        except OSError as exc:
+            raise DataError(f"{self.name}: cannot read ({exc.strerror or exc})") from None
+        self._digest.update(block)
+        if not block:
+            self._done = True
+        return block
+
+    def raw_blocks(self):
+        """The bytes as stored, in blocks: the head, then the rest."""
+        yield self.head
+        while not self._done:
+            block = self._read()
+            if block:
+                yield block
+
+    def blocks(self):
+        """The bytes decompressed if they are gzip data (``gzip_blocks``), in blocks."""
+        if self.compressed:
+            return gzip_blocks(_BlockFile(self.raw_blocks()), self.name, self.size)
+        return self.raw_blocks()
+
+    def read_all(self) -> bytes:
+        """All the bytes as stored, in one object (formats read whole: IDX, the small files of a UCI folder)."""
+        return b"".join(self.raw_blocks())
+
+    def sha256(self) -> str:
+        """The hex SHA-256 of all the bytes as stored (the rest is read if the parser stopped before the end)."""
+        for _ in self.raw_blocks():
+            pass
+        return self._digest.hexdigest()
+
+    def close(self) -> None:
+        if self._file is not None and hasattr(self._file, "close"):
+            self._file.close()
+        self._file = None
+
+
+def _read_bytes(name):
+    """All the bytes of the input ``name`` (a path or ``"-"``), as stored."""
+    source = Input(name)
+    try:
+        return source.read_all()
+    finally:
+        source.close()
 
 
 def gzip_limit(compressed_size: int) -> int:
@@ -141,14 +274,18 @@ def gzip_stream(raw):
     return gzip.GzipFile(fileobj=io.BytesIO(raw), mode="rb")
 
 
-def gzip_blocks(raw, name):
-    """The decompressed bytes of the gzip data ``raw``, in blocks of at most ``_BLOCK`` bytes.
+def gzip_blocks(raw, name, compressed_size=None):
+    """The decompressed bytes of the gzip data ``raw`` (bytes, or a binary file object reading
+    ``compressed_size`` bytes), in blocks of at most ``_BLOCK`` bytes.
 
-    Raises ``DataError`` for corrupt data and for data that expand beyond ``gzip_limit(len(raw))``, as soon as
-    they do (nothing beyond the limit is decompressed)."""
-    limit = gzip_limit(len(raw))
+    Raises ``DataError`` for corrupt data and for data that expand beyond ``gzip_limit`` of the compressed size,
+    as soon as they do (nothing beyond the limit is decompressed)."""
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        compressed_size, stream = len(raw), gzip_stream(raw)
+    else:
+        stream = gzip.GzipFile(fileobj=raw, mode="rb")
+    limit = gzip_limit(compressed_size)
     total = 0
-    stream = gzip_stream(raw)
     while True:
         try:
             block = stream.read(min(_BLOCK, limit - total + 1))
@@ -158,22 +295,25 @@ def gzip_blocks(raw, name):
             return
         total += len(block)
         if total > limit:
-            raise gzip_too_large(name, len(raw))
+            raise gzip_too_large(name, compressed_size)
         yield block
 
 
-def _text_lines(raw, name):
-    """Real 1-based line numbers and texts of the lines of ``raw`` (bytes as stored, gzip or not) that are
-    neither blank nor ``#`` comments, decoded as UTF-8.
+def _raw_blocks(raw):
+    return (raw[k : k + _BLOCK] for k in range(0, len(raw), _BLOCK))
 
-    The bytes are decoded and searched a block at a time, each cut after its last newline (a newline byte is
-    never part of a multi-byte UTF-8 character), so that blank lines are counted but never held in memory."""
-    blocks = gzip_blocks(raw, name) if raw[:2] == _GZIP_MAGIC else (raw[k : k + _BLOCK]
-                                                                     for k in range(0, len(raw), _BLOCK))
-    linenos, texts = [], []
+
+def text_batches(blocks, name):
+    """For each block of ``blocks`` (bytes, decompressed), the real 1-based line numbers and the texts of its
+    lines that are neither blank nor ``#`` comments, decoded as UTF-8: ``(linenos, texts)``, one pair a block (a
+    block ends after its last newline; a line longer than a block spans several).
+
+    A newline byte is never part of a multi-byte UTF-8 character, so each block is decoded and searched alone:
+    blank lines are counted but never held in memory, and a parser holds the lines of one block at a time."""
     state = {"line": 1, "first": True}  # the line number at the start of the next piece, whether it starts the file
 
     def take(piece):
+        linenos, texts = [], []
         if state["first"]:
             state["first"] = False
             if piece.startswith(codecs.BOM_UTF8):
@@ -202,6 +342,7 @@ def _text_lines(raw, name):
             linenos.extend(k for k, _ in kept)
             texts.extend(t for _, t in kept)
         state["line"] = first + n_newlines
+        return linenos, texts
 
     pending = []  # the bytes after the last newline seen, not yet decoded
     for block in blocks:
@@ -209,9 +350,20 @@ def _text_lines(raw, name):
         if cut < 0:
             pending.append(block)
             continue
-        take(b"".join([*pending, block[: cut + 1]]))
+        yield take(b"".join([*pending, block[: cut + 1]]))
         pending = [block[cut + 1 :]]
-    take(b"".join(pending))
+    yield take(b"".join(pending))
+
+
+def _text_lines(raw, name):
+    """Real 1-based line numbers and texts of all the lines of ``raw`` (bytes as stored, gzip or not) that are
+    neither blank nor ``#`` comments (:func:`text_batches` of the whole file, for the small files of a UCI
+    folder)."""
+    blocks = gzip_blocks(raw, name) if raw[:2] == _GZIP_MAGIC else _raw_blocks(raw)
+    linenos, texts = [], []
+    for more_linenos, more_texts in text_batches(blocks, name):
+        linenos.extend(more_linenos)
+        texts.extend(more_texts)
     return linenos, texts
 
 

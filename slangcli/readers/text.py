@@ -8,14 +8,24 @@
   absent entries are zeros, a table can be widened to a larger width without changing its data (``widen``).
 
 Either may be gzip-compressed; ``slangcli.readers.read_table`` decodes the bytes into lines (``_common``) and
-hands them to ``_parse_csv`` or ``_parse_libsvm``. Cells are split once and converted with one NumPy call per
-block; the offending cell is searched for only after that call fails, so that its message names the file, the
-line and, where it applies, the column.
+hands them, a block at a time, to ``_parse_csv`` or ``_parse_libsvm``. Each parses a block of rows (about
+``_CELLS`` cells, or the lines of one block of text) at a time into arrays, so that reading holds the table being
+built and one block's text, not the whole file and every cell of it as a Python object (which took about 1.3 KB per
+row of a two-column file, 13 GB for ten million rows); the table is put together once the last block is read, each
+block freed as soon as it is copied. Cells are split once and converted with one NumPy call per block; the offending
+cell is searched for only after that call fails, so that its message names the file, the line and, where it
+applies, the column.
+
+Malformed input is reported as it is found, block by block, so the first problem in the file is reported, except
+where its kind ranks below another's: a missing value (whose message counts the rows that have one), a non-finite
+feature and a bad target are reported once the whole file is read, in that order, unless a row of the wrong width
+or a cell that is not a number comes first.
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import operator
 import re
 
@@ -50,6 +60,27 @@ _NO_TARGET = object()
 # refused before allocating: Linux grants a huge np.zeros lazily, so MemoryError would come only once it is used.
 _DENSE_RATIO = 4096
 _DENSE_FLOOR = 1 << 26
+# cells of a CSV file converted at once (the rows of a block: at least two); as Python objects about 1 MB
+_CELLS = 1 << 14
+
+
+class _TextTargets(Exception):
+    """The target column holds a cell that is not a number after blocks whose targets all were: the file is read
+    again with its targets as text (labels), as they would have been read whole."""
+
+
+def stack_rows(blocks, width=None) -> np.ndarray:
+    """The arrays ``blocks`` (rows of ``width`` columns, or 1-D) one after the other in one new array. Each block is
+    freed as soon as it is copied (``blocks`` is emptied), so the rows are held about once, not twice."""
+    n = sum(len(block) for block in blocks)
+    out = np.empty((n, width) if width is not None else n, dtype=blocks[0].dtype if blocks else np.float64)
+    blocks.reverse()
+    at = 0
+    while blocks:
+        block = blocks.pop()
+        out[at : at + len(block)] = block
+        at += len(block)
+    return out
 
 
 def _looks_like_libsvm(line):
@@ -68,33 +99,38 @@ def _looks_like_libsvm(line):
 # CSV-like text
 
 
-def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_target=None, *, drop_columns=None,
-               columns=None, na_values=NA_VALUES, missing="error", layout=None):
-    """``width_without_target``: the file may lack its target column, and does when it has exactly this many.
-    ``layout``: a function ``(names, ncols, line) -> (target, features)`` that chooses the target column (None:
-    there is none) and the feature columns, in the order wanted, from the header names (None without a header),
-    the number of columns and the first line's number; ``target`` then only helps detect a header row.
+def _parse_csv(name, batches, target, delimiter, header, width_without_target=None, *, drop_columns=None,
+               columns=None, na_values=NA_VALUES, missing="error", text_targets=False):
+    """Parse the lines of a CSV-like file: ``batches`` yields ``(linenos, texts)`` of its lines, a block at a time
+    (``_common.text_batches``). ``width_without_target``: the file may lack its target column, and does when it has
+    exactly this many. ``text_targets``: the targets are labels, kept as text (else numbers while every one is; one
+    that is not after blocks of numbers raises ``_TextTargets``).
 
     Returns ``(X, y, feature_names, header, delimiter, target, info)``; ``info`` holds ``feature_columns`` (the
     0-based file column of each feature), ``columns_dropped`` (names of the columns left out by
-    ``drop_columns``/``columns``, or not chosen by ``layout``), ``rows_dropped`` and ``dropped_lines`` (the first
-    lines dropped for a missing value, ``missing="drop"``) and ``rows`` (the 0-based data row of each row kept,
-    when some were dropped).
+    ``drop_columns``/``columns``), ``rows_dropped`` and ``dropped_lines`` (the first lines dropped for a missing
+    value, ``missing="drop"``).
     """
     if missing not in MISSING_POLICIES:
         raise DataError(f"{name}: missing must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
     na = frozenset(NA_VALUES if na_values is None else (str(v).strip() for v in na_values))
-    delim = _choose_delimiter(name, texts, delimiter)
-    rows, row_lines = _split_cells(name, linenos, texts, delim)
+    batches = iter(batches)
+    # the delimiter is sniffed from the first lines
+    head_linenos, head_texts = [], []
+    for linenos, texts in batches:
+        head_linenos += linenos
+        head_texts += texts
+        if len(head_texts) >= _SNIFF_LINES:
+            break
+    if not head_texts:
+        raise DataError(f"{name}: file is empty")
+    delim = _choose_delimiter(name, head_texts, delimiter)
+    groups = _row_groups(name, itertools.chain([(head_linenos, head_texts)], batches), delim)
+    del head_linenos, head_texts
+    rows, row_lines = next(groups)  # at least two rows, unless the file holds only one
     ncols = len(rows[0])
     selected = drop_columns is not None or columns is not None
-    if layout is not None:
-        if header is None:
-            header = _detect_header(rows, target, ncols)
-        names = [cell.strip() for cell in rows[0]] if header else None
-        t, keep = layout(names, ncols, row_lines[0])
-        has_target = t is not None
-    elif width_without_target is None:
+    if width_without_target is None:
         has_target = True
     elif selected:
         has_target = not _fits_without_target(name, rows, ncols, header, width_without_target, drop_columns, columns)
@@ -107,7 +143,7 @@ def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_ta
             f"{name}:{row_lines[0]}: {ncols} columns, expected {p} (features only) or {p + 1} (features and the "
             "target)"
         )
-    if has_target and ncols < 2 and layout is None:
+    if has_target and ncols < 2:
         shown = "runs of whitespace" if delim == "whitespace" else repr(delim)
         raise DataError(
             f"{name}:{row_lines[0]}: one column found (delimiter {shown}): "
@@ -117,122 +153,179 @@ def _parse_csv(name, linenos, texts, target, delimiter, header, width_without_ta
         header = _detect_header(rows, target if has_target else _NO_TARGET, ncols)
     header = bool(header)
     names = [cell.strip() for cell in rows[0]] if header else None
-    data, data_lines = (rows[1:], row_lines[1:]) if header else (rows, row_lines)
-    if not data:
+    if header and len(rows) == 1:  # (a block holds two rows whenever the file has them)
         raise DataError(f"{name}: no data rows (only a header)")
     # without a target column every column is a feature: t = ncols puts none of them on the target's side
-    if layout is None:
-        t = _resolve_target(name, target, names, ncols) if has_target else ncols
-    elif t is None:
-        t = ncols
-
-    for i, row in enumerate(data):
-        if len(row) != ncols:
-            raise DataError(f"{name}:{data_lines[i]}: expected {ncols} cells, found {len(row)}")
-
-    def where(i, col):
-        label = f" ({names[col]!r})" if names is not None else ""
-        return f"{name}:{data_lines[i]}: column {col}{label}"
-
-    if layout is None:
-        keep = _feature_columns(name, ncols, t, names, drop_columns, columns)
-    n, p = len(data), len(keep)
-    if layout is None and width_without_target is not None and has_target and p != width_without_target:
+    t = _resolve_target(name, target, names, ncols) if has_target else ncols
+    keep = _feature_columns(name, ncols, t, names, drop_columns, columns)
+    p = len(keep)
+    if width_without_target is not None and has_target and p != width_without_target:
         raise DataError(f"{name}:{row_lines[0]}: {p} feature columns besides the target (of {ncols}, "
                         f"--drop-columns/--columns applied), but the model takes {width_without_target}")
-    if keep == list(range(ncols - 1)):
-        cells = [cell for row in data for cell in row[:-1]]
-    elif keep == list(range(ncols)):
-        cells = [cell for row in data for cell in row]
-    elif p == 1:
-        cells = [row[keep[0]] for row in data]
-    else:
-        take = operator.itemgetter(*keep)
-        cells = [cell for row in data for cell in take(row)]
-    target_cells = [row[t].strip() for row in data] if has_target else None
+    if header:
+        rows, row_lines = rows[1:], row_lines[1:]
 
-    # The fast path converts every cell in one call; missing-value tokens are looked for only when it fails
-    # or yields a non-finite number ("NaN" is both a number and a token).
-    try:
-        X = np.array(cells, dtype=np.float64).reshape(n, p)
-    except ValueError:
-        X = None
-    cell_missing = None
-    if X is None or not np.isfinite(X).all():
-        stripped = [cell.strip() for cell in cells]
-        cell_missing = np.fromiter((cell in na for cell in stripped), dtype=bool, count=n * p).reshape(n, p)
-        try:
-            X = np.array(["nan" if m else c for c, m in zip(stripped, cell_missing.ravel())],
-                         dtype=np.float64).reshape(n, p)
-        except ValueError:
-            for i in range(n):
-                for j in range(p):
-                    cell = stripped[i * p + j]
-                    if not cell_missing[i, j] and not _is_number(cell):
-                        if not cell:
-                            raise DataError(f"{where(i, keep[j])}: empty cell (not among --na-values)") from None
-                        raise DataError(f"{where(i, keep[j])}: cannot parse {cell!r} as a number") from None
-            raise DataError(f"{name}: cannot parse the feature cells as numbers") from None
-    target_missing = None
-    if has_target:
-        target_missing = np.fromiter((cell in na for cell in target_cells), dtype=bool, count=n)
-        if not target_missing.any():
-            target_missing = None
-
-    row_missing = np.zeros(n, dtype=bool)
-    if cell_missing is not None:
-        row_missing |= cell_missing.any(axis=1)
-    if target_missing is not None:
-        row_missing |= target_missing
-    info = {"feature_columns": keep, "columns_dropped": _dropped_names(ncols, t, names, keep),
-            "rows_dropped": 0, "dropped_lines": []}
-    if row_missing.any():
-        dropped = np.flatnonzero(row_missing)
-        if missing == "error":
-            i = int(dropped[0])
-            file_cols = [keep[j] for j in np.flatnonzero(cell_missing[i])] if cell_missing is not None else []
-            if target_missing is not None and target_missing[i]:
-                file_cols.append(t)
-            col = min(file_cols)
-            token = data[i][col].strip()
-            what = f"missing value {token!r}" if token else "empty cell, a missing value"
-            others = (f"{len(dropped)} rows have a missing value" if len(dropped) > 1
-                      else "the only row with a missing value")
-            raise DataError(f"{where(i, col)}: {what} ({others}; --missing drop leaves such rows out)")
-        if len(dropped) == n:
-            raise DataError(f"{name}: every data row has a missing value: nothing is left to read")
-        kept = ~row_missing
-        X = np.ascontiguousarray(X[kept])
-        if target_cells is not None:
-            target_cells = [cell for cell, k in zip(target_cells, kept) if k]
-        info["rows_dropped"] = int(len(dropped))
-        info["dropped_lines"] = [data_lines[i] for i in dropped[:_LISTED_LINES]]
-        info["rows"] = np.flatnonzero(kept)
-        data_lines = [line for line, k in zip(data_lines, kept) if k]
-        data = [row for row, k in zip(data, kept) if k]
-    bad = ~np.isfinite(X)
-    if bad.any():
-        i, j = (int(k) for k in np.argwhere(bad)[0])
-        raise DataError(f"{where(i, keep[j])}: value is {_nonfinite_word(X[i, j])}")
-
+    table = _CsvTable(name, ncols, t if has_target else None, keep, names, na, missing, text_targets)
+    for data, data_lines in itertools.chain([(rows, row_lines)], groups):
+        table.add(data, data_lines)
+    X, y, info = table.result()
     feature_names = tuple(names[c] for c in keep) if names is not None else tuple(f"x{c}" for c in keep)
+    info.update(feature_columns=keep, columns_dropped=_dropped_names(ncols, t, names, keep))
     if not has_target:
         return X, None, feature_names, header, delim, None, info
-
-    try:
-        y = np.array(target_cells, dtype=np.float64)
-    except ValueError:
-        y = np.array(target_cells, dtype=str)
-        empty = np.flatnonzero(y == "")
-        if empty.size:
-            raise DataError(f"{where(int(empty[0]), t)}: empty target cell (missing label)") from None
-    else:
-        bad = np.flatnonzero(~np.isfinite(y))
-        if bad.size:
-            raise DataError(f"{where(int(bad[0]), t)}: value is {_nonfinite_word(y[bad[0]])}")
-
     target_used = names[t] if names is not None else t
     return X, y, feature_names, header, delim, target_used, info
+
+
+class _CsvTable:
+    """The rows of a CSV file converted and checked a block at a time (:meth:`add`), and the table they make
+    (:meth:`result`). ``t`` is the target's file column (None: the file has none), ``keep`` the feature
+    columns."""
+
+    def __init__(self, name, ncols, t, keep, names, na, missing, text_targets):
+        self.name, self.ncols, self.t, self.keep, self.names, self.na = name, ncols, t, keep, names, na
+        self.missing, self.text_targets = missing, text_targets
+        self.X, self.y = [], []  # the blocks kept
+        self.rows_read = self.rows_missing = 0
+        self.dropped_lines = []
+        # problems reported once the whole file is read (their message counts rows, or their kind ranks below
+        # one that a later block may hold): (where, what) of the first missing value, then messages
+        self.first_missing = None
+        self.non_finite = None
+        self.bad_target = None
+        self.numeric_blocks = 0  # blocks whose targets were read as numbers
+
+    def where(self, line, col):
+        label = f" ({self.names[col]!r})" if self.names is not None else ""
+        return f"{self.name}:{line}: column {col}{label}"
+
+    def add(self, data, data_lines):
+        """Convert and check one block of rows (lists of cells) that start on the lines ``data_lines``."""
+        name, ncols, t, keep, na = self.name, self.ncols, self.t, self.keep, self.na
+        for i, row in enumerate(data):
+            if len(row) != ncols:
+                raise DataError(f"{name}:{data_lines[i]}: expected {ncols} cells, found {len(row)}")
+        n, p = len(data), len(keep)
+        if n == 0:
+            return
+        self.rows_read += n
+        if keep == list(range(ncols - 1)):
+            cells = [cell for row in data for cell in row[:-1]]
+        elif keep == list(range(ncols)):
+            cells = [cell for row in data for cell in row]
+        elif p == 1:
+            cells = [row[keep[0]] for row in data]
+        else:
+            take = operator.itemgetter(*keep)
+            cells = [cell for row in data for cell in take(row)]
+        target_cells = [row[t].strip() for row in data] if t is not None else None
+
+        # The fast path converts every cell in one call; missing-value tokens are looked for only when it fails
+        # or yields a non-finite number ("NaN" is both a number and a token).
+        try:
+            X = np.array(cells, dtype=np.float64).reshape(n, p)
+        except ValueError:
+            X = None
+        cell_missing = None
+        if X is None or not np.isfinite(X).all():
+            stripped = [cell.strip() for cell in cells]
+            cell_missing = np.fromiter((cell in na for cell in stripped), dtype=bool, count=n * p).reshape(n, p)
+            try:
+                X = np.array(["nan" if m else c for c, m in zip(stripped, cell_missing.ravel())],
+                             dtype=np.float64).reshape(n, p)
+            except ValueError:
+                for i in range(n):
+                    for j in range(p):
+                        cell = stripped[i * p + j]
+                        if not cell_missing[i, j] and not _is_number(cell):
+                            where = self.where(data_lines[i], keep[j])
+                            if not cell:
+                                raise DataError(f"{where}: empty cell (not among --na-values)") from None
+                            raise DataError(f"{where}: cannot parse {cell!r} as a number") from None
+                raise DataError(f"{name}: cannot parse the feature cells as numbers") from None
+        del cells
+        target_missing = None
+        if t is not None:
+            target_missing = np.fromiter((cell in na for cell in target_cells), dtype=bool, count=n)
+            if not target_missing.any():
+                target_missing = None
+
+        row_missing = np.zeros(n, dtype=bool)
+        if cell_missing is not None:
+            row_missing |= cell_missing.any(axis=1)
+        if target_missing is not None:
+            row_missing |= target_missing
+        if row_missing.any():
+            dropped = np.flatnonzero(row_missing)
+            self.rows_missing += len(dropped)
+            if self.missing == "error":
+                if self.first_missing is None:
+                    i = int(dropped[0])
+                    file_cols = [keep[j] for j in np.flatnonzero(cell_missing[i])] if cell_missing is not None else []
+                    if target_missing is not None and target_missing[i]:
+                        file_cols.append(t)
+                    col = min(file_cols)
+                    token = data[i][col].strip()
+                    what = f"missing value {token!r}" if token else "empty cell, a missing value"
+                    self.first_missing = (self.where(data_lines[i], col), what)
+                return  # the file is refused once it is read: its rows need not be kept
+            self.dropped_lines += [data_lines[i] for i in dropped[: _LISTED_LINES - len(self.dropped_lines)]]
+            kept = ~row_missing
+            X = X[kept]
+            if target_cells is not None:
+                target_cells = [cell for cell, k in zip(target_cells, kept) if k]
+            data_lines = [line for line, k in zip(data_lines, kept) if k]
+        if self.first_missing is not None or self.non_finite is not None or not len(X):
+            return
+        bad = ~np.isfinite(X)
+        if bad.any():
+            i, j = (int(k) for k in np.argwhere(bad)[0])
+            self.non_finite = f"{self.where(data_lines[i], keep[j])}: value is {_nonfinite_word(X[i, j])}"
+            return
+        self.X.append(X)
+        if t is not None:
+            self.y.append(self._targets(target_cells, data_lines))
+
+    def _targets(self, cells, lines) -> np.ndarray:
+        """The target cells of a block: numbers while every cell of the file so far is one, else text."""
+        if not self.text_targets:
+            try:
+                y = np.array(cells, dtype=np.float64)
+            except ValueError:
+                if self.numeric_blocks:
+                    raise _TextTargets() from None
+                self.text_targets = True
+            else:
+                self.numeric_blocks += 1
+                bad = np.flatnonzero(~np.isfinite(y))
+                if bad.size and self.bad_target is None:
+                    self.bad_target = f"{self.where(lines[bad[0]], self.t)}: value is {_nonfinite_word(y[bad[0]])}"
+                return y
+        y = np.array(cells, dtype=str)
+        empty = np.flatnonzero(y == "")
+        if empty.size and self.bad_target is None:
+            self.bad_target = f"{self.where(lines[int(empty[0])], self.t)}: empty target cell (missing label)"
+        return y
+
+    def result(self):
+        """``(X, y, info)`` once every block is added; the problems found on the way are raised here."""
+        if self.first_missing is not None:
+            where, what = self.first_missing
+            others = (f"{self.rows_missing} rows have a missing value" if self.rows_missing > 1
+                      else "the only row with a missing value")
+            raise DataError(f"{where}: {what} ({others}; --missing drop leaves such rows out)")
+        if self.rows_read and self.rows_missing == self.rows_read:
+            raise DataError(f"{self.name}: every data row has a missing value: nothing is left to read")
+        if self.non_finite is not None:
+            raise DataError(self.non_finite)
+        if self.bad_target is not None:
+            raise DataError(self.bad_target)
+        info = {"rows_dropped": int(self.rows_missing), "dropped_lines": self.dropped_lines}
+        X = stack_rows(self.X, len(self.keep))
+        if self.t is None:
+            return X, None, info
+        y = stack_rows(self.y) if not self.text_targets else np.concatenate(self.y)
+        return X, y, info
 
 
 def _fits_without_target(name, rows, ncols, header, width, drop_columns, columns):
@@ -340,29 +433,59 @@ def _choose_delimiter(name, texts, delimiter):
     return "whitespace"
 
 
-def _split_cells(name, linenos, texts, delim):
-    """Rows of cells and the real line number each row starts on."""
-    if delim == "whitespace":
-        return [text.split() for text in texts], linenos
-    # Lines go back with their newline so that a quoted cell spanning lines keeps it; strict mode turns an
-    # unterminated quote into an error instead of a cell that silently swallows the rest of the file.
-    reader = csv.reader((text + "\n" for text in texts), delimiter=delim, skipinitialspace=True, strict=True)
+def _row_groups(name, batches, delim):
+    """The rows of cells of the lines in ``batches`` and the real line number each row starts on, in groups of
+    about ``_CELLS`` cells (at least two rows; the width of the first row sets the number of rows)."""
+    group = None
     rows, row_lines = [], []
+    if delim == "whitespace":
+        for linenos, texts in batches:
+            rows += [text.split() for text in texts]
+            row_lines += linenos
+            if group is None and rows:
+                group = max(2, _CELLS // len(rows[0]))
+            while group is not None and len(rows) >= group:
+                yield rows[:group], row_lines[:group]
+                rows, row_lines = rows[group:], row_lines[group:]
+        if rows:
+            yield rows, row_lines
+        return
+    # Lines go to one reader, with their newline, so that a quoted cell spanning lines (and blocks) keeps it;
+    # strict mode turns an unterminated quote into an error instead of a cell that silently swallows the rest of
+    # the file.
+    pending = []  # the line numbers of the lines handed to the reader since the last group; the first is line
+    base = [0]  # base[0] (0-based) of those the reader has read
+
+    def lines():
+        for linenos, texts in batches:
+            pending.extend(linenos)
+            for text in texts:
+                yield text + "\n"
+
+    reader = csv.reader(lines(), delimiter=delim, skipinitialspace=True, strict=True)
     consumed = 0
     try:
         for row in reader:
             # A quoted cell may span lines: a row starts on the first line the reader had not yet consumed.
-            row_lines.append(linenos[consumed])
+            row_lines.append(pending[consumed - base[0]])
             consumed = reader.line_num
             rows.append(row)
+            if group is None:
+                group = max(2, _CELLS // max(len(row), 1))
+            if len(rows) >= group:
+                yield rows, row_lines
+                rows, row_lines = [], []
+                del pending[: consumed - base[0]]
+                base[0] = consumed
     except csv.Error as exc:
         message = str(exc)
         if "unexpected end of data" in message:
             message = "unterminated quoted cell"
         elif "new-line character" in message:
             message = "stray carriage return (\\r) inside a line"
-        raise DataError(f"{name}:{linenos[min(consumed, len(linenos) - 1)]}: {message}") from None
-    return rows, row_lines
+        raise DataError(f"{name}:{pending[min(consumed - base[0], len(pending) - 1)]}: {message}") from None
+    if rows:
+        yield rows, row_lines
 
 
 def _detect_header(rows, target, ncols):
@@ -433,7 +556,50 @@ def _resolve_target(name, target, names, ncols):
 # LIBSVM
 
 
-def _parse_libsvm(name, linenos, texts, n_features):
+def _parse_libsvm(name, batches, n_features):
+    """Parse the lines of a LIBSVM file, ``batches`` of ``(linenos, texts)`` a block at a time: each block becomes
+    its labels and the row, index and value of its entries, and the dense table is made from them at the end."""
+    labels, entries = [], []  # per block: labels (n_b,), and (rows within the block, indices, values)
+    n = size = 0
+    widest = (0, None)  # the highest index and the line of its first entry
+    for linenos, texts in batches:
+        size += sum(len(text) + 1 for text in texts)
+        block = _libsvm_block(name, linenos, texts, n_features)
+        if block is None:
+            continue
+        y, row_of, index, values, line_of = block
+        if index.size and int(index.max()) > widest[0]:
+            widest = (int(index.max()), line_of(int(np.argmax(index))))
+        labels.append(y)
+        entries.append((row_of, index, values))
+        n += len(y)
+    if n == 0:
+        raise DataError(f"{name}: file is empty")
+
+    p = int(n_features) if n_features is not None else widest[0]
+    if p == 0:
+        raise DataError(f"{name}: no features: every line holds only a label")
+    need = (8 * n + 64) * p
+    if n_features is None and need > max(_DENSE_FLOOR, _DENSE_RATIO * size):
+        raise DataError(
+            f"{name}:{widest[1]}: feature index {p} would make a {n} x {p} table (about {need / 2**20:,.0f} MiB) "
+            f"from {size} bytes of text: give --n-features if that width is intended"
+        )
+    try:
+        X = np.zeros((n, p), dtype=np.float64)
+    except (MemoryError, ValueError):
+        raise DataError(f"{name}: a dense {n} x {p} array does not fit in memory (highest feature index {p})") from None
+    first = 0
+    for y, (row_of, index, values) in zip(labels, entries):
+        X[first + row_of, index - 1] = values
+        first += len(y)
+    entries.clear()
+    return X, stack_rows(labels)
+
+
+def _libsvm_block(name, linenos, texts, n_features):
+    """One block of LIBSVM lines: ``(labels, row_of, index, values, line_of)`` with ``row_of`` the row within the
+    block of each entry and ``line_of(k)`` the line of entry k; None for a block without lines."""
     labels, label_lines, counts, tokens = [], [], [], []
     for lineno, text in zip(linenos, texts):
         cut = text.find("#")
@@ -444,7 +610,7 @@ def _parse_libsvm(name, linenos, texts, n_features):
             counts.append(len(parts) - 1)
             tokens.extend(parts[1:])
     if not labels:
-        raise DataError(f"{name}: file is empty")
+        return None
 
     try:
         y = np.array(labels, dtype=np.float64)
@@ -514,24 +680,7 @@ def _parse_libsvm(name, linenos, texts, n_features):
     if problems:
         k, message = min(problems, key=lambda problem: problem[0])
         raise DataError(f"{name}:{line_of(k)}: {message}")
-
-    p = int(n_features) if n_features is not None else (int(index.max()) if index.size else 0)
-    if p == 0:
-        raise DataError(f"{name}: no features: every line holds only a label")
-    size = sum(len(text) + 1 for text in texts)
-    need = (8 * n + 64) * p
-    if n_features is None and need > max(_DENSE_FLOOR, _DENSE_RATIO * size):
-        k = int(np.argmax(index))
-        raise DataError(
-            f"{name}:{line_of(k)}: feature index {p} would make a {n} x {p} table (about {need / 2**20:,.0f} MiB) "
-            f"from {size} bytes of text: give --n-features if that width is intended"
-        )
-    try:
-        X = np.zeros((n, p), dtype=np.float64)
-    except (MemoryError, ValueError):
-        raise DataError(f"{name}: a dense {n} x {p} array does not fit in memory (highest feature index {p})") from None
-    X[row_of, index - 1] = values
-    return X, y
+    return y, row_of, index, values, line_of
 
 
 def _raise_bad_token(name, tokens, line_of):
