@@ -8,6 +8,10 @@ line, the difference between the peak resident memory of two runs that differ on
 
 from __future__ import annotations
 
+import os
+import resource
+import subprocess
+import sys
 import tracemalloc
 
 import numpy as np
@@ -19,6 +23,33 @@ from slangcli.posteriors import LowRankGaussian
 from slangcli.readers import read_table
 
 MB = 1 << 20
+ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+# a limit on the address space of the commands that, before, read without end: they then fail (out of memory)
+# instead of taking the machine's memory
+LIMIT = 1 << 30
+
+
+def _limited():
+    resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+
+
+def slang(*args, cwd, before="", **kw):
+    """``python -m slangcli ARGS`` in ``cwd`` under ``LIMIT`` (``before``: Python run first in its process, to
+    lower a limit); a Popen."""
+    code = f"{before}from slangcli.__main__ import main; main(prog_name='slang')"
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=cwd, stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True, env=ENV, preexec_fn=_limited, **kw)
+
+
+def finished(proc, seconds=60):
+    """``(exit code, stderr)`` of ``proc``, killed after ``seconds`` (exit code None)."""
+    try:
+        _, err = proc.communicate(timeout=seconds)
+        return proc.returncode, err
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        return None, err
 
 
 def traced_peak(function, *args, **kwargs):
@@ -73,3 +104,41 @@ def test_reading_a_file_holds_its_table_and_a_block_of_text(tmp_path, kind):
     assert table.X.shape == (n, 1) and np.array_equal(table.X[:, 0], np.round(x, 6))
     data = table.X.nbytes + table.y.nbytes
     assert peak < 10 * data, f"{peak / MB:.1f} MB for a table of {data / MB:.1f} MB"
+
+
+# ------------------------------------------------------------------------------------------ input without end
+
+
+@pytest.mark.parametrize("data", ["/dev/urandom", "-"])
+def test_a_device_as_data_is_refused(tmp_path, data):
+    """/dev/urandom (or /dev/zero on standard input) never ends: read as data it took memory at 0.4 to 1 GB/s
+    and ignored SIGINT and SIGTERM. It is refused before it is read, as it is as a run file."""
+    with open("/dev/zero", "rb") as zero:
+        code, err = finished(slang("fit", data, "-o", "run.h5", cwd=tmp_path, stdin=zero))
+    name = "/dev/urandom: is a device" if data != "-" else "-: standard input is a device"
+    assert code == 1 and err.startswith(f"slang: error: {name}, not a data file") and len(err.splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["stdin", "fifo"])
+def test_a_stream_without_end_is_refused_beyond_the_stream_limit(tmp_path, where):
+    """``yes 1,2,0 | slang fit -`` and ``slang fit <(yes 1,2,0)`` read until memory ran out. A stream is read
+    within STREAM_LIMIT bytes (1 GiB; lowered to 1 MiB here) and refused beyond it, with a pointer to a file."""
+    before = "import slangcli.readers._common as c; c.STREAM_LIMIT = 1 << 20; "
+    if where == "stdin":
+        source = subprocess.Popen(["yes", "1,2,0"], stdout=subprocess.PIPE)
+        proc = slang("fit", "-", "-o", "run.h5", cwd=tmp_path, before=before, stdin=source.stdout)
+        source.stdout.close()
+    else:
+        os.mkfifo(tmp_path / "data.csv")
+        source = subprocess.Popen("exec yes 1,2,0 > data.csv", shell=True, cwd=tmp_path, stderr=subprocess.DEVNULL)
+        proc = slang("fit", "data.csv", "-o", "run.h5", cwd=tmp_path, before=before)
+    try:
+        code, err = finished(proc)
+    finally:
+        source.kill()
+        source.wait()
+    name, kind = ("-", "standard input") if where == "stdin" else ("data.csv", "a pipe")
+    assert code == 1 and err == (f"slang: error: {name}: more than 1 MiB from {kind}, the most slang reads from a "
+                                 "stream; write the data to a file and give its name\n"), err
+    assert not (tmp_path / "run.h5").exists()

@@ -2,7 +2,9 @@
 
 An input (:class:`Input`) is a regular file, read from disk in blocks as it is parsed and never held whole, or a
 stream (standard input, a pipe such as ``<(command)``), read whole first since it can be neither measured nor read
-twice. The sha256 of the bytes is computed as they are read.
+twice, and refused beyond ``STREAM_LIMIT`` bytes (``yes 1,2,0 | slang fit -`` took memory at 1 GB/s until the
+system killed it). A device (``/dev/urandom``, ``/dev/zero``: data without end), a socket or a directory is refused
+before it is opened. The sha256 of the bytes is computed as they are read.
 
 Any reader may be handed gzip-compressed input, recognised by its magic bytes (``_GZIP_MAGIC``), not by the
 file name. It is decompressed in blocks (``gzip_blocks``), never whole, and refused once it expands beyond
@@ -40,6 +42,10 @@ _GZIP_MAGIC = b"\x1f\x8b"
 # to 1). Module attributes, read at each call, so that a test can lower them and use a small bomb.
 GZIP_RATIO = 1000
 GZIP_FLOOR = 1 << 30
+# the most bytes read from a stream (standard input, a pipe): as much as the gzip floor, a few hundred million rows
+# of text, more than slang could fit from a stream in its memory. A module attribute, read at each call, like those
+# above: a test lowers it.
+STREAM_LIMIT = 1 << 30
 # bytes are read, decompressed and decoded in blocks of this many: a block's lines as Python strings take about ten
 # times as much
 _BLOCK = 1 << 18
@@ -105,12 +111,37 @@ def sha256_file(path) -> str:
     return digest.hexdigest()
 
 
+def _data_kind(mode) -> str | None:
+    """What a file of ``mode`` that slang does not read as data is (``"a device"``), or None for a regular file or
+    a FIFO."""
+    if stat.S_ISREG(mode) or stat.S_ISFIFO(mode):
+        return None
+    return ("a directory" if stat.S_ISDIR(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+
+
+def _stdin_kind() -> str | None:
+    """What standard input is when it is not data: a device other than a terminal (``< /dev/urandom``)."""
+    try:
+        fd = sys.stdin.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, ValueError, OSError):  # (io.UnsupportedOperation is an OSError) not a real file
+        return None
+    if stat.S_ISCHR(mode) and os.isatty(fd):
+        return None  # typed in: a stream like a pipe
+    return _data_kind(mode)
+
+
 def _open(name):
-    """``name`` opened for reading, and whether it is a stream (a FIFO) rather than a regular file."""
+    """``name`` opened for reading, and whether it is a stream (a FIFO) rather than a regular file; anything else
+    (a device, a directory, a socket) is refused before it is opened."""
     try:
         mode = os.stat(name).st_mode
-        if stat.S_ISDIR(mode):
+        kind = _data_kind(mode)
+        if kind == "a directory":
             raise DataError(f"{name}: is a directory, not a file")
+        if kind is not None:
+            raise DataError(f"{name}: is {kind}, not a data file")
         return open(name, "rb"), stat.S_ISFIFO(mode)
     except FileNotFoundError:
         raise DataError(f"{name}: no such file") from None
@@ -122,15 +153,27 @@ def _open(name):
         raise DataError(f"{name}: cannot read ({exc.strerror or exc})") from None
 
 
+def stream_too_large(name):
+    """The ``DataError`` of a stream longer than ``STREAM_LIMIT``."""
+    where = "standard input" if name == STDIN else "a pipe"
+    return DataError(f"{name}: more than {_size(STREAM_LIMIT)} from {where}, the most slang reads from a stream; "
+                     "write the data to a file and give its name")
+
+
 def _read_stream(stream, name) -> list[bytes]:
-    """The bytes of a stream, as the blocks they arrived in."""
+    """The bytes of a stream, as the blocks they arrived in, within ``STREAM_LIMIT``. Each read returns what has
+    arrived (``read1``), so a signal stops the reading however slowly the data come."""
+    limit = STREAM_LIMIT
     read = getattr(stream, "read1", stream.read)
-    blocks = []
+    blocks, total = [], 0
     try:
         while True:
-            block = read(_BLOCK)
+            block = read(min(_BLOCK, limit - total + 1))
             if not block:
                 return blocks
+            total += len(block)
+            if total > limit:
+                raise stream_too_large(name)
             blocks.append(block)
     except OSError as exc:
         raise DataError(f"{name}: cannot read ({exc.strerror or exc})") from None
@@ -165,7 +208,7 @@ class Input:
 
     ``head`` holds the first block (the magic bytes and the first lines), ``size`` the number of bytes as stored
     (a stream's once read), ``compressed`` whether they are gzip data. A regular file is read from disk as the
-    blocks are asked for; a stream is read whole when the input is made. Every failure to
+    blocks are asked for; a stream is read whole (within ``STREAM_LIMIT``) when the input is made. Every failure to
     read is a ``DataError`` naming the input.
     """
 
@@ -173,6 +216,9 @@ class Input:
         self.name = name
         self._stored = None  # a stream's blocks
         if name == STDIN:
+            kind = _stdin_kind()
+            if kind is not None:
+                raise DataError(f"{name}: standard input is {kind}, not a data file or a pipe")
             self._stored = _read_stream(sys.stdin.buffer, name)
         else:
             file, is_stream = _open(name)
