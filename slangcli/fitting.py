@@ -109,7 +109,8 @@ def fit(opts: DataOptions, *, likelihood: str = "auto", notify: Callable[[str], 
     check_fit_options(likelihood=likelihood, **options)
     if opts.standardize is None:
         opts = replace(opts, standardize=standardize_by_default(options.get("hidden", ()), _is_uci(opts)))
-    prepared = load_training(opts, likelihood=likelihood, notify=notify)
+    with _urgent(options.get("checkpointing"), "reading the data"):
+        prepared = load_training(opts, likelihood=likelihood, notify=notify)
     if likelihood == "auto" and options.get("method") is None:  # the data chose the likelihood, and so the method
         check_fit_options(likelihood=prepared.likelihood, **options)
     sizes = (prepared.X_train.shape[1], *parse_hidden(options.get("hidden", ())), prepared.n_outputs)
@@ -609,7 +610,8 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
     opts = recorded_options(run, _stored_options(run))
     if STDIN in (opts.path, opts.test):
         raise DataError(f"{run_name}: its data were read from standard input, which cannot be read again; fit anew")
-    prepared = load_training(opts, likelihood=run.model.likelihood, notify=notify)
+    with _urgent(checkpointing, "reading the data"):
+        prepared = load_training(opts, likelihood=run.model.likelihood, notify=notify)
     for part in ("train", "test"):
         old, new = run.data.get(part) or {}, prepared.data.get(part) or {}
         if old.get("sha256") != new.get("sha256"):
@@ -647,8 +649,14 @@ def _train(setup: Setup, state, history, elapsed: float, progress, checkpointing
         raise Interrupted(step, cfg["n_steps"], checkpointed=step > first_step)
     fit_seconds = elapsed + time.perf_counter() - started
     setup.model, setup.problem = learner.problem.model, learner.problem
-    return _finish(setup, setup.module.posterior(state), {**history.as_arrays(), **learner.history()},
-                   int(state.t), fit_seconds)
+    with _urgent(checkpointing, "scoring the fitted posterior"):
+        return _finish(setup, setup.module.posterior(state), {**history.as_arrays(), **learner.history()},
+                       int(state.t), fit_seconds)
+
+
+def _urgent(checkpointing: Checkpointing | None, what: str):
+    """``checkpointing.urgent(what)``: the block has no step to stop after, so a stop request ends it at once."""
+    return checkpointing.urgent(what) if checkpointing is not None else contextlib.nullcontext()
 
 
 def _finish(setup: Setup, posterior, history: dict, steps: int, fit_seconds: float, solver=None) -> Run:

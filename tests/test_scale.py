@@ -8,10 +8,16 @@ line, the difference between the peak resident memory of two runs that differ on
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import resource
+import signal
+import struct
 import subprocess
 import sys
+import termios
+import time
 import tracemalloc
 
 import numpy as np
@@ -142,3 +148,72 @@ def test_a_stream_without_end_is_refused_beyond_the_stream_limit(tmp_path, where
     assert code == 1 and err == (f"slang: error: {name}: more than 1 MiB from {kind}, the most slang reads from a "
                                  "stream; write the data to a file and give its name\n"), err
     assert not (tmp_path / "run.h5").exists()
+
+
+def _unread(fd) -> int:
+    """Bytes written to the pipe ``fd`` and not yet read from it (FIONREAD works on either end of a Linux pipe)."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="FIONREAD on a pipe's writing end is Linux's")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_a_fit_reads_its_data_stops_it_at_once(tmp_path, sig):
+    """A fit reading standard input that has more to come: SIGINT and SIGTERM were only noted, to stop the fit
+    after its current training step (none had begun), so the fit went on reading. A signal now stops the reading
+    at once: 128 + its number, nothing written."""
+    proc = slang("fit", "-", "-o", "run.h5", cwd=tmp_path, stdin=subprocess.PIPE)
+    try:
+        proc.stdin.write("a,b,label\n" + "1.5,2,0\n-1,0.5,1\n" * 1000)
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while _unread(proc.stdin.fileno()) and time.monotonic() < deadline:  # slang has read it, and waits for more
+            time.sleep(0.01)
+        proc.send_signal(sig)
+        try:  # standard input stays open: the data may go on
+            code = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+    finally:
+        proc.kill()
+        proc.stdin.close()
+        err = proc.stderr.read()
+        proc.wait()
+    word = "interrupted" if sig == signal.SIGINT else "terminated"
+    assert code == 128 + sig, err
+    assert err == f"slang: error: {word} while reading the data ({signal.Signals(sig).name}): nothing written\n", err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_a_fit_scores_its_posterior_stops_it_at_once(tmp_path, sig):
+    """The final scores of a fit with --eval-samples 10000000 take hours; a signal then was noted, to stop after a
+    training step that never came again, and lost: the fit went on and wrote its run. It now stops the scoring at
+    once: 128 + its number, nothing written (the training steps take a few milliseconds, so the signal, sent a
+    second after they begin, finds the fit scoring; one sent during them would stop it at once as well)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 2))
+    (tmp_path / "data.csv").write_text("a,b,y\n" + "".join(f"{a:.4f},{b:.4f},{a - b:.4f}\n" for a, b in X))
+    proc = slang("fit", "data.csv", "-o", "run.h5", "--hidden", "8", "--iterations", "5", "--test-fraction", "0.25",
+                 "--eval-samples", "10000000", "--no-progress", cwd=tmp_path)
+    try:
+        lines = []
+        while not lines or not lines[-1].startswith("slang: method:"):  # said just before the training
+            lines.append(proc.stderr.readline())
+            assert lines[-1], lines
+        time.sleep(1.0)
+        proc.send_signal(sig)
+        try:
+            code = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+    finally:
+        proc.kill()
+        err = proc.stderr.read()
+        proc.wait()
+    word = "interrupted" if sig == signal.SIGINT else "terminated"
+    assert code == 128 + sig, err
+    name = signal.Signals(sig).name
+    assert (err == f"slang: error: {word} while scoring the fitted posterior ({name}): nothing written\n"
+            or re.fullmatch(rf"slang: error: interrupted at step \d of 5 \({name}\), before any checkpoint: nothing "
+                            r"written\n", err)), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]

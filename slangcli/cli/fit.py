@@ -320,13 +320,31 @@ def _checkpointing(output: str, checkpoint: dict | None):
     received: list[int] = []
     written: list[int] = []
     writing: list[bool] = []
+    urgent_work: list[str] = []  # the work without steps under way (reading the data, scoring), innermost last
+    stopped_during: list[str] = []  # the work a signal stopped at once
 
     def handler(signum, frame):
-        # a second signal stops at once (the last checkpoint stays valid), except while a checkpoint is being
+        # during work without steps a signal stops at once; during the steps a first one stops after the current
+        # step, and a second at once (the last checkpoint stays valid), except while a checkpoint is being
         # written: that one finishes first (a second SIGTERM from a process manager must not cost the checkpoint)
+        if urgent_work and not writing:
+            received.append(signum)
+            stopped_during.append(urgent_work[-1])
+            raise Terminated(signum)
         if received and not writing:
             raise Terminated(signum)
         received.append(signum)
+
+    @contextlib.contextmanager
+    def urgent(what: str):
+        if received:  # asked to stop before this work began (after the last step, say): stop now
+            stopped_during.append(what)
+            raise Terminated(received[0])
+        urgent_work.append(what)
+        try:
+            yield
+        finally:
+            urgent_work.pop()
 
     def write(run):
         writing.append(True)
@@ -336,11 +354,13 @@ def _checkpointing(output: str, checkpoint: dict | None):
             writing.clear()
         written.append(run.metrics["steps"])
 
-    def stopped(signum: int, what: str, hint: str | None = None):
+    def stopped(signum: int, what: str, hint: str | None = None, at_once: bool = False):
         name = signal.Signals(signum).name
         if written:
             error(f"{what} ({name}); the fit so far (step {written[-1]}) is in {output}; continue with: "
                   f"slang fit --resume {output}")
+        elif at_once:
+            error(f"{what} ({name}): nothing written")
         else:
             error(f"{what} ({name}), before any checkpoint: nothing written" + (f"; {hint}" if hint else ""))
         sys.exit(128 + signum)
@@ -350,7 +370,7 @@ def _checkpointing(output: str, checkpoint: dict | None):
     main_thread = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS} if main_thread else {}
     try:
-        yield Checkpointing(write=write, stop=lambda: bool(received), **checkpoint)
+        yield Checkpointing(write=write, stop=lambda: bool(received), urgent=urgent, **checkpoint)
     except DivergenceError as exc:
         if written:
             raise DivergenceError(f"{exc}; the last good checkpoint (step {written[-1]}) is in {output}") from None
@@ -358,6 +378,9 @@ def _checkpointing(output: str, checkpoint: dict | None):
     except Interrupted as exc:
         stopped(received[0] if received else signal.SIGINT, str(exc), exc.hint)
     except Terminated as exc:
+        if stopped_during:
+            verb = "interrupted" if exc.signum == signal.SIGINT else "terminated"
+            stopped(exc.signum, f"{verb} while {stopped_during[0]}", at_once=True)
         stopped(received[0] if received else exc.signum, "stopped by a second signal")
     finally:
         for sig, old in previous.items():
