@@ -6,6 +6,10 @@ strings lexicographically) in a JSON-serialisable ``LabelMap`` that a run file s
 is coded the same way. ``train_test_split`` is a seeded random split; ``Standardizer`` is the per-feature
 affine scaling fitted on the training rows; ``check_width`` checks new data against the trained width. Every
 failure is a ``DataError`` with one line.
+
+Every pass over the rows goes through them a block at a time (:func:`row_blocks`), so that preparing data takes the
+memory of the prepared arrays and of one block, not of a temporary copy of all the data per operation: the same
+results bit for bit, the sums included (:func:`squared_deviations` adds the blocks in NumPy's own order).
 """
 
 from __future__ import annotations
@@ -24,6 +28,64 @@ __all__ = [
     "Standardizer",
     "check_width",
 ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# passes over the rows
+
+# cells (rows x columns) of one block of a pass over the rows, 2 MB in float64
+BLOCK_CELLS = 1 << 18
+
+
+def row_blocks(n: int, width: int = 1):
+    """Slices of ``range(n)`` of whole rows ``width`` cells wide, about ``BLOCK_CELLS`` cells each."""
+    step = max(8, BLOCK_CELLS // max(width, 1))
+    return [slice(lo, lo + step) for lo in range(0, n, step)]
+
+
+def squared_deviations(X: np.ndarray, mean) -> np.ndarray:
+    """``((X - mean) ** 2).sum(axis=0)`` for float64 ``X : (N,)`` or ``(N, P)``, equal bit for bit to NumPy's, without
+    its temporary copy of ``X``.
+
+    NumPy adds the rows of a C-ordered ``(N, P)`` array (P > 1) one after the other, so the blocks are added in turn,
+    each starting from the sum so far; a single column it adds pairwise (halves, split at multiples of 8, down to
+    blocks of at most 128), so the blocks are the halves of that same recursion, each summed by NumPy."""
+    n = X.shape[0]
+    step = row_blocks(n, X.shape[1] if X.ndim == 2 else 1)[0].stop if n else 1
+
+    def block(lo, hi):
+        d = X[lo:hi] - mean
+        d *= d
+        return d
+
+    if X.ndim == 2 and X.shape[1] > 1:
+        total = None
+        for lo in range(0, n, step):
+            d = block(lo, lo + step)
+            if total is not None:
+                d[0] += total
+            total = d.sum(axis=0)
+        return total if total is not None else np.zeros(X.shape[1])
+
+    def pairwise(lo, count):
+        if count <= step:
+            return block(lo, lo + count).sum(axis=0)
+        half = count // 2
+        half -= half % 8
+        return pairwise(lo, half) + pairwise(lo + half, count - half)
+
+    return pairwise(0, n)
+
+
+def _distinct(y: np.ndarray, limit: int | None = None):
+    """``np.unique(y)``, found a block of rows at a time; None once more than ``limit`` values are found."""
+    found = None
+    for rows in row_blocks(len(y)):
+        block = np.unique(y[rows])
+        found = block if found is None else np.unique(np.concatenate([found, block]))
+        if limit is not None and len(found) > limit:
+            return None
+    return found if found is not None else np.unique(y)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -76,28 +138,29 @@ class LabelMap:
         y = np.asarray(y)
         if y.ndim != 1:
             raise DataError(f"{path}: labels must be one-dimensional, got shape {y.shape}")
-        if self.numeric:
-            known = np.array(self.classes, dtype=np.float64)
-            if y.dtype.kind in "biuf":
-                values = y.astype(np.float64)
-            else:
-                values = np.array([_float_or_nan(v) for v in y], dtype=np.float64)
-        else:
-            known = np.array(self.classes, dtype=str)
-            values = y if y.dtype.kind == "U" else np.array([_fmt_label(v) for v in y], dtype=str)
-            if values.size == 0:
-                values = values.astype(known.dtype)
+        known = np.array(self.classes, dtype=np.float64 if self.numeric else str)
         order = np.argsort(known, kind="stable")
-        position = np.minimum(np.searchsorted(known[order], values), len(known) - 1)
-        codes = order[position]
-        unknown = np.flatnonzero(known[codes] != values)  # NaN != NaN, so a NaN label is unknown too
-        if unknown.size:
-            i = int(unknown[0])
-            raise DataError(
-                f"{path}: data row {i + 1}: label {_fmt_label(y[i].item())!r} not seen in training data "
-                f"(known: {_listing(self.classes)})"
-            )
-        return codes.astype(np.int64)
+        codes = np.empty(len(y), dtype=np.int64)
+        for rows in row_blocks(len(y)):  # (each row's code alone: the blocks bound the temporaries)
+            if self.numeric:
+                if y.dtype.kind in "biuf":
+                    values = y[rows].astype(np.float64)
+                else:
+                    values = np.array([_float_or_nan(v) for v in y[rows]], dtype=np.float64)
+            else:
+                values = y[rows] if y.dtype.kind == "U" else np.array([_fmt_label(v) for v in y[rows]], dtype=str)
+                if values.size == 0:
+                    values = values.astype(known.dtype)
+            position = np.minimum(np.searchsorted(known[order], values), len(known) - 1)
+            codes[rows] = order[position]
+            unknown = np.flatnonzero(known[codes[rows]] != values)  # NaN != NaN, so a NaN label is unknown too
+            if unknown.size:
+                i = rows.start + int(unknown[0])
+                raise DataError(
+                    f"{path}: data row {i + 1}: label {_fmt_label(y[i].item())!r} not seen in training data "
+                    f"(known: {_listing(self.classes)})"
+                )
+        return codes
 
     def decode(self, codes) -> np.ndarray:
         """Label values of integer codes ``(N,)``: float64 for numeric classes, else str."""
@@ -139,13 +202,13 @@ def fit_labels(y, *, path, n_classes=None) -> LabelMap:
         else:
             raise DataError(f"{path}: labels must be all numbers or all strings")
     if y.dtype.kind in "biuf":
-        values = y.astype(np.float64)
-        nan = np.flatnonzero(np.isnan(values))
-        if nan.size:
-            raise DataError(f"{path}: data row {nan[0] + 1}: label is NaN")
-        classes = tuple(float(v) for v in np.unique(values))
+        for rows in row_blocks(len(y)):
+            nan = np.flatnonzero(np.isnan(y[rows].astype(np.float64)))
+            if nan.size:
+                raise DataError(f"{path}: data row {rows.start + nan[0] + 1}: label is NaN")
+        classes = tuple(float(v) for v in np.unique(_distinct(y).astype(np.float64)))
     elif y.dtype.kind == "U":
-        classes = tuple(str(v) for v in np.unique(y))
+        classes = tuple(str(v) for v in _distinct(y))
     else:
         raise DataError(f"{path}: labels must be numbers or strings, got dtype {y.dtype}")
 
@@ -263,12 +326,20 @@ def choose_likelihood(likelihood: str, y, path) -> str:
     Any other name is returned as it is (the fit's option checks have validated it)."""
     if likelihood != "auto":
         return likelihood
-    values = np.unique(y)
-    if len(values) == 2:
+    values = _distinct(y, limit=_MAX_AUTO_CLASSES)  # None: more than that many, so not classes unless text
+    if values is not None and len(values) == 2:
         return "bernoulli"
-    if y.dtype.kind in "US" or (np.all(values == np.round(values)) and len(values) <= _MAX_AUTO_CLASSES):
+    if y.dtype.kind in "US" or (values is not None and np.all(values == np.round(values))):
         return "categorical"
     return "gaussian"
+
+
+def _standardised(y, mean: float, scale: float) -> np.ndarray:
+    """``(y - mean) / scale`` in float64, a block of rows at a time."""
+    out = np.empty(len(y))
+    for rows in row_blocks(len(y)):
+        out[rows] = (y[rows].astype(float) - mean) / scale
+    return out
 
 
 @dataclass

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from slangcli.posteriors import MAX_ABS_VALUE
+from slangcli.prepare import row_blocks
 from slangcli.readers._common import _fmt_label, _listing
 
 # an integer target with more distinct values than this gets the regression hint
@@ -92,8 +93,12 @@ def identifier_columns(X: np.ndarray, feature_names) -> list[str]:
     lo, hi = X.min(axis=0), X.max(axis=0)
     with np.errstate(over="ignore"):  # the range of features near +-1e308 is infinite: no identifier then
         spread = hi - lo
-    # beyond 2**53 every float64 is a whole number: such magnitudes are measurements, not ids
-    exact = np.all((X == np.round(X)) & (np.abs(X) < 2.0**53), axis=0)
+    # beyond 2**53 every float64 is a whole number: such magnitudes are measurements, not ids (tested a block of rows
+    # at a time: the tests of all rows at once took two temporary copies of the data)
+    exact = np.ones(X.shape[1], dtype=bool)
+    for rows in row_blocks(*X.shape):
+        block = X[rows]
+        exact &= np.all((block == np.round(block)) & (np.abs(block) < 2.0**53), axis=0)
     candidates = np.flatnonzero((spread >= n - 1) & exact)
     warnings = []
     for j in candidates:
