@@ -119,8 +119,8 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
     """Read, split, code and standardise the training (and test) data of the files in ``opts``."""
     table, test_table, train_index, test_index = _read_sources(opts, notify)
     if train_index is not None:
-        X_train, y_train_raw = table.X[train_index], table.y[train_index]
         X_test, y_test_raw = table.X[test_index], table.y[test_index]
+        X_train, y_train_raw = _keep_rows(table.X, train_index), _keep_rows(table.y, train_index)
     else:
         X_train, y_train_raw = table.X, table.y
         X_test = test_table.X if test_table is not None else None
@@ -147,6 +147,19 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
     if train_index is not None:
         prepared.arrays["train_index"], prepared.arrays["test_index"] = train_index, test_index
     return prepared
+
+
+def _keep_rows(a: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``a[index]``, made in place of ``a`` (which is spent) when ``index`` increases: row k is moved to position
+    k, never onto a row still to be moved, a block at a time. The split of a file then holds its rows once and a
+    copy of the test rows, instead of two copies of every row."""
+    if len(index) and not (index[0] >= 0 and np.all(index[1:] > index[:-1])):
+        return a[index]
+    step = max(8, (1 << 18) // max(int(np.prod(a.shape[1:])), 1))
+    for lo in range(0, len(index), step):
+        hi = min(lo + step, len(index))
+        a[lo:hi] = a[index[lo:hi]]
+    return a[: len(index)]
 
 
 def _stored_options(run: Run) -> DataOptions:
