@@ -54,11 +54,16 @@ def _numbers(values) -> list[str]:
     return np.where(np.isnan(values), "", text).tolist()
 
 
-def _csv_cells(predictions) -> list[list[str]]:
-    """The CSV columns as text, in the order of :func:`csv_header`."""
+# rows of a CSV written at once: their cells as Python strings take about 60 bytes each
+_CSV_ROWS = 1 << 14
+
+
+def _csv_cells(predictions, rows=slice(None)) -> list[list[str]]:
+    """The CSV columns of the examples ``rows`` as text, in the order of :func:`csv_header`."""
     labels = LabelMap(tuple(predictions.classes)) if predictions.classes is not None else None
     cells = []
     for name, values in predictions.arrays.items():
+        values = values[rows]
         if name == "row":
             cells.append([str(v) for v in values.tolist()])
         elif name == "probabilities":
@@ -76,9 +81,13 @@ def _csv_cells(predictions) -> list[list[str]]:
 
 
 def _write_csv(stream, predictions) -> None:
+    """The CSV, a block of ``_CSV_ROWS`` examples at a time (every cell of ten million rows at once, as Python
+    strings, took gigabytes)."""
     writer = csv.writer(stream, lineterminator="\n")
     writer.writerow(csv_header(predictions))
-    writer.writerows(zip(*_csv_cells(predictions)))
+    n = len(next(iter(predictions.arrays.values()))) if predictions.arrays else 0
+    for lo in range(0, n, _CSV_ROWS):
+        writer.writerows(zip(*_csv_cells(predictions, slice(lo, lo + _CSV_ROWS))))
 
 
 def _h5_data(values):

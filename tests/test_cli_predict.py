@@ -234,8 +234,8 @@ def test_a_failure_while_writing_leaves_no_partial_file(runs, out_dir, monkeypat
     if name.endswith(".csv"):
         original = slangcli.tables._csv_cells
 
-        def half(predictions):
-            original(predictions)
+        def half(*args):
+            original(*args)
             fail()
         monkeypatch.setattr(slangcli.tables, "_csv_cells", half)
     else:

@@ -142,6 +142,26 @@ def test_a_fit_takes_memory_of_its_data_and_of_blocks(tmp_path):
     assert peak < 64 * MB, f"{peak / MB:.0f} MB"
 
 
+def test_writing_predictions_as_csv_takes_a_block_of_rows(tmp_path, monkeypatch):
+    """slang predict formatted every cell of every row as Python strings before writing the first (about 0.5 KB
+    a row: gigabytes for ten million rows); now a block of rows at a time, and the same file."""
+    from slangcli import tables
+    from slangcli.workflow import Predictions
+
+    n = 200_000
+    rng = np.random.default_rng(0)
+    p1 = rng.uniform(size=n)
+    arrays = {"probabilities": np.column_stack([1 - p1, p1]), "predicted": (p1 > 0.5).astype(float),
+              "entropy_total": rng.uniform(size=n), "entropy_aleatoric": rng.uniform(size=n),
+              "entropy_epistemic": rng.uniform(size=n), "target": (rng.uniform(size=n) > 0.5).astype(float)}
+    predictions = Predictions(arrays=arrays, classes=[0.0, 1.0], info={"interval": None})
+    _, peak = traced_peak(tables.write_predictions, str(tmp_path / "blocks.csv"), predictions)
+    assert peak < 24 * MB, f"{peak / MB:.0f} MB"
+    monkeypatch.setattr(tables, "_CSV_ROWS", n, raising=False)
+    tables.write_predictions(str(tmp_path / "whole.csv"), predictions)
+    assert (tmp_path / "blocks.csv").read_bytes() == (tmp_path / "whole.csv").read_bytes()
+
+
 # ------------------------------------------------------------------------------------------ input without end
 
 
