@@ -30,6 +30,18 @@ def address_space_limit() -> int | None:
     return None if soft == resource.RLIM_INFINITY else int(soft)
 
 
+def memory_limit() -> int | None:
+    """The most bytes this process can hold: the smaller of the machine's physical memory and the address-space
+    limit (None when neither is known). A count of draws whose arrays exceed it is refused before they are drawn."""
+    limits = [address_space_limit()]
+    try:
+        limits.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        pass
+    known = [limit for limit in limits if limit is not None and limit > 0]
+    return min(known) if known else None
+
+
 def too_small_address_space() -> str | None:
     """What to say when the address-space limit is below ``MIN_ADDRESS_SPACE`` (None otherwise): below it NumPy,
     SciPy and h5py cannot even load (a MemoryError or an ImportError from deep inside their imports, under

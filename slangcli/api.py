@@ -29,7 +29,7 @@ import numpy as np
 from slangcli import columns, workflow
 from slangcli.errors import DataError, DataTypeError
 from slangcli.io import POSTERIOR_NAMES, Run, read_run, write_run
-from slangcli.metrics import weight_samples
+from slangcli.metrics import check_draws, weight_samples
 
 __all__ = ["fit", "load", "FitResult"]
 
@@ -352,7 +352,14 @@ class FitResult:
         ``seed`` (the flat layout is ``model.layout``)."""
         if not int(n) >= 1:
             raise DataError(f"n must be >= 1, got {n}")
-        return np.concatenate(list(weight_samples(self.posterior, seed, int(n))))
+        n, D = int(n), self.model.n_params
+        check_draws(n, D, f"n = {n}")  # before any is drawn: 10**10 draws grew memory until the system gave out
+        out = np.empty((n, D))
+        at = 0
+        for theta in weight_samples(self.posterior, seed, n):
+            out[at : at + len(theta)] = theta
+            at += len(theta)
+        return out
 
     def compress(self, rank: int) -> FitResult:
         """The k-tied posterior with rank-``rank`` standard deviations of every weight matrix (``slang

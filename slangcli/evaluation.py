@@ -93,6 +93,7 @@ def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y
     per-point predictive ``loglik``, both in the target's original units (``target_scale``), and the ``coverage``
     of the central predictive intervals of ``metrics.COVERAGE_LEVELS``.
     """
+    metrics.check_samples(samples)
     try:
         predictive = metrics.resolve_predictive(model, predictive)
     except ValueError as exc:
@@ -228,8 +229,7 @@ def predict(run: Run, run_name: str, data_path, *, samples: int = 1000, seed: in
     value keeps its place, its predictions empty (NaN, and "" for string labels); the ``row`` array says which
     data row each prediction is of.
     """
-    if samples < 1:
-        raise ConfigError(f"--samples must be >= 1, got {samples}")
+    metrics.check_samples(samples)
     if not 0.0 < interval < 1.0:
         raise ConfigError(f"--interval must lie strictly between 0 and 1, got {interval}")
     X, target, source, rows = load_inputs(run, data_path, missing=missing, layout=layout, notify=notify)
@@ -259,8 +259,7 @@ def predict_arrays(run: Run, X: np.ndarray, *, samples: int = 1000, seed: int = 
                    interval: float = 0.95) -> Predictions:
     """Per-example predictions of ``run`` on features ``X`` prepared as in the fit (:func:`transform`): the one
     predictive behind ``slang predict``, ``slang evaluate`` and the Python API."""
-    if samples < 1:
-        raise ConfigError(f"--samples must be >= 1, got {samples}")
+    metrics.check_samples(samples)
     if not 0.0 < interval < 1.0:
         raise ConfigError(f"--interval must lie strictly between 0 and 1, got {interval}")
     model = run.model

@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from slangcli import checkpoints, learned, streams, task, train, tuning
+from slangcli import checkpoints, learned, metrics, streams, task, train, tuning
 from slangcli.checkpoints import Checkpointing
 from slangcli.checks import recorded_options, stored_hyper
 from slangcli.errors import ConfigError, ConvergenceError, DataError, DivergenceError, FormatError, Interrupted
@@ -196,6 +196,7 @@ def _checked_method(
     restarts: int = 1,
     snr_every: int | None = None,
     snr_draws: int = 10,
+    eval_samples: int = 1000,
     **_,
 ):
     """:func:`_checked` with a method given or defaulted."""
@@ -265,6 +266,7 @@ def _checked_method(
 
     if likelihood != "auto" and likelihood not in LIKELIHOODS:
         raise ConfigError(f"unknown likelihood {likelihood!r} (choose from auto, {', '.join(LIKELIHOODS)})")
+    metrics.check_samples(eval_samples, "--eval-samples")
     return module, widths, hyper
 
 
@@ -483,7 +485,7 @@ def _fit_prepared(
         noise_precision=noise_precision, batch_size=batch_size, epochs=epochs, iterations=iterations,
         prior_precision=prior_precision, bias_prior_precision=bias_prior_precision, checkpointing=checkpointing, tune=tune, tune_folds=tune_folds,
         tune_epochs=tune_epochs, tune_rounds=tune_rounds, restarts=restarts, snr_every=snr_every,
-        snr_draws=snr_draws)
+        snr_draws=snr_draws, eval_samples=eval_samples)
     solver = is_solver(module)
     if not solver:
         batch_size = 32 if batch_size is None else batch_size
@@ -501,6 +503,8 @@ def _fit_prepared(
     hyper_obj, method_note = adapt(module, model, hyper_obj)
     if method_note:
         notify(method_note)
+    if hasattr(hyper_obj, "samples"):  # a step's weight samples are held at once
+        metrics.check_draws(hyper_obj.samples, model.n_params, f"--samples {hyper_obj.samples}")
     if solver:
         batch = n_steps = None
     else:

@@ -33,11 +33,17 @@ from typing import Iterator
 import numpy as np
 import scipy.special
 
+from slangcli._startup import memory_limit
+from slangcli.errors import ConfigError
 from slangcli.models import MLP
 from slangcli.quadrature import expect_sigmoid, expect_softplus
 from slangcli.streams import PREDICT, derive_rng
 
 PREDICTIVES = ("auto", "quadrature", "mc")
+# Monte-Carlo weight samples of a predictive (an evaluation, a prediction, a fit's final scores): at most this many.
+# More than 10 million would take days at any size and, for regression, hold 80 MB per example (the command line's
+# options and the Python API refuse more before anything is drawn).
+MAX_SAMPLES = 10**7
 # central predictive intervals whose coverage `slang evaluate` reports for regression
 COVERAGE_LEVELS = (0.5, 0.9, 0.95)
 # activations held by one forward pass (weight samples x rows x widest layer), about 128 MB in float64
@@ -94,6 +100,25 @@ def logit_moments(posterior, X):
 
 # weight samples drawn at once by the predictive (memory stays bounded for large S)
 SAMPLE_CHUNK = 64
+
+
+def check_samples(samples, option: str = "--samples") -> None:
+    """Refuse a count of predictive weight samples outside ``1 .. MAX_SAMPLES`` (one ConfigError naming
+    ``option``), before any is drawn."""
+    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or not 1 <= samples <= MAX_SAMPLES:
+        raise ConfigError(f"{option} must be a whole number from 1 to {MAX_SAMPLES}, got {samples!r}")
+
+
+def check_draws(n: int, n_params: int, what: str) -> None:
+    """Refuse ``n`` draws of ``n_params`` parameters held at once (``what`` says whose: ``"n = 10"``) when they
+    would take more memory than this process can have (``_startup.memory_limit``): one ConfigError naming the
+    size, instead of memory exhausted (or a machine swapping) once they are drawn."""
+    limit = memory_limit()
+    need = 8 * int(n) * int(n_params)
+    if limit is not None and need > limit:
+        raise ConfigError(f"{what}: {n} draws of {n_params} parameters take {need / 2**30:,.4g} GiB ({n} x "
+                          f"{n_params} x 8 bytes), more than the {limit / 2**30:,.3g} GiB of memory this process "
+                          "can have")
 
 
 def weight_samples(posterior, seed: int, samples: int) -> Iterator[np.ndarray]:

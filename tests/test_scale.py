@@ -267,3 +267,73 @@ def test_a_signal_while_a_fit_scores_its_posterior_stops_it_at_once(tmp_path, si
             or re.fullmatch(rf"slang: error: interrupted at step \d of 5 \({name}\), before any checkpoint: nothing "
                             r"written\n", err)), err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]
+
+
+# ------------------------------------------------------------------------------------- sizes before allocating
+
+
+@pytest.fixture(scope="module")
+def small_fit():
+    """A logistic regression fitted from Python to 40 rows."""
+    import slangcli
+    from conftest import binary_problem
+
+    X, y = binary_problem()
+    return slangcli.fit(X, y, epochs=2), X, y
+
+
+def test_sampling_more_draws_than_memory_holds_is_refused_before_drawing(small_fit, monkeypatch):
+    """FitResult.sample(10**10) drew chunk after chunk into a list until memory gave out; the size is checked
+    first (10**10 draws of 4 parameters: 298 GiB), and nothing is drawn."""
+    import slangcli.api
+
+    result, _, _ = small_fit
+
+    def drawn(*args, **kwargs):
+        raise AssertionError("weight samples were drawn")
+
+    monkeypatch.setattr(slangcli.api, "weight_samples", drawn)
+    with pytest.raises(ValueError, match=r"n = 10000000000: 10000000000 draws of 4 parameters take 298 GiB"):
+        result.sample(10**10)
+
+
+def test_a_sample_within_memory_is_the_draws_of_predict(small_fit):
+    result, _, _ = small_fit
+    draws = result.sample(130, seed=3)
+    from slangcli.metrics import weight_samples
+
+    np.testing.assert_array_equal(draws, np.concatenate(list(weight_samples(result.posterior, 3, 130))))
+
+
+@pytest.mark.parametrize("call", ["predict", "score", "fit"])
+def test_predictive_sample_counts_beyond_the_command_lines_limit_are_refused_in_python(small_fit, call):
+    """The command line refuses more than 10 million predictive samples (--samples, --eval-samples) before
+    anything is drawn; the Python API took any count (a regression's predictive then allocated samples x rows).
+    It refuses them too, with the option's name, even where the count would go unused (logistic regression's
+    predictive is exact)."""
+    import slangcli
+    from slangcli.errors import ConfigError
+
+    result, X, y = small_fit
+    option = "--eval-samples" if call == "fit" else "--samples"
+    with pytest.raises(ConfigError, match=f"{option} must be a whole number from 1 to 10000000, got 10000000000"):
+        if call == "predict":
+            result.predict(X, samples=10**10)
+        elif call == "score":
+            result.score(X, y, samples=10**10)
+        else:
+            slangcli.fit(X, y, epochs=1, eval_samples=10**10)
+
+
+def test_a_steps_weight_samples_beyond_memory_are_a_usage_error(tmp_path):
+    """slang fit --method bbb --samples 10000000000 drew the step's samples until memory ran out; the count is
+    checked against the memory this process can have before the fit starts (exit 2, one line)."""
+    from conftest import binary_problem, csv_text
+
+    (tmp_path / "data.csv").write_text(csv_text(*binary_problem()))
+    code, err = finished(slang("fit", "data.csv", "-o", "run.h5", "--method", "bbb", "--samples", "10000000000",
+                               "--epochs", "1", "--no-progress", cwd=tmp_path))
+    lines = [line for line in err.splitlines() if not line.startswith(("slang: task:", "slang: change the task"))]
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith("slang: error: --samples 10000000000: 10000000000 draws of 4 parameters take 298 GiB")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]

@@ -6,6 +6,7 @@ import os
 
 import click
 
+from slangcli.metrics import MAX_SAMPLES
 from slangcli.outputs import UnusableOutput, check_output_path
 
 DELIMITERS = {",": ",", ";": ";", "tab": "\t", "\\t": "\t", "\t": "\t", "whitespace": "whitespace", " ": "whitespace"}
@@ -15,11 +16,9 @@ DELIMITERS = {",": ",", ";": ";", "tab": "\t", "\\t": "\t", "\t": "\t", "whitesp
 SEED = click.IntRange(0, 2**63 - 1)
 
 
-# Monte-Carlo weight samples of an evaluation or prediction, and calibration bins: at most this many. More samples
-# than 10 million would take days at any size and, for regression, hold 80 MB per example; more bins than a
-# million cannot be filled by any test set slang reads, and 10**12 of them would need 8 TB (checked here, before
-# anything is allocated).
-MAX_SAMPLES = 10**7
+# Monte-Carlo weight samples of an evaluation or prediction (metrics.MAX_SAMPLES: more would take days), and
+# calibration bins: at most this many. More bins than a million cannot be filled by any test set slang reads, and
+# 10**12 of them would need 8 TB (checked here, before anything is allocated).
 MAX_BINS = 10**6
 SAMPLES = click.IntRange(1, MAX_SAMPLES)
 BINS = click.IntRange(1, MAX_BINS)
