@@ -117,6 +117,17 @@ def text(name, content):
     return write
 
 
+def endless_pipe(name, line):
+    """A FIFO ``name`` that ``yes LINE`` writes into without end (it stops when the reader closes it)."""
+
+    def write(d):
+        os.mkfifo(d / name)
+        subprocess.Popen(f"exec yes {shlex.quote(line)} > {shlex.quote(name)}", shell=True, cwd=d,
+                         stderr=subprocess.DEVNULL)
+
+    return write
+
+
 def both(*writers):
     def write(d):
         for w in writers:
@@ -383,6 +394,11 @@ CASES = [
          "and 100 x for this page, as the tests do)", ["fit", "bomb.csv.gz", "-o", "run.h5", *FAST], 1,
          text("bomb.csv.gz", gzip.compress(b"1,2,0\n" * (1 << 20), mtime=0)),
          before="import slangcli.readers._common as c; c.GZIP_FLOOR = 1 << 20; c.GZIP_RATIO = 100; "),
+    Case("CSV data", "a device as DATA (/dev/urandom: data without end)", ["fit", "/dev/urandom", "-o", "run.h5",
+                                                                            *FAST], 1),
+    Case("CSV data", "a pipe without end (a FIFO fed by `yes 1,2,0`, as `<(yes 1,2,0)` is) beyond the limit of a "
+         "stream, 1 GiB (lowered to 1 MiB for this page, as the tests do)", ["fit", "data.csv", "-o", "run.h5", *FAST],
+         1, endless_pipe("data.csv", "1,2,0"), before="import slangcli.readers._common as c; c.STREAM_LIMIT = 1 << 20; "),
     csv_fit("a file name holding a newline (escaped: the message stays one line)", "a,b,label\n1,2,no\n1,x,yes\n",
             name="tr\nain.csv"),
     csv_fit("missing value token in a feature", "a,b,label\n1,2,no\n1,?,yes\n3,NA,no\n"),
