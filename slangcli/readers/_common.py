@@ -373,6 +373,7 @@ def text_batches(blocks, name):
         if nul >= 0:
             raise DataError(f"{name}:{state['line'] + text.count(chr(10), 0, nul)}: NUL byte: not a text file")
         first, n_newlines = state["line"], text.count("\n")
+        state["line"] = first + n_newlines
         if 4 * n_newlines > len(text):
             # mostly blank lines: a search skips them in C (a list of a million empty strings per block is not
             # made), about twice as fast on such text and half as fast on dense text
@@ -383,11 +384,18 @@ def text_batches(blocks, name):
                 linenos.append(line)
                 texts.append(match.group().rstrip("\r"))
         else:
-            kept = [(k, line.rstrip("\r")) for k, line in enumerate(text.split("\n"), first)
+            lines = text.split("\n")
+            if "#" not in text and "\r" not in text:
+                # no comment and no carriage return: the lines kept are those that are not blank, and when only the
+                # last (after the block's final newline) is, their numbers run on from the first
+                texts = [line for line in lines if line.strip()]
+                if len(texts) == len(lines) - (not lines[-1].strip()):
+                    return list(range(first, first + len(texts))), texts
+                texts = []
+            kept = [(k, line.rstrip("\r")) for k, line in enumerate(lines, first)
                     if (head := line.lstrip()) and head[0] != "#"]
             linenos.extend(k for k, _ in kept)
             texts.extend(t for _, t in kept)
-        state["line"] = first + n_newlines
         return linenos, texts
 
     pending = []  # the bytes after the last newline seen, not yet decoded
