@@ -7,8 +7,8 @@ is coded the same way. ``train_test_split`` is a seeded random split; ``Standard
 affine scaling fitted on the training rows; ``check_width`` checks new data against the trained width. Every
 failure is a ``DataError`` with one line.
 
-Every pass over the rows goes through them a block at a time (:func:`row_blocks`), so that preparing data takes the
-memory of the prepared arrays and of one block, not of a temporary copy of all the data per operation: the same
+Every pass over the rows goes through them a block at a time (``blocks.row_blocks``), so that preparing data takes
+the memory of the prepared arrays and of one block, not of a temporary copy of all the data per operation: the same
 results bit for bit, the sums included (:func:`squared_deviations` adds the blocks in NumPy's own order).
 """
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from slangcli.blocks import pairwise_sum, row_blocks
 from slangcli.errors import DataError
 from slangcli.readers._common import _fmt_label, _listing
 
@@ -33,23 +34,12 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------------------
 # passes over the rows
 
-# cells (rows x columns) of one block of a pass over the rows, 2 MB in float64
-BLOCK_CELLS = 1 << 18
-
-
-def row_blocks(n: int, width: int = 1):
-    """Slices of ``range(n)`` of whole rows ``width`` cells wide, about ``BLOCK_CELLS`` cells each."""
-    step = max(8, BLOCK_CELLS // max(width, 1))
-    return [slice(lo, lo + step) for lo in range(0, n, step)]
-
-
 def squared_deviations(X: np.ndarray, mean) -> np.ndarray:
     """``((X - mean) ** 2).sum(axis=0)`` for float64 ``X : (N,)`` or ``(N, P)``, equal bit for bit to NumPy's, without
     its temporary copy of ``X``.
 
     NumPy adds the rows of a C-ordered ``(N, P)`` array (P > 1) one after the other, so the blocks are added in turn,
-    each starting from the sum so far; a single column it adds pairwise (halves, split at multiples of 8, down to
-    blocks of at most 128), so the blocks are the halves of that same recursion, each summed by NumPy."""
+    each starting from the sum so far; a single column it adds pairwise (``blocks.pairwise_sum``)."""
     n = X.shape[0]
     step = row_blocks(n, X.shape[1] if X.ndim == 2 else 1)[0].stop if n else 1
 
@@ -66,15 +56,7 @@ def squared_deviations(X: np.ndarray, mean) -> np.ndarray:
                 d[0] += total
             total = d.sum(axis=0)
         return total if total is not None else np.zeros(X.shape[1])
-
-    def pairwise(lo, count):
-        if count <= step:
-            return block(lo, lo + count).sum(axis=0)
-        half = count // 2
-        half -= half % 8
-        return pairwise(lo, half) + pairwise(lo + half, count - half)
-
-    return pairwise(0, n)
+    return pairwise_sum(n, step, block)
 
 
 def _distinct(y: np.ndarray, limit: int | None = None):

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from slangcli.blocks import row_blocks
 from slangcli.posteriors import MAX_ABS_VALUE
-from slangcli.prepare import row_blocks
 from slangcli.readers._common import _fmt_label, _listing
 
 # an integer target with more distinct values than this gets the regression hint
