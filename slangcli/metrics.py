@@ -208,8 +208,14 @@ def expected_nll(posterior, model: MLP, X, y, *, predictive="auto", samples=100,
     """``E_q[-log p(D | theta)]`` summed over the rows of ``X``."""
     predictive = resolve_predictive(model, predictive)
     if predictive == "quadrature":
-        m, v = logit_moments(posterior, X)
-        return float(np.sum(expect_softplus(m, v) - y * m))
+        # the terms E[softplus(f_n)] - y_n m_n of a block of rows at a time (the moments, the quadrature's output
+        # and the products of all rows at once took five vectors of the rows), then summed as before
+        terms = np.empty(X.shape[0])
+        step = moment_rows(X.shape[1] + 1)
+        for lo in range(0, X.shape[0], step):
+            m, v = logit_moments(posterior, X[lo : lo + step])
+            terms[lo : lo + step] = expect_softplus(m, v) - y[lo : lo + step] * m
+        return float(np.sum(terms))
     total = 0.0
     for theta in _sample_chunks(posterior, rng, samples):
         for rows in row_chunks(model, X.shape[0], theta.shape[0]):
