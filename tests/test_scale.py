@@ -142,6 +142,26 @@ def test_a_fit_takes_memory_of_its_data_and_of_blocks(tmp_path):
     assert peak < 64 * MB, f"{peak / MB:.0f} MB"
 
 
+def test_the_warm_up_residual_of_a_learned_noise_precision_takes_a_block_of_activations():
+    """A regression network that learns its noise precision takes, at the end of each warm-up epoch, the mean
+    squared residual of the posterior mean on every training row: one forward pass held every layer's activations
+    of all rows (320 MB for 200 000 rows and 100 hidden units); now a block of rows at a time, the same value."""
+    from slangcli.learned import mean_residual
+
+    rng = np.random.default_rng(0)
+    model = MLP((3, 100, 1), likelihood="gaussian")
+    mean = 0.3 * rng.standard_normal(model.n_params)
+    X = rng.standard_normal((200_000, 3))
+    y = X[:, 0] - X[:, 1]
+    value, peak = traced_peak(mean_residual, model, mean, X, y)
+    assert peak < 64 * MB, f"{peak / MB:.0f} MB"
+    f = np.concatenate([model.forward(mean[None, :], X[lo : lo + 1000])[0][0, :, 0] for lo in range(0, len(X), 1000)])
+    assert value == pytest.approx(np.mean((f - y) ** 2), rel=1e-12)
+    small = slice(0, 5000)  # within one block: one pass, as before
+    assert mean_residual(model, mean, X[small], y[small]) == np.mean(
+        (model.forward(mean[None, :], X[small])[0][0, :, 0] - y[small]) ** 2)
+
+
 def test_writing_predictions_as_csv_takes_a_block_of_rows(tmp_path, monkeypatch):
     """slang predict formatted every cell of every row as Python strings before writing the first (about 0.5 KB
     a row: gigabytes for ten million rows); now a block of rows at a time, and the same file."""
