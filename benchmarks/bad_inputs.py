@@ -398,7 +398,8 @@ CASES = [
                                                                             *FAST], 1),
     Case("CSV data", "a pipe without end (a FIFO fed by `yes 1,2,0`, as `<(yes 1,2,0)` is) beyond the limit of a "
          "stream, 1 GiB (lowered to 1 MiB for this page, as the tests do)", ["fit", "data.csv", "-o", "run.h5", *FAST],
-         1, endless_pipe("data.csv", "1,2,0"), before="import slangcli.readers._common as c; c.STREAM_LIMIT = 1 << 20; "),
+         1, endless_pipe("data.csv", "1,2,0"),
+         before="import slangcli.readers._common as c; c.STREAM_LIMIT = 1 << 20; "),
     csv_fit("a file name holding a newline (escaped: the message stays one line)", "a,b,label\n1,2,no\n1,x,yes\n",
             name="tr\nain.csv"),
     csv_fit("missing value token in a feature", "a,b,label\n1,2,no\n1,?,yes\n3,NA,no\n"),
