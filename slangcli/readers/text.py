@@ -11,8 +11,8 @@ Either may be gzip-compressed; ``slangcli.readers.read_table`` decodes the bytes
 hands them, a block at a time, to ``_parse_csv`` or ``_parse_libsvm``. Each parses a block of rows (about
 ``_CELLS`` cells, or the lines of one block of text) at a time into arrays, so that reading holds the table being
 built and one block's text, not the whole file and every cell of it as a Python object (which took about 1.3 KB per
-row of a two-column file, 13 GB for ten million rows); the table is put together once the last block is read, each
-block freed as soon as it is copied. Cells are split once and converted with one NumPy call per block; the offending
+row of a two-column file, 13 GB for ten million rows); the table is put together from the blocks (:class:`Rows`)
+once the last one is read. Cells are split once and converted with one NumPy call per block; the offending
 cell is searched for only after that call fails, so that its message names the file, the line and, where it
 applies, the column.
 
@@ -69,18 +69,48 @@ class _TextTargets(Exception):
     again with its targets as text (labels), as they would have been read whole."""
 
 
-def stack_rows(blocks, width=None) -> np.ndarray:
-    """The arrays ``blocks`` (rows of ``width`` columns, or 1-D) one after the other in one new array. Each block is
-    freed as soon as it is copied (``blocks`` is emptied), so the rows are held about once, not twice."""
-    n = sum(len(block) for block in blocks)
-    out = np.empty((n, width) if width is not None else n, dtype=blocks[0].dtype if blocks else np.float64)
-    blocks.reverse()
-    at = 0
-    while blocks:
-        block = blocks.pop()
-        out[at : at + len(block)] = block
-        at += len(block)
-    return out
+class Rows:
+    """Rows added a block at a time, kept in segments that double in size, then copied into one array, each
+    segment freed as soon as it is copied.
+
+    Small blocks, once freed, stay with the C library for reuse, so that copying them into one array held the
+    table twice at the end; the segments but the first few are large enough to be handed back to the system when
+    freed, so the table is held about once (and the segments are filled in place: no block is copied twice)."""
+
+    FIRST = 1 << 12  # rows of the first segment
+
+    def __init__(self):
+        self.segments, self.n, self.filled = [], 0, 0  # filled: rows in the last segment
+
+    def add(self, block: np.ndarray) -> None:
+        at = 0
+        while at < len(block):
+            if not self.segments or self.filled == len(self.segments[-1]):
+                size = max(self.FIRST, self.n)  # doubles the rows held
+                self.segments.append(np.empty((size, *block.shape[1:]), dtype=block.dtype))
+                self.filled = 0
+            last = self.segments[-1]
+            take = min(len(block) - at, len(last) - self.filled)
+            last[self.filled : self.filled + take] = block[at : at + take]
+            self.filled += take
+            self.n += take
+            at += take
+
+    def result(self, shape=(), dtype=np.float64) -> np.ndarray:
+        """The rows added, in one array (rows of ``shape`` and ``dtype`` when there are none)."""
+        if not self.segments:
+            return np.empty((0, *shape), dtype=dtype)
+        segments, self.segments = self.segments, []
+        out = np.empty((self.n, *segments[0].shape[1:]), dtype=segments[0].dtype)
+        segments.reverse()
+        at = 0
+        while segments:
+            segment = segments.pop()
+            take = min(len(segment), self.n - at)
+            out[at : at + take] = segment[:take]
+            at += take
+            del segment
+        return out
 
 
 def _looks_like_libsvm(line):
@@ -185,7 +215,7 @@ class _CsvTable:
     def __init__(self, name, ncols, t, keep, names, na, missing, text_targets):
         self.name, self.ncols, self.t, self.keep, self.names, self.na = name, ncols, t, keep, names, na
         self.missing, self.text_targets = missing, text_targets
-        self.X, self.y = [], []  # the blocks kept
+        self.X, self.y = Rows(), Rows()  # the rows kept (self.y: a list of blocks when the targets are text)
         self.rows_read = self.rows_missing = 0
         self.dropped_lines = []
         # problems reported once the whole file is read (their message counts rows, or their kind ranks below
@@ -282,9 +312,15 @@ class _CsvTable:
             i, j = (int(k) for k in np.argwhere(bad)[0])
             self.non_finite = f"{self.where(data_lines[i], keep[j])}: value is {_nonfinite_word(X[i, j])}"
             return
-        self.X.append(X)
+        self.X.add(X)
         if t is not None:
-            self.y.append(self._targets(target_cells, data_lines))
+            y = self._targets(target_cells, data_lines)
+            if not self.text_targets:
+                self.y.add(y)
+            elif isinstance(self.y, list):
+                self.y.append(y)
+            else:  # text from the first block kept: blocks of strings of their own widths, joined at the end
+                self.y = [y]
 
     def _targets(self, cells, lines) -> np.ndarray:
         """The target cells of a block: numbers while every cell of the file so far is one, else text."""
@@ -321,10 +357,10 @@ class _CsvTable:
         if self.bad_target is not None:
             raise DataError(self.bad_target)
         info = {"rows_dropped": int(self.rows_missing), "dropped_lines": self.dropped_lines}
-        X = stack_rows(self.X, len(self.keep))
+        X = self.X.result((len(self.keep),))
         if self.t is None:
             return X, None, info
-        y = stack_rows(self.y) if not self.text_targets else np.concatenate(self.y)
+        y = self.y.result() if isinstance(self.y, Rows) else np.concatenate(self.y)
         return X, y, info
 
 
@@ -612,7 +648,10 @@ def _parse_libsvm(name, batches, n_features):
         X[first + row_of, index - 1] = values
         first += len(y)
     entries.clear()
-    return X, stack_rows(labels)
+    y = Rows()
+    for block in labels:
+        y.add(block)
+    return X, y.result()
 
 
 def _libsvm_block(name, linenos, texts, n_features):
