@@ -110,8 +110,9 @@ class LabelMap:
         """The classes as text, integral numbers without a trailing ``.0`` (``-1``, ``4``, ``benign``)."""
         return tuple(_fmt_label(c) for c in self.classes)
 
-    def encode(self, y, *, path) -> np.ndarray:
-        """Codes of the labels ``y : (N,)`` as an int64 array ``(N,)``.
+    def encode(self, y, *, path, dtype=np.int64) -> np.ndarray:
+        """Codes of the labels ``y : (N,)`` as an array ``(N,)`` of ``dtype`` (int64; float64 for a Bernoulli
+        likelihood's targets, made directly rather than converted from a copy).
 
         Numeric and string labels are compared by value: the string ``"1"`` matches the class ``1.0``, and
         the number ``1.0`` matches the class ``"1"``. A value not among ``classes`` is a ``DataError`` naming
@@ -122,7 +123,7 @@ class LabelMap:
             raise DataError(f"{path}: labels must be one-dimensional, got shape {y.shape}")
         known = np.array(self.classes, dtype=np.float64 if self.numeric else str)
         order = np.argsort(known, kind="stable")
-        codes = np.empty(len(y), dtype=np.int64)
+        codes = np.empty(len(y), dtype=dtype)
         for rows in row_blocks(len(y)):  # (each row's code alone: the blocks bound the temporaries)
             if self.numeric:
                 if y.dtype.kind in "biuf":
@@ -134,8 +135,9 @@ class LabelMap:
                 if values.size == 0:
                     values = values.astype(known.dtype)
             position = np.minimum(np.searchsorted(known[order], values), len(known) - 1)
-            codes[rows] = order[position]
-            unknown = np.flatnonzero(known[codes[rows]] != values)  # NaN != NaN, so a NaN label is unknown too
+            block = order[position]
+            codes[rows] = block
+            unknown = np.flatnonzero(known[block] != values)  # NaN != NaN, so a NaN label is unknown too
             if unknown.size:
                 i = rows.start + int(unknown[0])
                 raise DataError(
@@ -316,7 +318,7 @@ def choose_likelihood(likelihood: str, y, path) -> str:
     return "gaussian"
 
 
-def _standardised(y, mean: float, scale: float) -> np.ndarray:
+def standardised(y, mean: float, scale: float) -> np.ndarray:
     """``(y - mean) / scale`` in float64, a block of rows at a time."""
     out = np.empty(len(y))
     for rows in row_blocks(len(y)):
@@ -370,8 +372,8 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
     else:
         labels = fit_labels(y_train_raw, path=name, n_classes=2 if likelihood == "bernoulli" else None)
         dtype = float if likelihood == "bernoulli" else np.int64
-        y_train = labels.encode(y_train_raw, path=name).astype(dtype)
-        y_test = None if y_test_raw is None else labels.encode(y_test_raw, path=test_name).astype(dtype)
+        y_train = labels.encode(y_train_raw, path=name, dtype=dtype)
+        y_test = None if y_test_raw is None else labels.encode(y_test_raw, path=test_name, dtype=dtype)
         targets["classes"] = list(labels.classes)
         n_outputs = 1 if likelihood == "bernoulli" else len(labels.classes)
 

@@ -185,8 +185,8 @@ def transform(run: Run, X, y_raw, path) -> tuple[np.ndarray, np.ndarray | None]:
         target = Standardizer(mean=run.arrays["target_mean"], scale=run.arrays["target_scale"])
         y = target.apply(y_raw.astype(float)[:, None], path=path)[:, 0]
     else:
-        codes = LabelMap(tuple(run.data["labels"]["classes"])).encode(y_raw, path=path)
-        y = codes.astype(float) if run.model.likelihood == "bernoulli" else codes
+        dtype = float if run.model.likelihood == "bernoulli" else np.int64
+        y = LabelMap(tuple(run.data["labels"]["classes"])).encode(y_raw, path=path, dtype=dtype)
     return X, y
 
 
