@@ -70,14 +70,16 @@ class _TextTargets(Exception):
 
 
 class Rows:
-    """Rows added a block at a time, kept in segments that double in size, then copied into one array, each
-    segment freed as soon as it is copied.
+    """Rows added a block at a time, kept in segments that double in size up to ``SEGMENT`` bytes, then copied
+    into one array, each segment freed as soon as it is copied.
 
     Small blocks, once freed, stay with the C library for reuse, so that copying them into one array held the
-    table twice at the end; the segments but the first few are large enough to be handed back to the system when
-    freed, so the table is held about once (and the segments are filled in place: no block is copied twice)."""
+    table twice at the end; segments of ``SEGMENT`` bytes are handed back to the system when freed (the C library
+    maps allocations of 32 MB and more on their own), so the table is held once and one segment more (and the
+    segments are filled in place: no block is copied twice)."""
 
     FIRST = 1 << 12  # rows of the first segment
+    SEGMENT = 64 << 20  # bytes of the largest segments
 
     def __init__(self):
         self.segments, self.n, self.filled = [], 0, 0  # filled: rows in the last segment
@@ -86,7 +88,8 @@ class Rows:
         at = 0
         while at < len(block):
             if not self.segments or self.filled == len(self.segments[-1]):
-                size = max(self.FIRST, self.n)  # doubles the rows held
+                row_bytes = block.dtype.itemsize * max(int(np.prod(block.shape[1:])), 1)
+                size = max(self.FIRST, min(self.n, self.SEGMENT // row_bytes))  # doubles the rows held, up to SEGMENT
                 self.segments.append(np.empty((size, *block.shape[1:]), dtype=block.dtype))
                 self.filled = 0
             last = self.segments[-1]
