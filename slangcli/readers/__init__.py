@@ -40,7 +40,8 @@ __all__ = [
 
 
 def read_table(path, *, format="auto", target=None, delimiter=None, header=None, n_features=None,
-               targetless_width=None, drop_columns=None, columns=None, na_values=None, missing="error") -> Table:
+               targetless_width=None, drop_columns=None, columns=None, na_values=None, missing="error",
+               layout=None) -> Table:
     """Read a CSV-like, LIBSVM or IDX file, optionally gzip-compressed, into a dense ``Table``.
 
     Parameters
@@ -77,7 +78,13 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         cell, ``NA``, ``NaN``, ``?``).
     missing : {"error", "drop"}
         CSV only: a missing value in a feature or the target is an error naming its place and token, or its row
-        is left out (counted in the provenance).
+        is left out (counted in the provenance; ``Table.rows`` says which rows are left).
+    layout : None or callable
+        CSV only: data read against a stored run (``slangcli.columns``). ``layout(names, ncols, line)`` returns
+        the target column (None: the file has none) and the feature columns in the model's order, from the header
+        names (None without a header row), the number of columns and the first line's number, or raises
+        ``DataError``; ``target`` then only helps detect the header, and ``targetless_width``, ``drop_columns``
+        and ``columns`` are not used.
 
     Returns
     -------
@@ -114,12 +121,12 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         try:
             fmt, X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_text(
                 name, source, fmt, target, delimiter, header, n_features, targetless_width, drop_columns, columns,
-                na_values, missing)
+                na_values, missing, layout=layout)
         except _TextTargets:  # read again, the targets as text (labels) from the first row
             source.restart()
             fmt, X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_text(
                 name, source, fmt, target, delimiter, header, n_features, targetless_width, drop_columns, columns,
-                na_values, missing, text_targets=True)
+                na_values, missing, text_targets=True, layout=layout)
         digest = source.sha256()
     finally:
         source.close()
@@ -140,11 +147,11 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     if info.get("rows_dropped"):
         provenance["rows_dropped"] = info["rows_dropped"]
         provenance["dropped_lines"] = info["dropped_lines"]
-    return Table(X=X, y=y, feature_names=feature_names, provenance=provenance)
+    return Table(X=X, y=y, feature_names=feature_names, provenance=provenance, rows=info.get("rows"))
 
 
 def _parse_text(name, source, fmt, target, delimiter, header, n_features, targetless_width, drop_columns, columns,
-                na_values, missing, text_targets=False):
+                na_values, missing, text_targets=False, layout=None):
     """Parse the text of ``source``, a block of lines at a time: ``(format, X, y, feature_names, header, delimiter,
     target, info)`` (the last four None and {} for LIBSVM)."""
     batches = (batch for batch in text_batches(source.blocks(), name) if batch[1])
@@ -160,7 +167,7 @@ def _parse_text(name, source, fmt, target, delimiter, header, n_features, target
         return fmt, X, y, tuple(f"f{j + 1}" for j in range(X.shape[1])), None, None, None, {}
     X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_csv(
         name, batches, target, delimiter, header, targetless_width, drop_columns=drop_columns, columns=columns,
-        na_values=na_values, missing=missing, text_targets=text_targets)
+        na_values=na_values, missing=missing, text_targets=text_targets, layout=layout)
     if n_features is not None and X.shape[1] != n_features:
         raise DataError(f"{name}: {X.shape[1]} feature columns, but n_features is {n_features}")
     return fmt, X, y, feature_names, header_used, delimiter_used, target_used, info

@@ -133,16 +133,20 @@ def _looks_like_libsvm(line):
 
 
 def _parse_csv(name, batches, target, delimiter, header, width_without_target=None, *, drop_columns=None,
-               columns=None, na_values=NA_VALUES, missing="error", text_targets=False):
+               columns=None, na_values=NA_VALUES, missing="error", text_targets=False, layout=None):
     """Parse the lines of a CSV-like file: ``batches`` yields ``(linenos, texts)`` of its lines, a block at a time
     (``_common.text_batches``). ``width_without_target``: the file may lack its target column, and does when it has
     exactly this many. ``text_targets``: the targets are labels, kept as text (else numbers while every one is; one
-    that is not after blocks of numbers raises ``_TextTargets``).
+    that is not after blocks of numbers raises ``_TextTargets``). ``layout``: a function ``(names, ncols, line) ->
+    (target, features)`` that chooses the target column (None: there is none) and the feature columns, in the
+    order wanted, from the header names (None without a header), the number of columns and the first line's
+    number; ``target`` then only helps detect a header row.
 
     Returns ``(X, y, feature_names, header, delimiter, target, info)``; ``info`` holds ``feature_columns`` (the
     0-based file column of each feature), ``columns_dropped`` (names of the columns left out by
-    ``drop_columns``/``columns``), ``rows_dropped`` and ``dropped_lines`` (the first lines dropped for a missing
-    value, ``missing="drop"``).
+    ``drop_columns``/``columns``, or not chosen by ``layout``), ``rows_dropped`` and ``dropped_lines`` (the first
+    lines dropped for a missing value, ``missing="drop"``) and ``rows`` (the 0-based data row of each row kept,
+    when some were dropped).
     """
     if missing not in MISSING_POLICIES:
         raise DataError(f"{name}: missing must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
@@ -163,7 +167,13 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
     rows, row_lines = next(groups)  # at least two rows, unless the file holds only one
     ncols = len(rows[0])
     selected = drop_columns is not None or columns is not None
-    if width_without_target is None:
+    if layout is not None:
+        if header is None:
+            header = _detect_header(rows, target, ncols)
+        names = [cell.strip() for cell in rows[0]] if header else None
+        t, keep = layout(names, ncols, row_lines[0])
+        has_target = t is not None
+    elif width_without_target is None:
         has_target = True
     elif selected:
         has_target = not _fits_without_target(name, rows, ncols, header, width_without_target, drop_columns, columns)
@@ -176,7 +186,7 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
             f"{name}:{row_lines[0]}: {ncols} columns, expected {p} (features only) or {p + 1} (features and the "
             "target)"
         )
-    if has_target and ncols < 2:
+    if has_target and ncols < 2 and layout is None:
         shown = "runs of whitespace" if delim == "whitespace" else repr(delim)
         raise DataError(
             f"{name}:{row_lines[0]}: one column found (delimiter {shown}): "
@@ -189,10 +199,13 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
     if header and len(rows) == 1:  # (a block holds two rows whenever the file has them)
         raise DataError(f"{name}: no data rows (only a header)")
     # without a target column every column is a feature: t = ncols puts none of them on the target's side
-    t = _resolve_target(name, target, names, ncols) if has_target else ncols
-    keep = _feature_columns(name, ncols, t, names, drop_columns, columns)
+    if layout is None:
+        t = _resolve_target(name, target, names, ncols) if has_target else ncols
+        keep = _feature_columns(name, ncols, t, names, drop_columns, columns)
+    elif t is None:
+        t = ncols
     p = len(keep)
-    if width_without_target is not None and has_target and p != width_without_target:
+    if layout is None and width_without_target is not None and has_target and p != width_without_target:
         raise DataError(f"{name}:{row_lines[0]}: {p} feature columns besides the target (of {ncols}, "
                         f"--drop-columns/--columns applied), but the model takes {width_without_target}")
     if header:
@@ -221,6 +234,7 @@ class _CsvTable:
         self.X, self.y = Rows(), Rows()  # the rows kept (self.y: a list of blocks when the targets are text)
         self.rows_read = self.rows_missing = 0
         self.dropped_lines = []
+        self.kept = []  # (first data row, rows, rows kept) of each block that lost a row
         # problems reported once the whole file is read (their message counts rows, or their kind ranks below
         # one that a later block may hold): (where, what) of the first missing value, then messages
         self.first_missing = None
@@ -241,6 +255,7 @@ class _CsvTable:
         n, p = len(data), len(keep)
         if n == 0:
             return
+        first_row = self.rows_read
         self.rows_read += n
         if keep == list(range(ncols - 1)):
             cells = [cell for row in data for cell in row[:-1]]
@@ -304,6 +319,7 @@ class _CsvTable:
                 return  # the file is refused once it is read: its rows need not be kept
             self.dropped_lines += [data_lines[i] for i in dropped[: _LISTED_LINES - len(self.dropped_lines)]]
             kept = ~row_missing
+            self.kept.append((first_row, n, np.flatnonzero(kept)))
             X = X[kept]
             if target_cells is not None:
                 target_cells = [cell for cell, k in zip(target_cells, kept) if k]
@@ -360,6 +376,13 @@ class _CsvTable:
         if self.bad_target is not None:
             raise DataError(self.bad_target)
         info = {"rows_dropped": int(self.rows_missing), "dropped_lines": self.dropped_lines}
+        if self.kept:  # the 0-based data row of each row kept, for a caller that puts results back in place
+            rows, done = [], 0
+            for first_row, n, kept in self.kept:
+                rows += [np.arange(done, first_row), first_row + kept]
+                done = first_row + n
+            rows.append(np.arange(done, self.rows_read))
+            info["rows"] = np.concatenate(rows)
         X = self.X.result((len(self.keep),))
         if self.t is None:
             return X, None, info
