@@ -249,14 +249,21 @@ class Standardizer:
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[0] == 0:
             raise DataError(f"a standardizer needs a non-empty (N, P) array, got shape {X.shape}")
-        # Computed in units of a power of two near each column's largest magnitude: the squares of features near
-        # 1e300 overflow (an infinite scale) and those of features near 1e-300 underflow to 0 (a zero scale), while
-        # in these units they are of order 1. Scaling by a power of two is exact, so data of ordinary magnitude get
-        # bit for bit the mean and standard deviation computed directly.
-        k = _exponents(np.abs(X).max(axis=0))
-        scaled = np.ldexp(X, -k)
-        mean = np.ldexp(scaled.mean(axis=0), k)
-        scale = np.ldexp(scaled.std(axis=0), k)
+        # Data of ordinary magnitude: the mean, and the standard deviation a block of rows at a time (without the
+        # temporary copy of X that X.std makes), bit for bit NumPy's. Beyond, in units of a power of two near each
+        # column's largest magnitude: the squares of features near 1e300 overflow (an infinite scale) and those of
+        # features near 1e-300 underflow to 0 (a zero scale), while in these units they are of order 1. Scaling by
+        # a power of two is exact; it costs a copy of the data, which only such data pay.
+        largest = np.maximum(X.max(axis=0), -X.min(axis=0))
+        if np.all((largest < ORDINARY) & ((largest > 1 / ORDINARY) | (largest == 0))):
+            mean = X.mean(axis=0)
+            scale = np.sqrt(squared_deviations(X, mean) / X.shape[0])
+        else:
+            k = _exponents(largest)
+            scaled = np.ldexp(X, -k)
+            mean = np.ldexp(scaled.mean(axis=0), k)
+            scale = np.ldexp(scaled.std(axis=0), k)
+            del scaled
         # A constant column has std 0 (or rounding noise near 1e-17 when its mean is not exact): dividing
         # would give NaN or amplify that noise. Centring on the value itself with scale 1 maps it to exactly
         # 0, and a different value at prediction time stays in its raw units instead of exploding. (Its maximum
@@ -285,6 +292,10 @@ class Standardizer:
             raise DataError(f"{path}: {where}: {X[row, col]:.3g} overflows float64 once standardised with the "
                             f"fit's mean {self.mean[col]:.3g} and scale {self.scale[col]:.3g}")
         return out
+
+
+# magnitudes whose squares, summed over any number of rows a machine holds, stay within float64's normal range
+ORDINARY = 1e100
 
 
 def _exponents(magnitudes) -> np.ndarray:
