@@ -9,9 +9,9 @@ default: a temporary directory), and ``python -m slangcli fit FILE --iterations 
 it in a subprocess with each ``--checkout`` first on its PYTHONPATH: its peak resident memory (``ru_maxrss`` of the
 child, as ``/usr/bin/time -v`` reports it), its wall time and exit code, beside the size of the table it holds
 (rows x (features + 1) x 8 bytes) and of the file (compressed and as text). Each checkout's baseline, the peak of
-the same fit of 100 rows (Python, NumPy, SciPy and h5py loaded), is measured first; ``above`` is the peak beyond it. The fits run one after the other; run
-the script under ``nice`` on a shared machine (ten million rows took 16 GB and 95 s before the passes over the data
-were made blockwise).
+the same fit of 100 rows (Python, NumPy, SciPy and h5py loaded), is measured first; ``above`` is the peak beyond it.
+The fits run one after the other; run the script under ``nice`` on a shared machine (ten million rows took 16 GB and
+85 s before the passes over the data were made blockwise).
 """
 
 from __future__ import annotations

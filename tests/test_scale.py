@@ -317,8 +317,9 @@ def test_sampling_more_draws_than_memory_holds_is_refused_before_drawing(small_f
     monkeypatch.setattr(slangcli.api, "weight_samples", drawn)
     # (a machine of 64 GiB, whatever this one has)
     monkeypatch.setattr(slangcli.metrics, "memory_limit", lambda: 64 << 30)
-    with pytest.raises(ValueError, match=r"n = 10000000000: 10000000000 draws of 4 parameters take 298 GiB \(10000000000 "
-                                         r"x 4 x 8 bytes\), more than the 64 GiB of memory this process can have"):
+    with pytest.raises(ValueError, match=r"n = 10000000000: 10000000000 draws of 4 parameters take 298 GiB "
+                                         r"\(10000000000 x 4 x 8 bytes\), more than the 64 GiB of memory this "
+                                         r"process can have"):
         result.sample(10**10)
 
 
