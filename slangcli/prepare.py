@@ -273,9 +273,10 @@ class Standardizer:
         scale = np.where(constant, 1.0, scale)
         return cls(mean=mean, scale=scale)
 
-    def apply(self, X, *, path: str = "the data") -> np.ndarray:
-        """The standardised copy of ``X : (N, P)``; a value that overflows float64 once standardised (data near
-        1e300 given to a fit whose scale is 1e-300) is a ``DataError`` naming ``path`` and its row."""
+    def apply(self, X, *, path: str = "the data", overwrite: bool = False) -> np.ndarray:
+        """The standardised copy of ``X : (N, P)`` (with ``overwrite``, ``X`` itself standardised in place when it
+        is a float64 array); a value that overflows float64 once standardised (data near 1e300 given to a fit
+        whose scale is 1e-300) is a ``DataError`` naming ``path`` and its row."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.mean.shape[0]:
             raise DataError(f"the standardizer was fitted on {self.mean.shape[0]} features, got shape {X.shape}")
@@ -283,13 +284,14 @@ class Standardizer:
         # subtracting the mean of features near the float64 limit does not overflow; one array is allocated
         k = _exponents(self.scale)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # checked below, naming the value
-            out = np.ldexp(X, -k)
+            out = np.ldexp(X, -k, out=X if overwrite else None)
             out -= np.ldexp(self.mean, -k)
             out /= np.ldexp(self.scale, -k)
         if not np.isfinite(out).all():
             row, col = np.argwhere(~np.isfinite(out))[0]
             where = f"data row {row + 1}" + (f", feature {col} (0-based)" if X.shape[1] > 1 else "")
-            raise DataError(f"{path}: {where}: {X[row, col]:.3g} overflows float64 once standardised with the "
+            value = "a value" if out is X else f"{X[row, col]:.3g}"  # (overwritten in place)
+            raise DataError(f"{path}: {where}: {value} overflows float64 once standardised with the "
                             f"fit's mean {self.mean[col]:.3g} and scale {self.scale[col]:.3g}")
         return out
 
@@ -353,14 +355,16 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
             standardize: bool = False, name: str = "training data", test_name: str = "test data",
             train_provenance: dict | None = None, test_provenance: dict | None = None, feature_names=(),
             options: dict | None = None, features_name: str | None = None,
-            test_features_name: str | None = None) -> Prepared:
+            test_features_name: str | None = None, overwrite: bool = False) -> Prepared:
     """Code the targets and standardise the features of raw arrays: the one preparation behind the files of
     ``slang fit`` and the arrays of ``slangcli.fit``.
 
     ``X_* : (N, P)`` float64 features; ``y_*_raw`` the raw targets (label values of any kind, or numbers).
     ``likelihood="auto"`` is resolved by :func:`choose_likelihood`. Classification codes the label values, sorted,
     as 0..K-1 (the classes are stored); regression standardises the target with training statistics (stored), so
-    the noise precision acts on the standardised scale. ``name`` and ``test_name`` are what messages call the data,
+    the noise precision acts on the standardised scale. ``overwrite``: the features may be standardised in place
+    (arrays the caller read and holds for nothing else: a file's table). ``name`` and ``test_name`` are what
+    messages call the data,
     ``features_name`` and ``test_features_name`` their features when these are apart (arrays ``X`` and ``y``).
     """
     features_name = features_name or name
@@ -390,8 +394,8 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
 
     if standardize:
         std = Standardizer.fit(X_train)
-        X_train = std.apply(X_train, path=features_name)
-        X_test = None if X_test is None else std.apply(X_test, path=test_features_name)
+        X_train = std.apply(X_train, path=features_name, overwrite=overwrite)
+        X_test = None if X_test is None else std.apply(X_test, path=test_features_name, overwrite=overwrite)
         arrays["feature_mean"], arrays["feature_scale"] = std.mean, std.scale
 
     data = {

@@ -143,7 +143,8 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
     prepared = prepare(X_train, y_train_raw, X_test, y_test_raw, likelihood=likelihood,
                        standardize=bool(opts.standardize), name=opts.path, test_name=opts.test or opts.path,
                        train_provenance=table.provenance, test_provenance=test,
-                       feature_names=table.feature_names, options=opts.record())
+                       feature_names=table.feature_names, options=opts.record(),
+                       overwrite=True)  # the table is read for this preparation alone: standardised in place
     if train_index is not None:
         prepared.arrays["train_index"], prepared.arrays["test_index"] = train_index, test_index
     return prepared
