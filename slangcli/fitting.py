@@ -403,11 +403,11 @@ def barely_better(test: dict | None, baseline: dict, prepared: Prepared, run: Ru
     if "rmse" in test:
         gain = 1.0 - (test["rmse"] / baseline["rmse"]) ** 2 if baseline["rmse"] > 0 else 1.0
         scores = (f"RMSE {test['rmse']:.4g} against {baseline['rmse']:.4g} for the training mean: "
-                  f"only {100 * gain:.1f} % of the variance explained")
+                  + (f"only {100 * gain:.1f} % of the variance explained" if gain >= 0 else "worse than it"))
     else:
         gain = 1.0 - test["nll"] / baseline["nll"] if baseline["nll"] > 0 else 1.0
         scores = (f"NLL {test['nll']:.4g} against {baseline['nll']:.4g} for the training class frequencies: "
-                  f"only {100 * gain:.1f} % of it removed")
+                  + (f"only {100 * gain:.1f} % of it removed" if gain >= 0 else "worse than it"))
     if gain >= BARELY_BETTER:
         return None
     return (f"warning: the fit is barely better than a constant predictor {where} ({scores}); "
