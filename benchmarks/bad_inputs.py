@@ -606,8 +606,13 @@ CASES = [
     Case("Run files", "a 20 KB run file declaring an 8 TB chunked dataset", ["evaluate", "run.h5"], 1,
          fitted(h5edit(lambda f: f["history"].create_dataset("huge", shape=(10**12,), dtype="f8",
                                                              chunks=(1024,))))),
+    Case("Output files, signals and resources", "a step's weight samples beyond the memory the process can have "
+         "(ulimit -v 700000, nine million weights): refused before the fit",
+         ["fit", "train.csv", "--hidden", "3000,3000", "--method", "slang", *FAST, "-o", "run.h5"], 2,
+         text("train.csv", GOOD_CSV), memory=700 << 20),
     Case("Output files, signals and resources", "memory exhausted during the fit (ulimit -v 700000, nine million "
-         "weights)", ["fit", "train.csv", "--hidden", "3000,3000", "--method", "slang", *FAST, "-o", "run.h5"], 1,
+         "weights, one weight sample a step)", ["fit", "train.csv", "--hidden", "3000,3000", "--method", "slang",
+                                               "--samples", "1", *FAST, "-o", "run.h5"], 1,
          text("train.csv", GOOD_CSV), memory=700 << 20),
     Case("Output files, signals and resources", "SIGTERM while slang predict writes its CSV file",
          ["predict", "run.h5", "many.csv", "-o", "p.csv"], 143, many_rows, signal=Signal(15, glob=".p.csv*.tmp")),
