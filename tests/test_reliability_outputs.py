@@ -18,11 +18,10 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
-ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-FAST = ["--epochs", "2", "--no-progress"]
+from test_reliability import ENV, FAST, small  # noqa: F401 (small: the fixture of a CSV file and its runs)
+from test_reliability import one_error as one_line
 
 
 def _as_a_user() -> list[str]:
@@ -40,29 +39,6 @@ def slang(*args, cwd, as_user=False, stdout=subprocess.PIPE, timeout=120):
                           stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=timeout)
     assert "Traceback" not in proc.stderr and "Warning" not in proc.stderr, proc.stderr
     return proc
-
-
-def one_line(proc, code, *words):
-    """Exit ``code`` and exactly one error line (``slang: error:`` or click's ``Error:``) holding ``words``."""
-    assert proc.returncode == code, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
-    assert len(lines) == 1, proc.stderr
-    for word in words:
-        assert word in lines[0], proc.stderr
-
-
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    """A directory with ``train.csv`` (3 features, binary label) and ``linear.h5`` fitted to it with a test split."""
-    d = tmp_path_factory.mktemp("small")
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(60, 3))
-    y = (X @ [1.5, -1.0, 0.5] > 0).astype(int)
-    (d / "train.csv").write_text("a,b,c,label\n" + "".join(f"{a:.5f},{b:.5f},{c:.5f},{t}\n"
-                                                           for (a, b, c), t in zip(X, y)))
-    done = slang("fit", "train.csv", "-o", "linear.h5", *FAST, "--test-fraction", "0.25", cwd=d)
-    assert done.returncode == 0, done.stderr
-    return d
 
 
 # ------------------------------------------------------------------------------------------- a closed stdout
