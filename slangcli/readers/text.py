@@ -500,36 +500,31 @@ def _row_groups(name, batches, delim):
     about ``_CELLS`` cells (at least two rows; the width of the first row sets the number of rows)."""
     group = None
     rows, row_lines = [], []
-    if delim == "whitespace":
-        for linenos, texts in batches:
-            rows += [text.split() for text in texts]
-            row_lines += linenos
-            if group is None and rows:
-                group = max(2, _CELLS // len(rows[0]))
-            while group is not None and len(rows) >= group:
-                yield rows[:group], row_lines[:group]
-                rows, row_lines = rows[group:], row_lines[group:]
-        if rows:
-            yield rows, row_lines
-        return
+    whitespace = delim == "whitespace"
+    sep = None if whitespace else delim  # (str.split(None) splits at runs of whitespace)
     # Lines without a quote, a carriage return or a space that the reader would skip split at the delimiter
     # exactly as the reader splits them: such blocks are split in C, a row a line, until the first block that
-    # is not, from which on every line goes to the reader.
+    # is not, from which on every line goes to the reader. Whitespace-separated lines are all split in C.
     batches = iter(batches)
     limit = csv.field_size_limit()
     for linenos, texts in batches:
-        joined = "\n" + "\n".join(texts)
-        if '"' in joined or "\r" in joined or "\n " in joined or delim + " " in joined or (
-                texts and max(map(len, texts)) > limit):
-            batches = itertools.chain([(linenos, texts)], batches)
-            break
-        rows += [text.split(delim) for text in texts]
+        if not whitespace:
+            joined = "\n" + "\n".join(texts)
+            if '"' in joined or "\r" in joined or "\n " in joined or delim + " " in joined or (
+                    texts and max(map(len, texts)) > limit):
+                batches = itertools.chain([(linenos, texts)], batches)
+                break
+        rows += [text.split(sep) for text in texts]
         row_lines += linenos
         if group is None and rows:
             group = max(2, _CELLS // len(rows[0]))
         while group is not None and len(rows) >= group:
             yield rows[:group], row_lines[:group]
             rows, row_lines = rows[group:], row_lines[group:]
+    if whitespace:
+        if rows:
+            yield rows, row_lines
+        return
     # Lines go to one reader, with their newline, so that a quoted cell spanning lines (and blocks) keeps it;
     # strict mode turns an unterminated quote into an error instead of a cell that silently swallows the rest of
     # the file.
