@@ -420,7 +420,8 @@ def _likely_cause(prepared: Prepared, run: Run) -> str:
     if not prepared.data.get("standardize") and prepared.X_train.size:
         # far from unit scale, or far from centred (a length of 200 +- 14 mm), raw features make the posterior's
         # directions of very different curvature: few steps of any size fit them
-        size = np.sqrt(np.mean(prepared.X_train**2, axis=0))
+        X = prepared.X_train
+        size = np.sqrt(np.einsum("np,np->p", X, X) / len(X))  # (without a squared copy of the data)
         size = size[size > 0]
         if size.size and (size.max() > 10 or size.min() < 0.1):
             return (f"likely cause: the features are used as read, of magnitudes (root mean square) from "
