@@ -19,6 +19,7 @@ anything else by position, refused unless it has exactly the model's number of f
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import warnings
 from dataclasses import replace
@@ -30,6 +31,7 @@ from slangcli import columns, workflow
 from slangcli.errors import DataError, DataTypeError
 from slangcli.io import POSTERIOR_NAMES, Run, read_run, write_run
 from slangcli.metrics import check_draws, weight_samples
+from slangcli.options import FitOptions, signature
 
 __all__ = ["fit", "load", "FitResult"]
 
@@ -127,42 +129,15 @@ def _provenance(X: np.ndarray, y: np.ndarray) -> dict:
             "features": int(X.shape[1]), "header": None, "delimiter": None, "target": None, "compressed": False}
 
 
-def fit(
-    X,
-    y,
-    *,
-    X_test=None,
-    y_test=None,
-    method: str | None = None,
-    hidden=(),
-    activation: str = "relu",
-    likelihood: str = "auto",
-    standardize: bool | None = None,
-    noise_precision: float | str = "auto",
-    prior_precision: float | str = 1.0,
-    bias_prior_precision: float = 1e-5,
-    batch_size: int | None = None,
-    epochs: int | None = None,
-    iterations: int | None = None,
-    seed: int = 0,
-    eval_samples: int = 1000,
-    tune: str | None = None,
-    tune_folds: int = 5,
-    tune_epochs: int | None = None,
-    tune_rounds: int | None = None,
-    restarts: int = 1,
-    snr_every: int | None = None,
-    snr_draws: int = 10,
-    progress: Callable[[int, int], None] | None = None,
-    notify: Callable[[str], None] | None = None,
-    **hyper,
-) -> FitResult:
+def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] | None = None,
+        notify: Callable[[str], None] | None = None, **options) -> FitResult:
     """Fit a Gaussian posterior to ``X : (N, P)`` and targets ``y : (N,)``; the options of ``slang fit``.
 
     Parameters
     ----------
     X, y : array_like
-        Training features (numbers) and targets (label values, or numbers for regression).
+        Training features (numbers) and targets (label values, or numbers for regression). A DataFrame's string
+        column names are the features' names: every prediction then takes its columns by name.
     X_test, y_test : array_like, optional
         Test data, scored at the end of the fit (stored in ``metrics["test"]``).
     method : str or None
@@ -174,31 +149,24 @@ def fit(
     likelihood : str
         ``auto`` (two label values: bernoulli; a few integers or strings: categorical; else gaussian),
         ``bernoulli``, ``categorical`` or ``gaussian``.
-    standardize : bool or None
-        Standardise the features with training statistics (stored, and applied again by every prediction); None
-        (default): yes, for every model, as ``slang fit``; False uses them as given.
+    standardize : bool
+        Standardise the features (and a regression target) with training statistics (stored, and applied again
+        by every prediction); True by default, for every model, as ``slang fit``; False uses them as given.
     noise_precision, prior_precision : float or "auto"
         ``"auto"`` learns them along with the posterior (``slangcli.learned``); the noise precision's default.
     **hyper
         The method's own hyperparameters by name (``rank=10``, ``samples=4``, ``lr=0.1``); a name the method does
         not have is an error. ``slang fit --help`` lists them with their defaults.
 
-    The remaining options are those of ``slang fit`` with ``-`` written ``_`` (``prior_precision``,
-    ``epochs``, ``tune``, ...). ``progress(step, n_steps)`` and ``notify(message)`` are called during the fit.
+    The options are :class:`slangcli.options.FitOptions`, those of ``slang fit`` with ``-`` written ``_``
+    (``prior_precision``, ``epochs``, ``tune``, ...), with the same defaults; ``progress(step, n_steps)`` and
+    ``notify(message)`` are called during the fit.
 
     Returns
     -------
     FitResult
     """
-    if isinstance(hidden, (int, np.integer)):
-        hidden = (int(hidden),)
-    options = dict(method=method, hyper=hyper, hidden=hidden, activation=activation,
-                   noise_precision=noise_precision, prior_precision=prior_precision,
-                   bias_prior_precision=bias_prior_precision, batch_size=batch_size, epochs=epochs,
-                   iterations=iterations, seed=seed, eval_samples=eval_samples, tune=tune, tune_folds=tune_folds,
-                   tune_epochs=tune_epochs, tune_rounds=tune_rounds, restarts=restarts, snr_every=snr_every,
-                   snr_draws=snr_draws)
-    workflow.check_fit_options(likelihood=likelihood, **options)
+    fit_options = FitOptions.of(**options)
     given_names, target_name = string_columns(X), getattr(y, "name", None)
     X, names = _features(X, "X")
     y = _targets(y, len(X), "y")
@@ -223,16 +191,23 @@ def fit(
     # features known by name, as a header row names a file's: matched by name by every prediction
     train["header"] = given_names is not None
     names = names or tuple(f"x{j}" for j in range(X.shape[1]))
-    if standardize is None:  # as slang fit
-        standardize = workflow.standardize_by_default(hidden)
-    data_options = workflow.DataOptions(path=None, standardize=bool(standardize)).record()
-    prepared = workflow.prepare(X, y, X_test, y_test, likelihood=likelihood, standardize=standardize, name="y",
+    standardize = bool(fit_options.standardize)
+    data_options = workflow.DataOptions(path=None, standardize=standardize).record()
+    prepared = workflow.prepare(X, y, X_test, y_test, likelihood=fit_options.likelihood, standardize=standardize,
+                                name="y",
                                 test_name="y_test", train_provenance=train, test_provenance=test,
                                 feature_names=names, options=data_options, features_name="X",
                                 test_features_name="X_test")
     notify = notify or (lambda msg: None)
-    run = workflow.fit_prepared(prepared, command=[], progress=progress, notify=notify, **options)
+    run = workflow.fit_prepared(prepared, fit_options, command=[], progress=progress, notify=notify)
     return FitResult(run)
+
+
+# the keywords of fit, generated from the declaration: help(), IDEs and notebooks list them with their defaults
+fit.__signature__ = signature(
+    [*(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in ("X", "y")),
+     *(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in ("X_test", "y_test"))],
+    [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in ("progress", "notify")])
 
 
 def load(path) -> FitResult:

@@ -19,7 +19,8 @@ import warnings
 
 import numpy as np
 
-from slangcli import api
+from slangcli import api, options
+from slangcli.errors import ConfigError
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -83,6 +84,26 @@ def _seed(random_state) -> int:
     raise ValueError(f"random_state must be None, an int or a NumPy random generator, got {random_state!r}")
 
 
+def _init(likelihood: str):
+    """The ``__init__`` of an estimator of ``likelihood``: it stores its keyword arguments, the parameters
+    generated from the fit's options (``slangcli.options.estimator_fields``) with the declared defaults, as
+    scikit-learn's contract asks; its signature lists them, so ``get_params``, ``clone`` and ``repr`` see them."""
+    declared = [(name, options.estimator_default(f)) for name, f in options.estimator_fields(likelihood)]
+    names = {name for name, _ in declared}
+
+    def __init__(self, **params):
+        unknown = sorted(set(params) - names)
+        if unknown:
+            raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument {unknown[0]!r}")
+        for name, default in declared:
+            setattr(self, name, params.get(name, default))
+
+    __init__.__signature__ = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+         *(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default) for name, default in declared)])
+    return __init__
+
+
 class _SLANGEstimator:
     _likelihood = None  # set by the subclasses
 
@@ -122,17 +143,17 @@ class _SLANGEstimator:
 
     # ------------------------------------------------------------------ fitting
     def _check_params(self) -> None:
-        """The estimator's own whole-number and boolean parameters, named as the user set them (``api.fit``
-        checks the rest under the options' names)."""
-        for name, least, optional in (("epochs", 1, True), ("batch_size", 1, True), ("predict_samples", 1, False)):
+        """The parameters, by the declaration's checks (``slangcli.options.check_value``), named as the user set
+        them."""
+        for name, f in options.estimator_fields(self._likelihood):
             value = getattr(self, name)
-            if value is None and optional:
+            if name == "random_state":
+                _seed(value)
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-                raise ValueError(f"{type(self).__name__}: {name} must be {'None or ' if optional else ''}an int "
-                                 f">= {least}, got {value!r}")
-        if not isinstance(self.standardize, (bool, np.bool_)):
-            raise ValueError(f"{type(self).__name__}: standardize must be True or False, got {self.standardize!r}")
+            try:
+                options.check_value(f, {} if value is None and name == "method_params" else value, name)
+            except ConfigError as exc:
+                raise ValueError(f"{type(self).__name__}: {exc}") from None
 
     def _fit(self, X, y, likelihood):
         self._check_params()
@@ -148,16 +169,12 @@ class _SLANGEstimator:
         y_arr = api._targets(y, len(X_arr), "y")
         if len(X_arr) < 2:
             raise ValueError(f"{type(self).__name__}: n_samples=1; a fit needs at least 2 examples")
-        hyper = dict(self.method_params or {})
+        # the parameters as the options of a fit (the declaration's names), the method's own as keywords
+        given = {f.name: getattr(self, name) for name, f in options.estimator_fields(self._likelihood)}
+        given.update(seed=_seed(self.random_state), likelihood=likelihood, hyper=dict(self.method_params or {}))
         # a DataFrame goes on with its names, so that the run file saved from result_ knows its features by name
         self.result_ = api.fit(X if names is not None else X_arr,
-                               self._encode(y_arr) if likelihood != "gaussian" else y_arr,
-                               method=self.method, hidden=self.hidden, activation=self.activation,
-                               likelihood=likelihood, standardize=self.standardize,
-                               prior_precision=self.prior_precision, bias_prior_precision=self.bias_prior_precision,
-                               noise_precision=getattr(self, "noise_precision", 1.0), epochs=self.epochs,
-                               batch_size=self.batch_size, seed=_seed(self.random_state),
-                               eval_samples=self.predict_samples, **hyper)
+                               self._encode(y_arr) if likelihood != "gaussian" else y_arr, **given)
         self.n_features_in_ = X_arr.shape[1]
         if names is not None:
             self.feature_names_in_ = names
@@ -248,20 +265,7 @@ class SLANGClassifier(_SLANGEstimator):
 
     _likelihood = "categorical"
 
-    def __init__(self, method=None, hidden=(), activation="relu", prior_precision=1.0, bias_prior_precision=1e-5,
-                 epochs=None, batch_size=None, standardize=True, method_params=None, predict_samples=1000,
-                 random_state=None):
-        self.method = method
-        self.hidden = hidden
-        self.activation = activation
-        self.prior_precision = prior_precision
-        self.bias_prior_precision = bias_prior_precision
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.standardize = standardize
-        self.method_params = method_params
-        self.predict_samples = predict_samples
-        self.random_state = random_state
+    __init__ = _init("categorical")
 
     def _encode(self, y):
         if y.dtype.kind == "f" and not np.array_equal(y, np.round(y)):
@@ -313,21 +317,7 @@ class SLANGRegressor(_SLANGEstimator):
 
     _likelihood = "gaussian"
 
-    def __init__(self, method=None, hidden=(), activation="relu", prior_precision=1.0, bias_prior_precision=1e-5,
-                 noise_precision="auto", epochs=None, batch_size=None, standardize=True, method_params=None,
-                 predict_samples=1000, random_state=None):
-        self.method = method
-        self.hidden = hidden
-        self.activation = activation
-        self.prior_precision = prior_precision
-        self.bias_prior_precision = bias_prior_precision
-        self.noise_precision = noise_precision
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.standardize = standardize
-        self.method_params = method_params
-        self.predict_samples = predict_samples
-        self.random_state = random_state
+    __init__ = _init("gaussian")
 
     def fit(self, X, y):
         """Fit the posterior to ``X : (n, p)`` and numeric targets ``y : (n,)``; returns self."""

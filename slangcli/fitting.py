@@ -1,4 +1,4 @@
-"""Fitting a posterior to prepared data: option checks, the model and problem, tuning, the training of a step
+"""Fitting a posterior to prepared data with the options of ``slangcli.options.FitOptions``: the model and problem, tuning, the training of a step
 method or the solve of a solver, resuming a checkpoint, and the final scores of the run.
 
 Step methods train in ``slangcli.train.run`` from a ``slangcli.fitsetup.Setup``; checkpoints store the method's
@@ -23,8 +23,9 @@ from slangcli.errors import ConfigError, ConvergenceError, DataError, Divergence
 from slangcli.fitsetup import Setup, train_steps
 from slangcli.io import Run
 from slangcli.methods import METHODS
-from slangcli.methods.base import Problem, adapt, hyper_names, is_solver, samples_per_step
-from slangcli.models import ACTIVATIONS, LIKELIHOODS, MLP
+from slangcli.methods.base import Problem, adapt, is_solver, samples_per_step
+from slangcli.models import MLP
+from slangcli.options import AUTO, FitOptions, default_method, model_kind
 from slangcli.posteriors import MAX_ABS_VALUE
 from slangcli.threads import blas_threads
 from slangcli.evaluation import score
@@ -34,246 +35,55 @@ from slangcli.readers import STDIN
 from slangcli.restarts import train_restarts
 from slangcli.sources import DataOptions, _is_uci, _stored_options, load_training
 
-# the value of --noise-precision and --prior-precision that learns them (slangcli.learned)
-AUTO = "auto"
 
-
-def parse_hidden(hidden) -> tuple[int, ...]:
-    if hidden is None or hidden == "" or hidden == ():
-        return ()
-    if isinstance(hidden, str):
-        try:
-            # every part is a width: "50," is a typo, not a network with an empty last layer
-            widths = tuple(int(h) for h in hidden.split(","))
-        except ValueError:
-            raise ConfigError(f"--hidden takes comma-separated layer widths like 400,400, got {hidden!r}") from None
-    else:
-        widths = tuple(int(h) for h in hidden)
-    if any(w < 1 for w in widths):
-        raise ConfigError(f"--hidden widths must be >= 1, got {hidden!r}")
-    return widths
-
-
-def option_name(field: str) -> str:
-    """The command-line option of a hyperparameter: ``init_precision -> --init-precision``."""
-    return "--" + field.replace("_", "-")
-
-
-# The method of a fit that names none. A linear model: SLANG, the method of the SLANG paper's logistic-regression
-# protocol. A classification network: IVON, which reaches a given test NLL in a fraction of SLANG's time there
-# (USPS, MNIST) and sooner than IVON's reference implementation (docs/PEERS.md, section 6). A regression network:
-# SLANG, whose posterior width follows the data's curvature: IVON's stays near its initial value within a fit's
-# budget, and with the noise precision learned its 200-epoch fit of a Wine Quality-shaped file overfitted (test
-# RMSE 0.70 against SLANG's 0.60, 95 % interval coverage 0.87 against 0.96), though on Boston and Concrete its test
-# NLL is better at equal time.
-DEFAULT_METHOD = {"linear model": "slang", "classification network": "ivon", "regression network": "slang"}
-
-
-def _model_kind(hidden, likelihood: str | None) -> str | None:
-    """The key of ``DEFAULT_METHOD`` for the network ``hidden`` (no hidden layer: a linear model) and
-    ``likelihood``; None for a network whose likelihood is not known yet (``auto`` before the data are read)."""
-    if not parse_hidden(hidden):
-        return "linear model"
-    if likelihood == "gaussian":
-        return "regression network"
-    return "classification network" if likelihood in ("bernoulli", "categorical") else None
-
-
-def default_method(hidden, likelihood: str | None = "auto") -> str | None:
-    """The method of a fit that names none (``DEFAULT_METHOD``); None while a network's likelihood is unknown."""
-    kind = _model_kind(hidden, likelihood)
-    return None if kind is None else DEFAULT_METHOD[kind]
-
-
-def check_hyper(method: str, hyper: dict) -> None:
-    """Refuse hyperparameters that ``method`` does not have (one ConfigError naming the first and listing what
-    the method takes), so an option is never silently ignored."""
-    module = METHODS[method]
-    names = hyper_names(module)
-    unknown = [name for name in hyper if name not in names]
-    if unknown:
-        raise ConfigError(f"{option_name(unknown[0])} does not apply to --method {method} (its options: "
-                          f"{', '.join(option_name(n) for n in names)})")
-
-
-def fit(opts: DataOptions, *, likelihood: str = "auto", notify: Callable[[str], None] = lambda msg: None,
-        **options) -> Run:
+def fit(opts: DataOptions, options: FitOptions | None = None, *, notify: Callable[[str], None] = lambda msg: None,
+        command: list | None = None, progress: Callable[[int, int], None] | None = None,
+        checkpointing: Checkpointing | None = None, map_jobs: Callable | None = None, **keywords) -> Run:
     """Fit a posterior to the data files in ``opts`` and score it; returns the :class:`Run` to be written.
 
-    ``options`` are those of :func:`fit_prepared`; they are all checked before any data are read. A Gal-layout
-    UCI folder is the regression benchmark: its target is Gaussian unless ``likelihood`` says otherwise (the wine
-    folder's integer quality would otherwise be read as six classes).
+    ``options`` (or, instead, their ``keywords``: :meth:`FitOptions.of`) are checked before any data are read; the
+    other arguments are those of :func:`fit_prepared`. A Gal-layout UCI folder is the regression benchmark: its
+    target is Gaussian unless the options' likelihood says otherwise (the wine folder's integer quality would
+    otherwise be read as six classes). The features are standardised as ``options.standardize`` says.
     """
-    if likelihood == "auto" and _is_uci(opts):
-        likelihood = "gaussian"
-    check_fit_options(likelihood=likelihood, **options)
-    if opts.standardize is None:
-        opts = replace(opts, standardize=standardize_by_default(options.get("hidden", ()), _is_uci(opts)))
-    with _urgent(options.get("checkpointing"), "reading the data"):
-        prepared = load_training(opts, likelihood=likelihood, notify=notify)
-    if likelihood == "auto" and options.get("method") is None:  # the data chose the likelihood, and so the method
-        check_fit_options(likelihood=prepared.likelihood, **options)
-    sizes = (prepared.X_train.shape[1], *parse_hidden(options.get("hidden", ())), prepared.n_outputs)
+    options = options if options is not None else FitOptions.of(**keywords)
+    _check_running(options, checkpointing)
+    if options.likelihood == AUTO and _is_uci(opts):
+        options = options.for_likelihood("gaussian")
+    if opts.standardize is not None and bool(opts.standardize) != bool(options.standardize):
+        raise ConfigError(f"the data options say standardize={opts.standardize}, the fit's options "
+                          f"standardize={options.standardize}: give it once, as a fit option")
+    opts = replace(opts, standardize=bool(options.standardize))
+    with _urgent(checkpointing, "reading the data"):
+        prepared = load_training(opts, likelihood=options.likelihood, notify=notify)
+    sizes = (prepared.X_train.shape[1], *options.hidden, prepared.n_outputs)
     for line in task.describe(prepared.data, prepared.arrays, prepared.likelihood, sizes[0],
                               MLP(sizes, likelihood=prepared.likelihood).n_params):
         notify(line)
-    hidden = options.get("hidden", ())
-    if options.get("method") is None and parse_hidden(hidden):  # a network's method depends on its task: say so
-        notify(f"method: {default_method(hidden, prepared.likelihood)}, the default for a "
-               f"{_model_kind(hidden, prepared.likelihood)} (--method chooses another)")
-    if likelihood == "auto" and prepared.data["train"].get("format") != "idx":
+    if options.method is None and options.hidden:  # a network's method depends on its task: say so
+        notify(f"method: {default_method(options.hidden, prepared.likelihood)}, the default for a "
+               f"{model_kind(options.hidden, prepared.likelihood)} (--method chooses another)")
+    if options.likelihood == AUTO and prepared.data["train"].get("format") != "idx":
         hint = task.integer_target_hint(prepared.data["targets"].get("classes"), prepared.data["train"].get("target"))
         if hint:
             notify(hint)
-    return fit_prepared(prepared, notify=notify, **options)
+    return fit_prepared(prepared, options, notify=notify, command=command, progress=progress,
+                        checkpointing=checkpointing, map_jobs=map_jobs)
 
 
-def standardize_by_default(hidden=(), uci_folder: bool = False) -> bool:
-    """Features are standardised by default, for every model: a raw feature of scale 1e3 saturates a network's
-    units, and for a linear model too it meets a prior of precision 1 on a weight of scale 1e-3 and a step size
-    tuned for unit scales. Raw, a linear regression of penguin body mass on measurements in mm and g learned
-    nothing (test RMSE 829.5 against 829.9 for the training mean; 367 standardised), and the raw Breast Cancer
-    Wisconsin file's test NLL was 0.181 against 0.117. ``--no-standardize`` uses the features as read (the
-    paper protocols' benchmarks pin it)."""
-    return True
-
-
-def check_fit_options(**options) -> None:
-    """Refuse invalid fit options (:func:`fit_prepared`'s) with one ConfigError, before any data are read."""
-    _checked(**options)
-
-
-# the whole-number options and their least values: a string or a fraction from Python (an estimator's
-# set_params(epochs="ten")) is named here, not met later as "'<' not supported between 'str' and 'int'"
-WHOLE_NUMBERS = {"batch_size": 1, "epochs": 1, "iterations": 1, "eval_samples": 1, "seed": 0, "tune_folds": 2,
-                 "tune_epochs": 1, "tune_rounds": 1, "restarts": 1, "snr_every": 1, "snr_draws": 2}
-
-
-def _check_whole_numbers(options: dict) -> None:
-    for name, least in WHOLE_NUMBERS.items():
-        value = options.get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-            raise ConfigError(f"--{name.replace('_', '-')} must be a whole number >= {least}, got {value!r}")
-
-
-def _checked(**options):
-    """The checks of :func:`check_fit_options`; returns ``(module, widths, hyper)``. A network without a method
-    whose likelihood the data will decide (``auto``) must have options that suit one of the methods it may get by
-    default; they are checked again for the one it gets, once the data are read."""
-    _check_whole_numbers(options)
-    method, hidden = options.get("method"), options.get("hidden", ())
-    if method is not None or default_method(hidden, options.get("likelihood", "auto")) is not None:
-        return _checked_method(**options)
-    first = None
-    for likelihood in ("bernoulli", "gaussian"):
-        try:
-            return _checked_method(**{**options, "likelihood": likelihood})
-        except ConfigError as exc:
-            first = first or exc
-    raise first
-
-
-def _checked_method(
-    *,
-    method: str | None = None,
-    hyper: dict | None = None,
-    hidden=(),
-    activation: str = "relu",
-    likelihood: str = "auto",
-    noise_precision: float = 1.0,
-    batch_size: int | None = None,
-    epochs: int | None = None,
-    iterations: int | None = None,
-    prior_precision: float = 1.0,
-    bias_prior_precision: float = 1e-5,
-    checkpointing=None,
-    tune: str | None = None,
-    tune_folds: int = 5,
-    tune_epochs: int | None = None,
-    tune_rounds: int | None = None,
-    restarts: int = 1,
-    snr_every: int | None = None,
-    snr_draws: int = 10,
-    eval_samples: int = 1000,
-    **_,
-):
-    """:func:`_checked` with a method given or defaulted."""
-    given, method = method, default_method(hidden, likelihood) if method is None else method
-    if method not in METHODS:
-        raise ConfigError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
-    if activation not in ACTIVATIONS:
-        raise ConfigError(f"unknown activation {activation!r} (choose from {', '.join(ACTIVATIONS)})")
-    for name, value in (("--prior-precision", prior_precision), ("--bias-prior-precision", bias_prior_precision),
-                        ("--noise-precision", noise_precision)):
-        if value == AUTO and name != "--bias-prior-precision":
-            continue
-        if isinstance(value, str) or not 0 < value < np.inf:
-            raise ConfigError(f"{name} must be positive and finite" + (" or auto" if name != "--bias-prior-precision"
-                              else "") + f", got {value}")
-        # a run file holds the prior precisions, and the posterior precisions they bound from below, within
-        # [1 / MAX_ABS_VALUE, MAX_ABS_VALUE] (slangcli.io): a fit must not write what slang cannot read back
-        if name != "--noise-precision" and not 1 / MAX_ABS_VALUE <= value <= MAX_ABS_VALUE:
-            raise ConfigError(f"{name} must lie between {1 / MAX_ABS_VALUE:g} and {MAX_ABS_VALUE:g}, got {value}")
-    module = METHODS[method]
-    solver = is_solver(module)
-    if solver:
-        for name, value in (("--batch-size", batch_size), ("--epochs", epochs), ("--iterations", iterations)):
-            if value is not None:
-                raise ConfigError(f"{name} does not apply to --method {method}: it is solved on the whole training "
-                                  "set, not trained in steps")
-    else:
-        batch_size = 32 if batch_size is None else batch_size
-        if batch_size < 1:
-            raise ConfigError(f"--batch-size must be >= 1, got {batch_size}")
-        if epochs is not None and iterations is not None:
-            raise ConfigError("give either --epochs or --iterations, not both")
-        if iterations is not None and iterations < 1:
-            raise ConfigError(f"--iterations must be >= 1, got {iterations}")
-        if epochs is not None and epochs < 1:
-            raise ConfigError(f"--epochs must be >= 1, got {epochs}")
-    if snr_every is not None:
-        if not hasattr(module, "std_gradients"):
-            raise ConfigError(f"--snr does not apply to --method {method} (it applies to bbb and ktied)")
-        if snr_every < 1:
-            raise ConfigError(f"--snr must be >= 1 (record every N steps), got {snr_every}")
-        if snr_draws < 2:
-            raise ConfigError(f"--snr-draws must be >= 2 (a variance needs two draws), got {snr_draws}")
-    widths = parse_hidden(hidden)
-    hyper = dict(hyper or {})
-    try:
-        check_hyper(method, hyper)
-    except ConfigError as exc:
-        takers = [name for name, m in METHODS.items() if set(hyper) <= set(hyper_names(m))]
-        if given is not None or not takers:
-            raise
-        raise ConfigError(f"{exc}; {method} is the default method of a {_model_kind(hidden, likelihood)}: "
-                          f"give --method {takers[0]} for "
-                          f"{option_name(next(n for n in hyper if n not in hyper_names(module)))}") from None
-    module.Hyper(**hyper)  # validate before reading any data
-
-    if tune and solver:
-        raise ConfigError(f"--tune applies to the step methods, not to --method {method}")
-    if tune_epochs is not None and tune_epochs < 1:
-        raise ConfigError(f"--tune-epochs must be >= 1, got {tune_epochs}")
-    if restarts < 1:
-        raise ConfigError(f"--restarts must be >= 1, got {restarts}")
-    if restarts > 1 and (solver or checkpointing is not None):
+def _check_running(options: FitOptions, checkpointing: Checkpointing | None) -> None:
+    if options.restarts > 1 and checkpointing is not None:
         raise ConfigError("--restarts applies to step methods fitted without checkpoints")
-    if tune_rounds is not None and not 1 <= tune_rounds <= tune_folds:
-        raise ConfigError(f"--tune-rounds must be between 1 and --tune-folds ({tune_folds}), got {tune_rounds}")
-
-    if likelihood != "auto" and likelihood not in LIKELIHOODS:
-        raise ConfigError(f"unknown likelihood {likelihood!r} (choose from auto, {', '.join(LIKELIHOODS)})")
-    metrics.check_samples(eval_samples, "--eval-samples")
-    return module, widths, hyper
 
 
-def fit_prepared(prepared: Prepared, *, notify: Callable[[str], None] = lambda msg: None, **options) -> Run:
-    """Fit a posterior to prepared data and score it (:func:`_fit_prepared`, whose options these are); a fit whose
-    test predictive is far worse than a constant predictor's says so through ``notify`` (the constant predictor's
-    scores are stored in ``run.metrics["constant"]``).
+def fit_prepared(prepared: Prepared, options: FitOptions | None = None, *,
+                 notify: Callable[[str], None] = lambda msg: None, command: list | None = None,
+                 progress: Callable[[int, int], None] | None = None, checkpointing: Checkpointing | None = None,
+                 map_jobs: Callable | None = None, **keywords) -> Run:
+    """Fit a posterior to prepared data and score it (:func:`_fit_prepared`); ``options``, or instead their
+    ``keywords`` (:meth:`FitOptions.of`), say how. A fit whose test predictive is far worse than a constant
+    predictor's, or barely better, says so through ``notify`` (the constant predictor's scores are stored in
+    ``run.metrics["constant"]``).
 
     Features used as read (not standardised) are checked for their magnitude first: beyond ``MAX_ABS_VALUE`` they
     are refused (:func:`check_magnitude`), a feature below ``1 / MAX_ABS_VALUE`` gets a warning
@@ -283,8 +93,10 @@ def fit_prepared(prepared: Prepared, *, notify: Callable[[str], None] = lambda m
         check_magnitude(prepared)
         for warning in task.tiny_features(prepared.X_train, prepared.data.get("feature_names", ())):
             notify(warning)
+    options = options if options is not None else FitOptions.of(**keywords)
     with _naming_magnitude(prepared):
-        run = _fit_prepared(prepared, notify=notify, **options)
+        run = _fit_prepared(prepared, options.for_likelihood(prepared.likelihood), notify=notify,
+                            command=command, progress=progress, checkpointing=checkpointing, map_jobs=map_jobs)
     baseline = constant_scores(prepared)
     if baseline:
         run.metrics["constant"] = baseline
@@ -432,45 +244,19 @@ def _likely_cause(prepared: Prepared, run: Run) -> str:
     return "the features may say little about the target"
 
 
-def _fit_prepared(
-    prepared: Prepared,
-    *,
-    method: str | None = None,
-    hyper: dict | None = None,
-    hidden=(),
-    activation: str = "relu",
-    noise_precision: float | str = 1.0,
-    batch_size: int | None = None,
-    epochs: int | None = None,
-    iterations: int | None = None,
-    seed: int = 0,
-    prior_precision: float | str = 1.0,
-    bias_prior_precision: float = 1e-5,
-    eval_samples: int = 1000,
-    command: list | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    notify: Callable[[str], None] = lambda msg: None,
-    checkpointing: Checkpointing | None = None,
-    tune: str | None = None,
-    tune_folds: int = 5,
-    tune_epochs: int | None = None,
-    tune_rounds: int | None = None,
-    restarts: int = 1,
-    snr_every: int | None = None,
-    snr_draws: int = 10,
-    map_jobs: Callable | None = None,
-) -> Run:
-    """Fit a posterior to prepared data (:func:`prepare`, :func:`load_training`) and score it; returns the
-    :class:`Run` to be written.
+def _fit_prepared(prepared: Prepared, options: FitOptions, *, notify: Callable[[str], None],
+                  command: list | None, progress: Callable[[int, int], None] | None,
+                  checkpointing: Checkpointing | None, map_jobs: Callable | None) -> Run:
+    """Fit a posterior to prepared data (:func:`prepare`, :func:`load_training`) with ``options``, checked for the
+    data's likelihood, and score it; returns the :class:`Run` to be written.
 
-    ``method`` None is :func:`default_method`: ``slang`` for a linear model and a regression network, ``ivon`` for
-    a classification network. ``hyper`` holds the method's hyperparameters by name
-    (``slangcli.methods.METHODS[method].Hyper``); the others take the method's defaults, and a name the method does
-    not have is a ConfigError. Step methods train for ``epochs`` (default 200) or ``iterations`` steps on
-    minibatches of ``batch_size`` (default 32); the exact solvers use the whole training set at once and refuse
-    these three (and checkpoints). ``snr_every`` steps
-    (methods with ``std_gradients``: ``bbb``, ``ktied``) the gradient SNR of the standard-deviation parameters is
-    recorded in the history from ``snr_draws`` independent gradient draws (``slangcli.train.gradient_snr``).
+    A method not given is the task's (:data:`slangcli.options.DEFAULT_METHOD`). ``options.hyper`` holds the
+    method's hyperparameters by name (``slangcli.methods.METHODS[method].Hyper``); the others take the method's
+    defaults (:meth:`FitOptions.method_hyper`). Step methods train for ``epochs`` or ``iterations`` steps on
+    minibatches of ``batch_size`` (:data:`slangcli.options.STEP_DEFAULTS` when not given); the exact solvers use
+    the whole training set at once. Every ``snr_every`` steps (methods with ``std_gradients``: ``bbb``, ``ktied``)
+    the gradient SNR of the standard-deviation parameters is recorded in the history from ``snr_draws`` independent
+    gradient draws (``slangcli.train.gradient_snr``).
 
     ``noise_precision="auto"`` (regression) and ``prior_precision="auto"`` learn them by maximising the ELBO along
     with the posterior (``slangcli.learned``), starting from 1; their trajectories are stored in the history. The
@@ -480,16 +266,14 @@ def _fit_prepared(
     ``map_jobs(function, jobs)`` runs the candidate fits of ``tune`` and the fits of ``restarts`` elsewhere (a
     cluster's map; default: here, one after the other), with the same results.
     """
-    given, method = method, default_method(hidden, prepared.likelihood) if method is None else method
-    module, widths, hyper = _checked(
-        method=given, likelihood=prepared.likelihood, hyper=hyper, hidden=hidden, activation=activation,
-        noise_precision=noise_precision, batch_size=batch_size, epochs=epochs, iterations=iterations,
-        prior_precision=prior_precision, bias_prior_precision=bias_prior_precision, checkpointing=checkpointing, tune=tune, tune_folds=tune_folds,
-        tune_epochs=tune_epochs, tune_rounds=tune_rounds, restarts=restarts, snr_every=snr_every,
-        snr_draws=snr_draws, eval_samples=eval_samples)
+    _check_running(options, checkpointing)
+    method = options.resolved_method
+    module = METHODS[method]
+    widths, activation, seed = options.hidden, options.activation, options.seed
+    epochs, iterations, bias_prior_precision = options.epochs, options.iterations, options.bias_prior_precision
+    noise_precision, prior_precision = options.noise_precision, options.prior_precision
+    snr_every, snr_draws, eval_samples = options.snr_every, options.snr_draws, options.eval_samples
     solver = is_solver(module)
-    if not solver:
-        batch_size = 32 if batch_size is None else batch_size
     n = len(prepared.X_train)
     sizes = (prepared.X_train.shape[1], *widths, prepared.n_outputs)
     learn_noise = noise_precision == AUTO and prepared.likelihood == "gaussian"
@@ -498,9 +282,7 @@ def _fit_prepared(
     noise_precision = 1.0 if noise_precision == AUTO else float(noise_precision)
     prior_precision = 1.0 if prior_precision == AUTO else float(prior_precision)
     model = MLP(sizes, activation=activation, likelihood=prepared.likelihood, noise_precision=noise_precision)
-    if learn_noise and not model.is_linear:
-        hyper = {**learned.rates_for_learned_noise(module), **hyper}
-    hyper_obj = module.Hyper(**hyper)
+    hyper_obj = module.Hyper(**options.method_hyper(module, model.is_linear))
     hyper_obj, method_note = adapt(module, model, hyper_obj)
     if method_note:
         notify(method_note)
@@ -509,12 +291,12 @@ def _fit_prepared(
     if solver:
         batch = n_steps = None
     else:
-        batch = min(batch_size, n)
+        batch = min(options.step_value("batch_size"), n)
         if iterations is None:
-            epochs = 200 if epochs is None else epochs
+            epochs = options.step_value("epochs")
         n_steps = iterations if iterations is not None else epochs * streams.steps_per_epoch(n, batch)
     tuned = None
-    params = tuning.parse_tune(tune, prepared.likelihood, module)
+    params = tuning.parse_tune(options.tune, prepared.likelihood, module)
     # the fit's stop request (its signal handler) reaches the fits before the final one too
     stop = checkpointing.stop if checkpointing is not None else None
     if params and (learn_noise or learn_prior):
@@ -547,7 +329,7 @@ def _fit_prepared(
             return m, m.prior_precision(values["prior-precision"], bias_prior_precision)
 
         best, tuned = tuning.search(
-            tuning.Search(params, tune_folds, tune_epochs, tune_rounds),
+            tuning.Search(params, options.tune_folds, options.tune_epochs, options.tune_rounds),
             values={"prior-precision": prior_precision, "noise-precision": noise_precision}, build=build,
             method=module, hyper=hyper_obj, X=prepared.X_train, y=prepared.y_train, seed=seed, batch_size=batch,
             epochs=-(-n_steps // streams.steps_per_epoch(n, batch)), notify=notify,
@@ -581,8 +363,8 @@ def _fit_prepared(
                   learn_prior)
 
     if not solver:
-        if restarts > 1:
-            return _finish(setup, *train_restarts(setup, restarts, progress, notify, map_jobs))
+        if options.restarts > 1:
+            return _finish(setup, *train_restarts(setup, options.restarts, progress, notify, map_jobs))
         return _train(setup, None, None, 0.0, progress, checkpointing)
     started = time.perf_counter()
     # one iteration is O(N D^2) for the full solver: the thread policy of a step of that size

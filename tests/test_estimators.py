@@ -135,11 +135,11 @@ def test_feature_names_are_checked_as_scikit_learn_checks_them():
 
 
 @pytest.mark.parametrize("params, says", [
-    ({"predict_samples": 0}, "predict_samples must be an int >= 1, got 0"),
-    ({"predict_samples": "x"}, "predict_samples must be an int >= 1, got 'x'"),
-    ({"epochs": "ten"}, "epochs must be None or an int >= 1, got 'ten'"),
-    ({"epochs": 2.5}, "epochs must be None or an int >= 1, got 2.5"),
-    ({"batch_size": "a"}, "batch_size must be None or an int >= 1, got 'a'"),
+    ({"predict_samples": 0}, "predict_samples must be a whole number from 1 to 10000000, got 0"),
+    ({"predict_samples": "x"}, "predict_samples must be a whole number from 1 to 10000000, got 'x'"),
+    ({"epochs": "ten"}, "epochs must be a whole number >= 1, got 'ten'"),
+    ({"epochs": 2.5}, "epochs must be a whole number >= 1, got 2.5"),
+    ({"batch_size": "a"}, "batch_size must be a whole number >= 1, got 'a'"),
     ({"standardize": "yes"}, "standardize must be True or False, got 'yes'"),
 ])
 @pytest.mark.parametrize("hidden", [(), (3,)])

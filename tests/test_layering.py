@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "slangcli"
 COMMAND_LINE = ("slangcli.cli", "slangcli.__main__")
 # the layers above the training loop: the fit's setup, checkpoints and restarts, fitting, evaluation, compression
 # of runs, the workflow, the API and the estimators
-WORKFLOW = ("slangcli.fitsetup", "slangcli.checkpoints", "slangcli.restarts", "slangcli.fitting",
+WORKFLOW = ("slangcli.options", "slangcli.fitsetup", "slangcli.checkpoints", "slangcli.restarts", "slangcli.fitting",
            "slangcli.evaluation", "slangcli.compression", "slangcli.workflow", "slangcli.api", "slangcli.estimators")
 RULES = [
     (("slangcli",), ("click", "rich"), "only the command line (slangcli.cli) imports click or rich"),

@@ -63,7 +63,8 @@ def runs(tmp_path_factory):
     y = X @ np.array([1.0, -1.0, 0.5]) + 0.3 * rng.standard_normal(80)
     (d / "reg.csv").write_text("a,b,c,y\n" + "".join(f"{a:.6f},{b:.6f},{c:.6f},{t:.6f}\n"
                                                      for (a, b, c), t in zip(X, y)))
-    common = dict(batch_size=16, epochs=2, seed=0, eval_samples=20)
+    # (a noise precision given: regnet's and regbbb's models stay comparable)
+    common = dict(batch_size=16, epochs=2, seed=0, eval_samples=20, noise_precision=1.0)
     fits = {
         "logistic.h5": ("data.csv", dict(hyper={"rank": 2})),
         "net.h5": ("data.csv", dict(method="slang", hyper={"rank": 2}, hidden=(4,))),

@@ -27,7 +27,7 @@ def _regression_csv(write_file, name, n, seed, test_shift=0.0):
 
 
 KW = dict(method="slang", hyper={"rank": 1, "samples": 2}, batch_size=10, epochs=3, seed=4, eval_samples=20,
-          likelihood="gaussian", tune="prior-precision,noise-precision", tune_folds=3)
+          likelihood="gaussian", noise_precision=1.0, tune="prior-precision,noise-precision", tune_folds=3)
 
 
 def test_tuning_never_reads_test_rows(write_file):

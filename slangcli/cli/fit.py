@@ -10,51 +10,31 @@ import threading
 import click
 
 from slangcli.cli import main
-from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_delimiter, check_output, invocation
+from slangcli.cli.options import SEED, FloatRange, check_delimiter, check_output, fit_options, invocation
 from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
 from slangcli.errors import DivergenceError, Interrupted
 from slangcli.io import read_run, write_run
 from slangcli.outputs import Terminated
 from slangcli.methods import METHODS
-from slangcli.methods.base import is_solver, option_specs, rank_symbol
-from slangcli.models import ACTIVATIONS, LIKELIHOODS
+from slangcli.methods.base import is_solver, rank_symbol
+from slangcli.options import FitOptions
 from slangcli.readers import MISSING_POLICIES, NA_VALUES
-from slangcli.workflow import Checkpointing, DataOptions, default_method, fit as fit_run, resume as resume_run
+from slangcli.workflow import Checkpointing, DataOptions, fit as fit_run, resume as resume_run
 
 
-class MethodChoice(click.Choice):
-    """``--method``: the names in the registry when the command line is parsed, so that a method registered at run
-    time (``slangcli.methods.register``) is a valid choice."""
-
-    def __init__(self):
-        super().__init__([])
+class FitCommand(click.Command):
+    """``slang fit``: the options of the fit itself are generated from their declaration whenever they are asked
+    for (parsing, ``--help``, ``slang sweep``'s grid), placed after the data options (``--split-seed``)."""
 
     @property
-    def choices(self):
-        return tuple(METHODS)
+    def params(self):
+        base = self._base_params
+        at = next((i + 1 for i, p in enumerate(base) if p.name == "split_seed"), len(base))
+        return _Params(base[:at] + fit_options() + base[at:], base)
 
-    @choices.setter
-    def choices(self, value):  # click.Choice.__init__ assigns it; the registry is the source
-        pass
-
-
-def method_options() -> list[click.Option]:
-    """One option per hyperparameter of the registered methods, generated from their declarations
-    (``slangcli.methods.base.hyperparameter``). The default is None, "not given": the method's own default
-    applies, and the help lists the defaults per method, so it cannot drift. ``workflow.check_hyper`` refuses an
-    option the chosen method does not have."""
-    key = tuple((name, id(method)) for name, method in METHODS.items())
-    if _OPTIONS.get("key") != key:
-        options = []
-        for spec in option_specs(METHODS):
-            kind = click.Choice(spec.choices) if spec.choices else spec.kind
-            declarations = [spec.flag, *([spec.short] if spec.short else []), spec.name]
-            options.append(click.Option(declarations, type=kind, default=None, help=spec.help_text()))
-        _OPTIONS.update(key=key, options=options)
-    return _OPTIONS["options"]
-
-
-_OPTIONS: dict = {}
+    @params.setter
+    def params(self, value):
+        self._base_params = list(value)
 
 
 class _Params(list):
@@ -72,38 +52,6 @@ class _Params(list):
     def pop(self, *index):
         self._base.pop(*index)
         return super().pop(*index)
-
-
-class FitCommand(click.Command):
-    """``slang fit``: its method options come from the registry whenever they are asked for (parsing, ``--help``,
-    ``slang sweep``'s grid), placed after ``--method``."""
-
-    @property
-    def params(self):
-        base = self._base_params
-        at = next((i + 1 for i, p in enumerate(base) if p.name == "method"), len(base))
-        return _Params(base[:at] + method_options() + base[at:], base)
-
-    @params.setter
-    def params(self, value):
-        self._base_params = list(value)
-
-
-class _Precision(click.types.FloatParamType):
-    """A positive number, or ``auto`` (learned); range checks are the workflow's, with one message."""
-
-    name = "FLOAT|auto"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, float) or value == "auto":
-            return value
-        try:
-            return float(value)
-        except ValueError:
-            self.fail(f"{value!r} is neither a number nor auto", param, ctx)
-
-
-PRECISION = _Precision()
 
 
 def _target(value):
@@ -155,55 +103,6 @@ def _target_note(target: str | None, run) -> str | None:
 @click.option("--test-fraction", type=FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="Hold out this fraction of DATA as the test set.")
 @click.option("--split-seed", type=SEED, default=0, show_default=True, help="Seed of the --test-fraction split.")
-@click.option("--standardize/--no-standardize", default=None,
-              help="Standardise features with training statistics (stored and reapplied at evaluation), for "
-                   "every model (default: on); --no-standardize uses them as read.")
-@click.option("--prior-precision", type=PRECISION, default="1", show_default=True,
-              help="Precision lambda of the Gaussian prior on the weights, or auto: learned per weight matrix "
-                   "(empirical Bayes, the ELBO's optimum given the posterior, updated every epoch).")
-@click.option("--bias-prior-precision", type=float, default=1e-5, show_default=True,
-              help="Prior precision of the bias terms.")
-@click.option("--hidden", default="", help="Hidden-layer widths, e.g. 50 or 400,400 (default: none, a linear model).")
-@click.option("--activation", type=click.Choice(sorted(ACTIVATIONS)), default="relu", show_default=True,
-              help="Activation of the hidden layers.")
-@click.option("--likelihood", type=click.Choice(["auto", *LIKELIHOODS]), default="auto", show_default=True,
-              help="auto: bernoulli for two label values, categorical for strings or a few integers, "
-                   "gaussian (regression) otherwise.")
-@click.option("--noise-precision", type=PRECISION, default="auto", show_default=True,
-              help="Gaussian likelihood: noise precision tau on the standardised target, or auto: learned along "
-                   "with the posterior (the ELBO's optimum from the expected squared residuals).")
-@click.option("--method", type=MethodChoice(), default=None,
-              help="slang; natural-gradient baselines full-ef, full-hessian (dense precision), mf-ef, mf-hessian "
-                   "(diagonal); bbb (Bayes by Backprop); ktied (k-tied Normal: bbb with sigma = U V^T per weight "
-                   "matrix); ivon (IVON); exact-full, exact-mf (exact VI, logistic regression only).  [default: ivon "
-                   "for a classification network, slang otherwise]")
-@click.option("--batch-size", "-M", type=click.IntRange(min=1), default=None,
-              help="Minibatch size of the step methods [default: 32].")
-@click.option("--epochs", type=click.IntRange(min=1), default=None,
-              help="Passes over the training data, step methods [default: 200].")
-@click.option("--iterations", type=click.IntRange(min=1), default=None,
-              help="Number of steps (instead of --epochs), step methods.")
-@click.option("--seed", type=SEED, default=0, show_default=True,
-              help="Seed of initialisation, batches and samples.")
-@click.option("--eval-samples", type=SAMPLES, default=1000, show_default=True,
-              help="Monte-Carlo samples of the final evaluation (where quadrature does not apply).")
-@click.option("--snr", "snr_every", metavar="N", type=click.IntRange(min=1), default=None,
-              help="bbb, ktied: record the gradient signal-to-noise ratio of the standard-deviation parameters of "
-                   "each weight matrix every N steps, in the run's history.")
-@click.option("--snr-draws", type=click.IntRange(min=2), default=10, show_default=True,
-              help="Independent gradient draws (minibatch and weight noise) per SNR estimate.")
-@click.option("--tune", default=None, metavar="PARAMS",
-              help="Choose these by k-fold cross-validated predictive log-likelihood on the training data: "
-                   "any of prior-precision, noise-precision, lr, beta (comma-separated); the search is stored in "
-                   "OUTPUT.")
-@click.option("--tune-folds", type=click.IntRange(min=2), default=5, show_default=True, help="Folds of --tune.")
-@click.option("--tune-epochs", type=click.IntRange(min=1), default=None,
-              help="Epochs of each --tune fit (default: the fit's own length).")
-@click.option("--restarts", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Fit this many times from different seeds and keep the fit with the lowest training -ELBO "
-                   "(step methods, without checkpoints).")
-@click.option("--tune-rounds", type=click.IntRange(min=1), default=None,
-              help="Score --tune candidates on the first N folds only (default: all).")
 @click.option("--scheduler", metavar="ADDRESS", default=None,
               help="Run the candidate fits of --tune and the fits of --restarts on this dask.distributed cluster "
                    "(e.g. tcp://host:8786), with the same results as here.")
@@ -217,10 +116,8 @@ def _target_note(target: str | None, run) -> str | None:
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal only).")
 @click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print the run summary as one JSON object on stdout.")
 def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_values, missing, n_features,
-        test_path, test_fraction, split_seed, standardize, uci_split, hidden, activation, likelihood,
-        noise_precision, prior_precision, bias_prior_precision, method, batch_size, epochs, iterations, seed,
-        eval_samples, snr_every, snr_draws, tune, tune_folds, tune_epochs, tune_rounds, restarts, scheduler,
-        checkpoint_every, checkpoint_seconds, resume_path, progress, as_json, **hyper_values):
+        test_path, test_fraction, split_seed, uci_split, scheduler, checkpoint_every, checkpoint_seconds, resume_path,
+        progress, as_json, **given):
     """Fit a Gaussian posterior to DATA and write it, with metrics, to OUTPUT.
 
     DATA is a CSV-like or LIBSVM file (- reads it from standard input), an MNIST-style IDX images file (its
@@ -249,35 +146,32 @@ def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_
         raise click.UsageError("give either --drop-columns or --columns, not both")
     if data == "-" and test_path == "-":
         raise click.UsageError("standard input (-) can be read only once: give it as DATA or as --test, not both")
+    # the fit's own options and the methods' (not given: None, the method's default), checked once, here
+    options = FitOptions.of(**{name: value for name, value in given.items() if value is not None})
     opts = DataOptions(path=data, format=fmt, target=_target(target), delimiter=delimiter, header=header,
                        n_features=n_features, test=test_path, test_fraction=test_fraction, split_seed=split_seed,
-                       standardize=standardize, uci_split=uci_split,
+                       standardize=options.standardize, uci_split=uci_split,
                        drop_columns=drop_columns, columns=columns,
                        na_values=NA_VALUES if na_values is None else tuple(v.strip() for v in na_values.split(",")),
                        missing=missing)
-    hyper = {name: value for name, value in hyper_values.items() if value is not None}
-    if restarts > 1 and checkpoint_every is None:
+    if options.restarts > 1 and checkpoint_every is None:
         checkpoint = None  # restarts are not checkpointed; the time-based checkpoints (on by default) do not apply
-    # None stays None for the fit (its messages then say the method was the default); resolved here, where the
-    # likelihood is given, for the label (a network whose likelihood the data decide gets its default later)
-    resolved = default_method(hidden, likelihood) if method is None else method
-    if resolved in METHODS and is_solver(METHODS[resolved]):
+    # resolved here, where the likelihood may be given, for the label (a network whose likelihood the data decide
+    # gets its default later)
+    resolved = options.resolved_method
+    if resolved is not None and is_solver(METHODS[resolved]):
         if checkpoint_every is not None:
-            raise click.UsageError(f"--checkpoint-every does not apply to --method {method}: it is solved at once")
+            raise click.UsageError(f"--checkpoint-every does not apply to --method {resolved}: it is solved at once")
         checkpoint = None
-    if scheduler is not None and not tune and restarts == 1:
+    if scheduler is not None and not options.tune and options.restarts == 1:
         raise click.UsageError("--scheduler runs the fits of --tune and --restarts on a cluster; this fit has neither")
-    label = (resolved or "fit") + (f" {rank_symbol(METHODS[resolved])}={hyper['rank']}"
-                                   if "rank" in hyper and resolved in METHODS else "")
+    rank = options.hyper.get("rank")
+    label = (resolved or "fit") + (f" {rank_symbol(METHODS[resolved])}={rank}" if rank is not None and resolved
+                                   else "")
     with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint) as checkpointing, \
             _cluster_map(scheduler) as map_jobs:
-        run = fit_run(opts, method=method, hyper=hyper, hidden=hidden, activation=activation, likelihood=likelihood,
-                      noise_precision=noise_precision, eval_samples=eval_samples, batch_size=batch_size,
-                      epochs=epochs, iterations=iterations, seed=seed, prior_precision=prior_precision,
-                      bias_prior_precision=bias_prior_precision, snr_every=snr_every, snr_draws=snr_draws,
-                      command=invocation(), progress=bar, notify=note, checkpointing=checkpointing, tune=tune,
-                      tune_folds=tune_folds, tune_epochs=tune_epochs, tune_rounds=tune_rounds,
-                      restarts=restarts, map_jobs=map_jobs)
+        run = fit_run(opts, options, command=invocation(), progress=bar, notify=note, checkpointing=checkpointing,
+                      map_jobs=map_jobs)
     if _target_note(target, run):
         note(_target_note(target, run))
     write_run(output, run)

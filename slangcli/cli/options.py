@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import os
+from dataclasses import fields
 
 import click
 
+from slangcli.methods import METHODS
+from slangcli.methods.base import option_specs
 from slangcli.metrics import MAX_SAMPLES
+from slangcli.options import (AUTO, MAX_SEED, NETWORK_RATES, NETWORK_RATES_WHEN, FitOptions, choices_of, flag,
+                              shown_default)
 from slangcli.outputs import UnusableOutput, check_output_path
 
 DELIMITERS = {",": ",", ";": ";", "tab": "\t", "\\t": "\t", "\t": "\t", "whitespace": "whitespace", " ": "whitespace"}
 
 
 # the largest seed every consumer takes (NumPy's generators take any, an HDF5 attribute an int64)
-SEED = click.IntRange(0, 2**63 - 1)
+SEED = click.IntRange(0, MAX_SEED)
 
 
 # Monte-Carlo weight samples of an evaluation or prediction (metrics.MAX_SAMPLES: more would take days), and
@@ -58,3 +63,101 @@ def invocation() -> list[str]:
     """The command line that started this command (``["slang", "fit", ...]``)."""
     root = click.get_current_context().find_root()
     return ["slang", *root.meta.get("slang.argv", [])[1:]]
+
+
+class Precision(click.types.FloatParamType):
+    """A positive number, or ``auto`` (learned); range checks are the declaration's, with one message."""
+
+    name = "FLOAT|auto"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float) or value == AUTO:
+            return value
+        try:
+            return float(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither a number nor auto", param, ctx)
+
+
+class Choices(click.Choice):
+    """A choice among a declaration's choices, read when the command line is parsed: ``--method`` takes the names
+    in the registry then, so a method registered at run time (``slangcli.methods.register``) is a valid one."""
+
+    def __init__(self, field):
+        self._field = field
+        super().__init__([])
+
+    @property
+    def choices(self):
+        return choices_of(self._field)
+
+    @choices.setter
+    def choices(self, value):  # click.Choice.__init__ assigns it; the declaration is the source
+        pass
+
+
+def _click_type(f):
+    meta = f.metadata
+    kind = meta["kind"]
+    if kind == "choice":
+        return Choices(f)
+    if kind == "count":
+        return click.IntRange(meta["least"], meta["most"])
+    if kind == "precision":
+        return Precision()
+    if kind == "positive":
+        return float
+    return str
+
+
+def _command_line_default(f):
+    """A field's default as the command line writes it (the declaration's, in its text form)."""
+    if f.metadata["kind"] == "widths":
+        return ",".join(str(w) for w in f.default)
+    if f.metadata["kind"] == "precision" and isinstance(f.default, float):
+        return f"{f.default:g}"
+    return f.default
+
+
+def _fit_option(f) -> click.Option:
+    """The command-line option of a field of :class:`slangcli.options.FitOptions`."""
+    meta = f.metadata
+    shown = shown_default(f)
+    help_text = meta["help"] + (f"  [default: {shown}]" if shown is not None else "")
+    if meta["kind"] == "switch":
+        return click.Option([f"{flag(f.name)}/--no-{flag(f.name)[2:]}", f.name], default=f.default, help=help_text)
+    declarations = [flag(f.name), *([meta["short"]] if meta["short"] else []), f.name]
+    return click.Option(declarations, type=_click_type(f), default=_command_line_default(f), metavar=meta["metavar"],
+                        help=help_text)
+
+
+def _method_option(spec) -> click.Option:
+    """The option of a method's hyperparameter, generated from the methods' declarations
+    (``slangcli.methods.base.hyperparameter``). Its default is None, "not given": the method's own default
+    applies, and the help lists the defaults per method (and the task's, ``slangcli.options.NETWORK_RATES``), so
+    it cannot drift. ``FitOptions`` refuses an option the chosen method does not have."""
+    kind = click.Choice(spec.choices) if spec.choices else spec.kind
+    declarations = [spec.flag, *([spec.short] if spec.short else []), spec.name]
+    help_text = spec.help_text()
+    if spec.name in NETWORK_RATES:
+        help_text = f"{help_text[:-1]}; {NETWORK_RATES_WHEN}: {NETWORK_RATES[spec.name]:g}]"
+    return click.Option(declarations, type=kind, default=None, help=help_text)
+
+
+def fit_options() -> list[click.Option]:
+    """The options of a fit, generated from its declaration (:class:`slangcli.options.FitOptions`), with the
+    registered methods' own options after ``--method``; built again when the registry changes."""
+    key = tuple((name, id(method)) for name, method in METHODS.items())
+    if _FIT_OPTIONS.get("key") != key:
+        options = []
+        for f in fields(FitOptions):
+            if f.name == "hyper":
+                continue
+            options.append(_fit_option(f))
+            if f.name == "method":
+                options += [_method_option(spec) for spec in option_specs(METHODS)]
+        _FIT_OPTIONS.update(key=key, options=options)
+    return _FIT_OPTIONS["options"]
+
+
+_FIT_OPTIONS: dict = {}

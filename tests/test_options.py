@@ -1,0 +1,149 @@
+"""One declaration of a fit's options (``slangcli.options.FitOptions``): every door takes exactly the declared
+options, with the declared defaults, and a fit through each door with no options at all runs with the same settings.
+
+The doors are ``slang fit``, ``slang sweep`` (its grid), ``slangcli.fit`` and the two estimators. The lists below
+are written out by hand on purpose: a door that gains, loses or renames an option must change them, and the
+declaration with it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import fields
+
+import numpy as np
+import pytest
+
+import slangcli
+from slangcli import SLANGClassifier, SLANGRegressor
+from slangcli.cli.fit import fit as fit_command
+from slangcli.cli.sweep import sweep as sweep_command
+from slangcli.cli.sweep_engine import SWEEP_OWNED
+from slangcli.errors import ConfigError
+from slangcli.methods import METHODS
+from slangcli.methods.base import hyper_names
+from slangcli.options import (DEFAULT_METHOD, NETWORK_RATES, STEP_DEFAULTS, FitOptions, estimator_default,
+                              estimator_fields, flag)
+
+DECLARED = {f.name: f for f in fields(FitOptions)}
+# slang fit's options that are not a fit's: how to read the data, where the run goes, how the command runs
+DATA_OPTIONS = {"data", "fmt", "uci_split", "target", "delimiter", "header", "drop_columns", "columns", "na_values",
+                "missing", "n_features", "test_path", "test_fraction", "split_seed"}
+RUNNING_OPTIONS = {"output", "scheduler", "checkpoint_every", "checkpoint_seconds", "resume_path", "progress",
+                   "as_json"}
+METHOD_OPTIONS = {name for module in METHODS.values() for name in hyper_names(module)}
+
+
+def _params(command):
+    return {p.name: p for p in command.params}
+
+
+def test_slang_fit_takes_the_declared_options_with_their_defaults():
+    params = _params(fit_command)
+    own = set(params) - DATA_OPTIONS - RUNNING_OPTIONS - METHOD_OPTIONS
+    assert own == set(DECLARED) - {"hyper"}
+    assert METHOD_OPTIONS <= set(params)
+    for name in own:
+        f, param = DECLARED[name], params[name]
+        assert param.opts[0] == flag(name)
+        default = FitOptions.of(**({} if param.default is None else {name: _parsed(param, param.default)}))
+        assert getattr(default, name) == getattr(FitOptions.of(), name), name
+    for name in METHOD_OPTIONS:  # "not given": the method's (or the task's) default applies
+        assert params[name].default is None
+
+
+def _parsed(param, value):
+    return param.type.convert(value, param, None) if not isinstance(value, bool) else value
+
+
+def test_slang_sweep_varies_every_option_of_slang_fit():
+    fit_params, sweep_params = _params(fit_command), _params(sweep_command)
+    varied = set(fit_params) - SWEEP_OWNED - {"data"}
+    assert varied <= set(sweep_params)
+    assert set(DECLARED) - {"hyper"} <= varied
+
+
+def test_slangcli_fit_takes_the_declared_options_as_keywords():
+    parameters = inspect.signature(slangcli.fit).parameters
+    assert list(parameters)[:4] == ["X", "y", "X_test", "y_test"]
+    own = {name: p for name, p in parameters.items() if name in DECLARED and name != "hyper"}
+    assert set(own) == set(DECLARED) - {"hyper"}
+    for name, p in own.items():
+        assert p.default == DECLARED[name].default and p.kind is inspect.Parameter.KEYWORD_ONLY, name
+    assert parameters["hyper"].kind is inspect.Parameter.VAR_KEYWORD
+    assert set(parameters) == {"X", "y", "X_test", "y_test", "progress", "notify", "hyper", *own}
+
+
+@pytest.mark.parametrize("estimator, likelihood", [(SLANGClassifier, "categorical"), (SLANGRegressor, "gaussian")])
+def test_the_estimators_take_the_declared_options_as_parameters(estimator, likelihood):
+    expected = {"method": None, "hidden": (), "activation": "relu", "standardize": True, "prior_precision": 1.0,
+                "bias_prior_precision": 1e-5, "batch_size": None, "epochs": None, "random_state": None,
+                "predict_samples": 1000, "method_params": None}
+    if likelihood == "gaussian":
+        expected["noise_precision"] = "auto"
+    assert estimator().get_params() == expected
+    assert {name: estimator_default(f) for name, f in estimator_fields(likelihood)} == expected
+    signature = inspect.signature(estimator.__init__)
+    assert {n: p.default for n, p in signature.parameters.items() if n != "self"} == expected
+
+
+def test_an_unknown_keyword_is_refused_at_every_python_door():
+    with pytest.raises(ConfigError, match="unknown option 'epoch'"):
+        slangcli.fit(np.zeros((4, 1)), [0, 1, 0, 1], epoch=3)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'epoch'"):
+        SLANGClassifier(epoch=3)
+
+
+def test_the_defaults_that_depend_on_the_task_are_applied_as_declared():
+    """A classification network gets IVON, a linear model and a regression network SLANG; a regression network
+    that learns its noise precision gets the natural-gradient methods' network rates, a linear regression the
+    method's own; a step method trains 200 epochs of minibatches of 32."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    y = X @ [1.0, -1.0] + rng.normal(0, 0.3, 40)
+    labels = (y > 0).astype(int)
+    net = slangcli.fit(X, y, hidden=2, iterations=2, eval_samples=4).config
+    assert net["method"] == DEFAULT_METHOD["regression network"]
+    assert {k: net["hyper"][k] for k in NETWORK_RATES} == NETWORK_RATES
+    linear = slangcli.fit(X, y, iterations=2, eval_samples=4).config
+    assert linear["method"] == DEFAULT_METHOD["linear model"]
+    assert {k: linear["hyper"][k] for k in NETWORK_RATES} == {k: getattr(METHODS["slang"].Hyper(), k)
+                                                                   for k in NETWORK_RATES}
+    given = slangcli.fit(X, y, hidden=2, iterations=2, eval_samples=4, noise_precision=4.0).config
+    assert given["hyper"]["beta"] == METHODS["slang"].Hyper().beta
+    classifier = slangcli.fit(X, labels, hidden=2, iterations=2, eval_samples=4).config
+    assert classifier["method"] == DEFAULT_METHOD["classification network"]
+    short = slangcli.fit(X[:8], labels[:8], epochs=None, eval_samples=4).config
+    assert short["batch_size"] == min(STEP_DEFAULTS["batch_size"], 8)
+    assert short["epochs"] == STEP_DEFAULTS["epochs"]
+
+
+@pytest.mark.parametrize("values, says", [
+    ({"epochs": 0}, "--epochs must be a whole number >= 1, got 0"),
+    ({"seed": -1}, "--seed must be a whole number from 0 to"),
+    ({"prior_precision": 0.0}, "--prior-precision must be positive and finite or auto, got 0.0"),
+    ({"bias_prior_precision": "auto"}, "--bias-prior-precision must be positive and finite, got auto"),
+    ({"activation": "gelu"}, "unknown activation 'gelu'"),
+    ({"method": "sgd"}, "unknown method 'sgd'"),
+    ({"hidden": "50,"}, "--hidden takes comma-separated layer widths"),
+    ({"hidden": (50, 2.5)}, "--hidden takes whole-number layer widths"),
+    ({"snr_every": 5}, "--snr does not apply to --method slang"),
+    ({"method": "exact-full", "epochs": 3}, "--epochs does not apply to --method exact-full"),
+    ({"epochs": 3, "iterations": 3}, "give either --epochs or --iterations, not both"),
+    ({"rank": 3, "method": "ivon"}, "--rank does not apply to --method ivon"),
+    ({"tune_rounds": 6}, "--tune-rounds must be between 1 and --tune-folds (5), got 6"),
+    ({"standardize": "yes"}, "--standardize must be True or False, got 'yes'"),
+])
+def test_each_value_is_checked_once_by_the_declaration(values, says):
+    with pytest.raises(ConfigError) as exc:
+        FitOptions.of(**values)
+    assert str(exc.value).startswith(says)
+
+
+def test_a_network_whose_likelihood_the_data_decide_is_checked_for_the_methods_it_may_get():
+    """--rank suits slang (a regression network's default), not ivon (a classification network's): accepted before
+    the data are read, refused once they say the task is a classification."""
+    options = FitOptions.of(hidden=3, rank=2)
+    assert options.for_likelihood("gaussian").resolved_method == "slang"
+    with pytest.raises(ConfigError, match="--rank does not apply to --method ivon.*give --method slang"):
+        options.for_likelihood("bernoulli")
