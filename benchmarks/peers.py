@@ -13,7 +13,7 @@ Runs, on the same splits, the same network, the same initial mean and the same m
 Regression's noise precision (on the standardised target) is ``--noise-precision``: 1 by default, fixed for every
 method (nothing is tuned); ``auto`` lets slang's methods learn it as ``slang fit`` does by default (the learner of
 ``slangcli.learned`` attached to the training loop as the fit attaches it, and, for a network, the natural-gradient
-rates ``slangcli.learned.NETWORK_RATES`` unless ``--hyper`` gives them). The reference cannot learn it; it uses
+rates ``slangcli.options.NETWORK_RATES`` unless ``--hyper`` gives them). The reference cannot learn it; it uses
 ``--reference-noise-precision`` (repeatable: one reference variant each, named ``ivon-ref@...`` when there are
 several):
 
@@ -83,11 +83,12 @@ import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from results import table_stream, write_json  # noqa: E402
-from slangcli import fitsetup, learned, streams, train, workflow  # noqa: E402
+from slangcli import fitsetup, streams, train, workflow  # noqa: E402
 from slangcli.errors import DivergenceError, SlangError  # noqa: E402
 from slangcli.methods import METHODS  # noqa: E402
 from slangcli.methods.base import Problem  # noqa: E402
 from slangcli.models import MLP  # noqa: E402
+from slangcli.options import network_rates  # noqa: E402
 from slangcli.posteriors import DiagonalGaussian  # noqa: E402
 from slangcli.workflow import DataOptions  # noqa: E402
 
@@ -177,20 +178,20 @@ def fit_slang(method: str, hyper: dict, s: Split, problem: Problem, *, seed: int
               learn_noise: bool = False):
     """slang's ``method`` from its defaults and ``hyper``; with ``learn_noise`` (regression), the noise precision
     is learned from ``problem``'s as ``slang fit --noise-precision auto`` learns it: a network takes the rates of
-    ``slangcli.learned.rates_for_learned_noise`` that ``hyper`` does not give, and the fit's learner
-    (``slangcli.fitsetup.Setup.learner``) rides the training loop. Returns ``(posterior, problem it ended with,
+    ``slangcli.options.network_rates`` that ``hyper`` does not give, and the fit's learner
+    (``slangcli.fitsetup.Plan.learner``) rides the training loop. Returns ``(posterior, problem it ended with,
     CPU s, wall s, hyperparameters used)``; raises DivergenceError as the loop does."""
     module = METHODS[method]
     learn_noise = learn_noise and problem.model.likelihood == "gaussian"
     if learn_noise and not problem.model.is_linear:
-        hyper = {**learned.rates_for_learned_noise(module), **hyper}
+        hyper = {**network_rates(module), **hyper}
     h = module.Hyper(**hyper)
     learner = None
     if learn_noise:
-        # the fit's setup, with the split in place of the prepared data (its training arrays)
-        setup = fitsetup.Setup(method, module, h, problem.model, problem, s, {"batch_size": batch_size}, [],
-                               learn_noise=True)
-        learner = setup.learner()
+        # the fit's plan, with the split in place of the prepared data (its training arrays)
+        planned = fitsetup.Plan(method, module, h, problem.model, problem, s, {"batch_size": batch_size}, [],
+                                learn_noise=True)
+        learner = planned.learner()
     with threadpool_limits(limits=1):
         c0, w0 = time.process_time(), time.perf_counter()
         state, _ = train.run(module, h, problem, s.X_train, s.y_train, seed=seed, batch_size=batch_size,

@@ -18,7 +18,7 @@ import numpy as np
 
 from slangcli import learned, streams, train
 from slangcli.errors import FormatError
-from slangcli.fitsetup import Setup
+from slangcli.fitsetup import Plan
 from slangcli.io import Run
 from slangcli.methods.base import cache_fields
 from slangcli.provenance import meta
@@ -46,7 +46,7 @@ class Checkpointing:
     urgent: Callable[[str], ContextManager] = _no_urgency
 
 
-def writer(checkpointing: Checkpointing, setup: Setup, learner: learned.Learner, elapsed: float, started: float):
+def writer(checkpointing: Checkpointing, plan: Plan, learner: learned.Learner, elapsed: float, started: float):
     """``train.run``'s ``after_step``: writes a snapshot when one is due (every ``every_steps`` steps or
     ``every_seconds`` seconds) or when ``checkpointing.stop()`` asks to stop, and returns that answer. ``elapsed``
     are the fit's seconds before this run of the loop, which began at ``started`` (``time.perf_counter``)."""
@@ -58,15 +58,15 @@ def writer(checkpointing: Checkpointing, setup: Setup, learner: learned.Learner,
         now = time.perf_counter()
         due = (checkpointing.every_steps and state.t % checkpointing.every_steps == 0) or \
               (checkpointing.every_seconds and now - last_write >= checkpointing.every_seconds)
-        if (due or stop) and state.t < setup.config["n_steps"]:
-            checkpointing.write(snapshot(setup, state, history, elapsed + now - started, learner))
+        if (due or stop) and state.t < plan.config["n_steps"]:
+            checkpointing.write(snapshot(plan, state, history, elapsed + now - started, learner))
             last_write = time.perf_counter()
         return stop
 
     return after_step
 
 
-def snapshot(setup: Setup, state, history: train.History, fit_seconds: float, learner: learned.Learner) -> Run:
+def snapshot(plan: Plan, state, history: train.History, fit_seconds: float, learner: learned.Learner) -> Run:
     """The run file of a fit stopped after step ``state.t``: the posterior so far and the state to resume (the
     learned precisions in force are the run's model and prior, their smoothing state a scalar)."""
     arrays = {name: value for name, value in zip(state._fields, state) if isinstance(value, np.ndarray)}
@@ -76,19 +76,19 @@ def snapshot(setup: Setup, state, history: train.History, fit_seconds: float, le
         scalars["learned_residual"] = float(learner.residual)
     scalars.update({name: value for name, value in zip(state._fields, state)
                     if name != "t" and isinstance(value, (int, float))})
-    metrics = {"steps": int(state.t), "n_steps": setup.config["n_steps"], "fit_seconds": fit_seconds}
+    metrics = {"steps": int(state.t), "n_steps": plan.config["n_steps"], "fit_seconds": fit_seconds}
     return Run(model=learner.problem.model, prior_precision=learner.problem.prior_precision,
-               posterior=setup.module.posterior(state), config=setup.config, data=setup.prepared.data,
-               arrays=setup.prepared.arrays, history={**history.as_arrays(), **learner.history()}, metrics=metrics,
-               command=setup.command, meta=meta(), status="checkpoint", state={"arrays": arrays, "scalars": scalars})
+               posterior=plan.module.posterior(state), config=plan.config, data=plan.prepared.data,
+               arrays=plan.prepared.arrays, history={**history.as_arrays(), **learner.history()}, metrics=metrics,
+               command=plan.command, meta=meta(), status="checkpoint", state={"arrays": arrays, "scalars": scalars})
 
 
-def restore(run: Run, run_name: str, setup: Setup):
-    """The training state stored in the checkpoint ``run`` of the fit ``setup``: ``(state, history, learner)``,
+def restore(run: Run, run_name: str, plan: Plan):
+    """The training state stored in the checkpoint ``run`` of the fit planned by ``plan``: ``(state, history, learner)``,
     each as it was after the checkpoint's step. Every stored array is checked against the method's own state
     (a fresh one is the template of fields, shapes, dtypes and memory order)."""
-    config = setup.config
-    template = setup.module.init(streams.derive_rng(config["seed"], streams.INIT), setup.problem, setup.hyper)
+    config = plan.config
+    template = plan.module.init(streams.derive_rng(config["seed"], streams.INIT), plan.problem, plan.hyper)
     stored, scalars = run.state["arrays"], run.state["scalars"]
     values = {}
     for name, value in zip(template._fields, template):
@@ -102,7 +102,7 @@ def restore(run: Run, run_name: str, setup: Setup):
             # rounding of every later step, depend on the layout
             order = "F" if value.flags.f_contiguous and not value.flags.c_contiguous else "C"
             values[name] = np.array(got, dtype=value.dtype, order=order)
-        elif isinstance(value, np.ndarray) and name not in cache_fields(setup.module):
+        elif isinstance(value, np.ndarray) and name not in cache_fields(plan.module):
             raise FormatError(f"{run_name}: /state lacks {name!r}")
         elif isinstance(value, (int, float)) and name in scalars:
             values[name] = type(value)(scalars[name])
@@ -117,7 +117,7 @@ def restore(run: Run, run_name: str, setup: Setup):
         kl=[float(v) for v in run.history.get("kl", [])],
         open_sum=float(scalars.get("history_open_sum", 0.0)), open_count=int(scalars.get("history_open_count", 0)),
         open_seconds=float(scalars.get("history_open_seconds", 0.0)))
-    learner = setup.learner()
+    learner = plan.learner()
     learner.residual = float(scalars.get("learned_residual", float("nan")))
     learner.restore_history(run.history)
     return state, history, learner

@@ -20,7 +20,7 @@ from slangcli import checkpoints, learned, metrics, streams, task, train, tuning
 from slangcli.checkpoints import Checkpointing
 from slangcli.checks import recorded_options, stored_hyper
 from slangcli.errors import ConfigError, ConvergenceError, DataError, DivergenceError, FormatError, Interrupted
-from slangcli.fitsetup import Setup, train_steps
+from slangcli.fitsetup import Outcome, Plan, train_steps
 from slangcli.io import Run
 from slangcli.methods import METHODS
 from slangcli.methods.base import Problem, adapt, is_solver, samples_per_step
@@ -247,136 +247,172 @@ def _likely_cause(prepared: Prepared, run: Run) -> str:
 def _fit_prepared(prepared: Prepared, options: FitOptions, *, notify: Callable[[str], None],
                   command: list | None, progress: Callable[[int, int], None] | None,
                   checkpointing: Checkpointing | None, map_jobs: Callable | None) -> Run:
-    """Fit a posterior to prepared data (:func:`prepare`, :func:`load_training`) with ``options``, checked for the
-    data's likelihood, and score it; returns the :class:`Run` to be written.
-
-    A method not given is the task's (:data:`slangcli.options.DEFAULT_METHOD`). ``options.hyper`` holds the
-    method's hyperparameters by name (``slangcli.methods.METHODS[method].Hyper``); the others take the method's
-    defaults (:meth:`FitOptions.method_hyper`). Step methods train for ``epochs`` or ``iterations`` steps on
-    minibatches of ``batch_size`` (:data:`slangcli.options.STEP_DEFAULTS` when not given); the exact solvers use
-    the whole training set at once. Every ``snr_every`` steps (methods with ``std_gradients``: ``bbb``, ``ktied``)
-    the gradient SNR of the standard-deviation parameters is recorded in the history from ``snr_draws`` independent
-    gradient draws (``slangcli.train.gradient_snr``).
-
-    ``noise_precision="auto"`` (regression) and ``prior_precision="auto"`` learn them by maximising the ELBO along
-    with the posterior (``slangcli.learned``), starting from 1; their trajectories are stored in the history. The
-    exact solvers learn the prior precisions by alternating solves and updates. With ``tune``, a learned value is
-    where the search starts, and is learned first by a fit on the whole training set.
+    """Plan the fit of prepared data (:func:`prepare`, :func:`load_training`) with ``options``, checked for the
+    data's likelihood (:func:`plan`), train or solve it, and score it; returns the :class:`Run` to be written.
 
     ``map_jobs(function, jobs)`` runs the candidate fits of ``tune`` and the fits of ``restarts`` elsewhere (a
     cluster's map; default: here, one after the other), with the same results.
     """
     _check_running(options, checkpointing)
-    method = options.resolved_method
-    module = METHODS[method]
-    widths, activation, seed = options.hidden, options.activation, options.seed
-    epochs, iterations, bias_prior_precision = options.epochs, options.iterations, options.bias_prior_precision
-    noise_precision, prior_precision = options.noise_precision, options.prior_precision
-    snr_every, snr_draws, eval_samples = options.snr_every, options.snr_draws, options.eval_samples
-    solver = is_solver(module)
-    n = len(prepared.X_train)
-    sizes = (prepared.X_train.shape[1], *widths, prepared.n_outputs)
-    learn_noise = noise_precision == AUTO and prepared.likelihood == "gaussian"
-    learn_prior = prior_precision == AUTO
-    given = {"noise_precision": noise_precision, "prior_precision": prior_precision}
-    noise_precision = 1.0 if noise_precision == AUTO else float(noise_precision)
-    prior_precision = 1.0 if prior_precision == AUTO else float(prior_precision)
-    model = MLP(sizes, activation=activation, likelihood=prepared.likelihood, noise_precision=noise_precision)
-    hyper_obj = module.Hyper(**options.method_hyper(module, model.is_linear))
-    hyper_obj, method_note = adapt(module, model, hyper_obj)
-    if method_note:
-        notify(method_note)
-    if hasattr(hyper_obj, "samples"):  # a step's weight samples are held at once
-        metrics.check_draws(hyper_obj.samples, model.n_params, f"--samples {hyper_obj.samples}")
-    if solver:
-        batch = n_steps = None
-    else:
-        batch = min(options.step_value("batch_size"), n)
-        if iterations is None:
-            epochs = options.step_value("epochs")
-        n_steps = iterations if iterations is not None else epochs * streams.steps_per_epoch(n, batch)
-    tuned = None
-    params = tuning.parse_tune(options.tune, prepared.likelihood, module)
     # the fit's stop request (its signal handler) reaches the fits before the final one too
     stop = checkpointing.stop if checkpointing is not None else None
-    if params and (learn_noise or learn_prior):
-        # the search starts from the learned values: learn them first, by a fit of the same length on all rows
-        first = Setup(method, module, hyper_obj, model,
-                      Problem(model, model.prior_precision(prior_precision, bias_prior_precision), n), prepared,
-                      {"batch_size": batch}, [], learn_noise, learn_prior)
-        learner = first.learner()
-        with blas_threads(model.n_params, samples_per_step(hyper_obj), batch):
-            state, _ = train.run(module, hyper_obj, learner.problem, prepared.X_train, prepared.y_train, seed=seed,
-                                 batch_size=batch, n_steps=n_steps, learner=learner,
-                                 after_step=None if stop is None else lambda *_: stop())
-        if state.t < n_steps:
-            raise Interrupted(0, n_steps, checkpointed=False, hint=tuning.NOT_KEPT,
-                              message=f"interrupted at step {state.t} of {n_steps} of the fit that learns the "
-                                      "precisions the tuning starts from")
-        if learn_noise:
-            noise_precision = float(learner.problem.model.noise_precision)
-        if learn_prior:
-            prior_precision = learned.shared_optimum(learner.problem)
-        notify("learned before tuning: " + ", ".join(
-            f"{name} {value:.4g}" for name, value, on in (("noise precision", noise_precision, learn_noise),
-                                                         ("prior precision", prior_precision, learn_prior)) if on))
-        learn_noise = learn_noise and "noise-precision" not in params
-        learn_prior = learn_prior and "prior-precision" not in params
-    if params:
-        def build(values):
-            m = MLP(sizes, activation=activation, likelihood=prepared.likelihood,
-                    noise_precision=values["noise-precision"])
-            return m, m.prior_precision(values["prior-precision"], bias_prior_precision)
+    planned = plan(prepared, options, command=command, notify=notify, stop=stop, map_jobs=map_jobs)
+    if is_solver(planned.module):
+        return _finish(planned, _solve(planned))
+    if options.restarts > 1:
+        return _finish(planned, train_restarts(planned, options.restarts, progress, notify, map_jobs))
+    return _train(planned, None, None, 0.0, progress, checkpointing)
 
-        best, tuned = tuning.search(
-            tuning.Search(params, options.tune_folds, options.tune_epochs, options.tune_rounds),
-            values={"prior-precision": prior_precision, "noise-precision": noise_precision}, build=build,
-            method=module, hyper=hyper_obj, X=prepared.X_train, y=prepared.y_train, seed=seed, batch_size=batch,
-            epochs=-(-n_steps // streams.steps_per_epoch(n, batch)), notify=notify,
-            map_jobs=map_jobs, stop=stop)
-        prior_precision, noise_precision = best["prior-precision"], best["noise-precision"]
-        hyper_obj = replace(hyper_obj, **{p: best[p] for p in tuning.RATES if p in params})
-        model, _ = build(best)
-        notify("tuned " + ", ".join(f"--{p} {best[p]:g}" for p in params))
-    lam = model.prior_precision(prior_precision, bias_prior_precision)
-    problem = Problem(model, lam, n)
+
+def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None,
+         notify: Callable[[str], None] = lambda msg: None, stop: Callable[[], bool] | None = None,
+         map_jobs: Callable | None = None) -> Plan:
+    """What the fit of ``prepared`` with ``options`` trains, and how: built once, before any step.
+
+    A method not given is the task's (:data:`slangcli.options.DEFAULT_METHOD`); its hyperparameters are the given
+    ones over the task's and the method's defaults (:meth:`FitOptions.method_hyper`). Step methods train for
+    ``epochs`` or ``iterations`` steps on minibatches of ``batch_size`` (:data:`slangcli.options.STEP_DEFAULTS`
+    when not given); the exact solvers use the whole training set at once. Every ``snr_every`` steps (methods with
+    ``std_gradients``: ``bbb``, ``ktied``) the gradient SNR of the standard-deviation parameters is recorded in the
+    history from ``snr_draws`` independent gradient draws (``slangcli.train.gradient_snr``).
+
+    ``noise_precision="auto"`` (regression) and ``prior_precision="auto"`` learn them by maximising the ELBO along
+    with the posterior (``slangcli.learned``), starting from 1. With ``tune``, the search (:func:`_tuned`) chooses
+    them, and the rates, before the plan is made.
+    """
+    method = options.resolved_method
+    module = METHODS[method]
+    n = len(prepared.X_train)
+    sizes = (prepared.X_train.shape[1], *options.hidden, prepared.n_outputs)
+    learn = {"noise_precision": options.noise_precision == AUTO and prepared.likelihood == "gaussian",
+             "prior_precision": options.prior_precision == AUTO}
+    values = {"noise-precision": 1.0 if options.noise_precision == AUTO else float(options.noise_precision),
+              "prior-precision": 1.0 if options.prior_precision == AUTO else float(options.prior_precision)}
+    model = _model(sizes, options, prepared.likelihood, values)
+    hyper, method_note = adapt(module, model, module.Hyper(**options.method_hyper(module, model.is_linear)))
+    if method_note:
+        notify(method_note)
+    if hasattr(hyper, "samples"):  # a step's weight samples are held at once
+        metrics.check_draws(hyper.samples, model.n_params, f"--samples {hyper.samples}")
+    batch, epochs, n_steps = _budget(options, module, n)
+    tuned = None
+    params = tuning.parse_tune(options.tune, prepared.likelihood, module)
+    if params:
+        values, hyper, tuned, learn = _tuned(prepared, options, module, hyper, sizes, values, learn, params,
+                                             batch, n_steps, notify=notify, stop=stop, map_jobs=map_jobs)
+        model = _model(sizes, options, prepared.likelihood, values)
+    problem = Problem(model, model.prior_precision(values["prior-precision"], options.bias_prior_precision), n)
     config = {
         "method": method,
-        "hyper": asdict(hyper_obj),
+        "hyper": asdict(hyper),
         "batch_size": batch,
         "epochs": epochs,
-        "iterations": iterations,
+        "iterations": options.iterations,
         "n_steps": n_steps,
-        "seed": seed,
-        "prior_precision": prior_precision,
-        "bias_prior_precision": bias_prior_precision,
+        "seed": options.seed,
+        "prior_precision": values["prior-precision"],
+        "bias_prior_precision": options.bias_prior_precision,
         # what was asked ("auto" learns) and which of the two were learned in the final fit (slangcli.learned)
-        "learned": {"given": given, "noise_precision": learn_noise, "prior_precision": learn_prior},
-        "eval_samples": eval_samples,
+        "learned": {"given": {"noise_precision": options.noise_precision,
+                              "prior_precision": options.prior_precision}, **learn},
+        "eval_samples": options.eval_samples,
         "tuning": tuned,
         "restarts": None,  # with restarts > 1: their seeds, training -ELBO and the one kept
-        "snr": {"every": snr_every, "draws": snr_draws} if snr_every else None,
+        "snr": {"every": options.snr_every, "draws": options.snr_draws} if options.snr_every else None,
         "model": {"sizes": list(model.sizes), "activation": model.activation, "likelihood": model.likelihood,
                   "noise_precision": model.noise_precision},
     }
-    setup = Setup(method, module, hyper_obj, model, problem, prepared, config, list(command or []), learn_noise,
-                  learn_prior)
+    return Plan(method, module, hyper, model, problem, prepared, config, list(command or []),
+                learn["noise_precision"], learn["prior_precision"])
 
-    if not solver:
-        if options.restarts > 1:
-            return _finish(setup, *train_restarts(setup, options.restarts, progress, notify, map_jobs))
-        return _train(setup, None, None, 0.0, progress, checkpointing)
+
+def _model(sizes: tuple, options: FitOptions, likelihood: str, values: dict) -> MLP:
+    return MLP(sizes, activation=options.activation, likelihood=likelihood, noise_precision=values["noise-precision"])
+
+
+def _budget(options: FitOptions, module, n: int) -> tuple:
+    """``(batch, epochs, n_steps)`` of a step method's fit on ``n`` rows (all None for a solver): ``--iterations``
+    steps, else ``--epochs`` passes over the rows in minibatches of ``--batch-size`` (at most ``n``)."""
+    if is_solver(module):
+        return None, options.epochs, None
+    batch = min(options.step_value("batch_size"), n)
+    if options.iterations is not None:
+        return batch, options.epochs, options.iterations
+    epochs = options.step_value("epochs")
+    return batch, epochs, epochs * streams.steps_per_epoch(n, batch)
+
+
+def _tuned(prepared: Prepared, options: FitOptions, module, hyper, sizes: tuple, values: dict, learn: dict,
+           params: list, batch: int, n_steps: int, *, notify, stop, map_jobs):
+    """The ``--tune`` search of ``params`` from ``values`` (learned first, by a fit of the same length on every
+    training row, where they are learned): ``(values, hyper, the search's record, what the final fit still
+    learns)``."""
+    if learn["noise_precision"] or learn["prior_precision"]:
+        values = _learned_start(prepared, options, module, hyper, sizes, values, learn, batch, n_steps,
+                                notify=notify, stop=stop)
+        learn = {"noise_precision": learn["noise_precision"] and "noise-precision" not in params,
+                 "prior_precision": learn["prior_precision"] and "prior-precision" not in params}
+
+    def build(candidate):
+        m = _model(sizes, options, prepared.likelihood, candidate)
+        return m, m.prior_precision(candidate["prior-precision"], options.bias_prior_precision)
+
+    n = len(prepared.X_train)
+    best, record = tuning.search(
+        tuning.Search(params, options.tune_folds, options.tune_epochs, options.tune_rounds),
+        values=values, build=build, method=module, hyper=hyper, X=prepared.X_train, y=prepared.y_train,
+        seed=options.seed, batch_size=batch, epochs=-(-n_steps // streams.steps_per_epoch(n, batch)), notify=notify,
+        map_jobs=map_jobs, stop=stop)
+    notify("tuned " + ", ".join(f"--{p} {best[p]:g}" for p in params))
+    values = {"prior-precision": best["prior-precision"], "noise-precision": best["noise-precision"]}
+    return values, replace(hyper, **{p: best[p] for p in tuning.RATES if p in params}), record, learn
+
+
+def _learned_start(prepared: Prepared, options: FitOptions, module, hyper, sizes: tuple, values: dict,
+                   learn: dict, batch: int, n_steps: int, *, notify, stop) -> dict:
+    """The precisions a ``--tune`` search starts from where they are learned: those a fit of the same length on
+    every training row ends with."""
+    model = _model(sizes, options, prepared.likelihood, values)
+    first = Plan(options.resolved_method, module, hyper, model,
+                 Problem(model, model.prior_precision(values["prior-precision"], options.bias_prior_precision),
+                         len(prepared.X_train)), prepared, {"batch_size": batch}, [], learn["noise_precision"],
+                 learn["prior_precision"])
+    learner = first.learner()
+    with blas_threads(model.n_params, samples_per_step(hyper), batch):
+        state, _ = train.run(module, hyper, learner.problem, prepared.X_train, prepared.y_train, seed=options.seed,
+                             batch_size=batch, n_steps=n_steps, learner=learner,
+                             after_step=None if stop is None else lambda *_: stop())
+    if state.t < n_steps:
+        raise Interrupted(0, n_steps, checkpointed=False, hint=tuning.NOT_KEPT,
+                          message=f"interrupted at step {state.t} of {n_steps} of the fit that learns the "
+                                  "precisions the tuning starts from")
+    values = dict(values)
+    if learn["noise_precision"]:
+        values["noise-precision"] = float(learner.problem.model.noise_precision)
+    if learn["prior_precision"]:
+        values["prior-precision"] = learned.shared_optimum(learner.problem)
+    notify("learned before tuning: " + ", ".join(
+        f"{name} {values[key]:.4g}" for name, key, on in (
+            ("noise precision", "noise-precision", learn["noise_precision"]),
+            ("prior precision", "prior-precision", learn["prior_precision"])) if on))
+    return values
+
+
+def _solve(planned: Plan) -> Outcome:
+    """The solver's posterior of the whole training set (with the prior precisions learned by alternating solves
+    and updates where they are)."""
+    p, problem = planned.prepared, planned.problem
     started = time.perf_counter()
     # one iteration is O(N D^2) for the full solver: the thread policy of a step of that size
-    with blas_threads(model.n_params, model.n_params, n):
-        if learn_prior:
-            posterior, info, setup.problem, rounds = learned.solve_with_prior(module, problem, prepared.X_train,
-                                                                              prepared.y_train, hyper_obj)
+    with blas_threads(problem.model.n_params, problem.model.n_params, len(p.X_train)):
+        if planned.learn_prior:
+            posterior, info, problem, rounds = learned.solve_with_prior(planned.module, problem, p.X_train,
+                                                                        p.y_train, planned.hyper)
             info["history"].update(rounds)
         else:
-            posterior, info = module.solve(problem, prepared.X_train, prepared.y_train, hyper_obj)
-    return _finish(setup, posterior, info["history"], info["solver"]["iterations"], time.perf_counter() - started,
-                   solver=info["solver"])
+            posterior, info = planned.module.solve(problem, p.X_train, p.y_train, planned.hyper)
+    return Outcome(posterior, info["history"], info["solver"]["iterations"], time.perf_counter() - started,
+                   problem, solver=info["solver"])
 
 
 def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | None = None,
@@ -407,38 +443,38 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
     if prepared.X_train.shape[1] != run.model.sizes[0]:
         raise DataError(f"{run_name}: the training data no longer have {run.model.sizes[0]} feature columns")
     problem = Problem(run.model, run.prior_precision, len(prepared.X_train))
-    prepared.data = run.data  # the provenance as first recorded (including notes such as a widened width)
+    # the provenance as first recorded (including notes such as a widened width)
+    prepared = replace(prepared, data=run.data)
     flags = config.get("learned") or {}
-    setup = Setup(method, module, hyper_obj, run.model, problem, prepared, config, run.command,
-                  bool(flags.get("noise_precision")), bool(flags.get("prior_precision")))
-    state, history, learner = checkpoints.restore(run, run_name, setup)
+    planned = Plan(method, module, hyper_obj, run.model, problem, prepared, config, run.command,
+                   bool(flags.get("noise_precision")), bool(flags.get("prior_precision")))
+    state, history, learner = checkpoints.restore(run, run_name, planned)
     with _naming_magnitude(prepared):
-        return _train(setup, state, history, float(run.metrics.get("fit_seconds", 0.0)), progress, checkpointing,
-                      learner)
+        return _train(planned, state, history, float(run.metrics.get("fit_seconds", 0.0)), progress,
+                      checkpointing, learner)
 
 
-def _train(setup: Setup, state, history, elapsed: float, progress, checkpointing: Checkpointing | None,
+def _train(planned: Plan, state, history, elapsed: float, progress, checkpointing: Checkpointing | None,
            learner: learned.Learner | None = None) -> Run:
-    """Train a step method from ``state`` (None: fresh) to the configured last step, writing checkpoints as
+    """Train a step method from ``state`` (None: fresh) to the planned last step, writing checkpoints as
     ``checkpointing`` asks, then score it."""
-    cfg = setup.config
-    learner = learner or setup.learner()
+    cfg = planned.config
+    learner = learner or planned.learner()
     started = time.perf_counter()
     first_step = 0 if state is None else state.t
-    after_step = None if checkpointing is None else checkpoints.writer(checkpointing, setup, learner, elapsed,
+    after_step = None if checkpointing is None else checkpoints.writer(checkpointing, planned, learner, elapsed,
                                                                         started)
     stopped = checkpointing is not None and checkpointing.stop()
     if not stopped:
-        state, history = train_steps(setup, learner, seed=cfg["seed"], state=state, history=history,
+        state, history = train_steps(planned, learner, seed=cfg["seed"], state=state, history=history,
                                      progress=progress, after_step=after_step)
     if stopped or state.t < cfg["n_steps"]:
         step = first_step if state is None else state.t
         raise Interrupted(step, cfg["n_steps"], checkpointed=step > first_step)
-    fit_seconds = elapsed + time.perf_counter() - started
-    setup.model, setup.problem = learner.problem.model, learner.problem
+    outcome = Outcome(planned.module.posterior(state), {**history.as_arrays(), **learner.history()}, int(state.t),
+                      elapsed + time.perf_counter() - started, learner.problem)
     with _urgent(checkpointing, "scoring the fitted posterior"):
-        return _finish(setup, setup.module.posterior(state), {**history.as_arrays(), **learner.history()},
-                       int(state.t), fit_seconds)
+        return _finish(planned, outcome)
 
 
 def _urgent(checkpointing: Checkpointing | None, what: str):
@@ -446,18 +482,21 @@ def _urgent(checkpointing: Checkpointing | None, what: str):
     return checkpointing.urgent(what) if checkpointing is not None else contextlib.nullcontext()
 
 
-def _finish(setup: Setup, posterior, history: dict, steps: int, fit_seconds: float, solver=None) -> Run:
-    """Score the fitted posterior and assemble the complete run."""
-    p, cfg = setup.prepared, setup.config
-    cfg["model"]["noise_precision"] = setup.model.noise_precision  # a learned one as it ended
+def _finish(planned: Plan, outcome: Outcome) -> Run:
+    """Score the outcome's posterior and assemble the complete run: the plan's configuration record with what the
+    fit ended with (a learned noise precision, the restarts)."""
+    p, problem = planned.prepared, outcome.problem
+    config = {**planned.config, "model": {**planned.config["model"], "noise_precision": problem.model.noise_precision}}
+    if outcome.restarts is not None:
+        config["restarts"] = outcome.restarts
     target_scale = float(p.arrays["target_scale"][0]) if "target_scale" in p.arrays else 1.0
-    scores = score(setup.model, posterior, setup.problem.prior_precision, X_train=p.X_train, y_train=p.y_train,
+    scores = score(problem.model, outcome.posterior, problem.prior_precision, X_train=p.X_train, y_train=p.y_train,
                    X_test=p.X_test, y_test=p.y_test, target_scale=target_scale,
-                   samples=cfg.get("eval_samples", 1000), seed=cfg["seed"])
-    scores["fit_seconds"] = fit_seconds
-    scores["steps"] = int(steps)
-    if solver is not None:
-        scores["solver"] = solver
-    return Run(model=setup.model, prior_precision=setup.problem.prior_precision, posterior=posterior,
-               config=cfg, data=p.data, arrays=p.arrays, history=history, metrics=scores, command=setup.command,
-               meta=meta())
+                   samples=config.get("eval_samples", 1000), seed=config["seed"])
+    scores["fit_seconds"] = outcome.fit_seconds
+    scores["steps"] = int(outcome.steps)
+    if outcome.solver is not None:
+        scores["solver"] = outcome.solver
+    return Run(model=problem.model, prior_precision=problem.prior_precision, posterior=outcome.posterior,
+               config=config, data=p.data, arrays=p.arrays, history=outcome.history, metrics=scores,
+               command=planned.command, meta=meta())

@@ -36,7 +36,7 @@ scalars and one vector, stored in checkpoints, so a resumed fit continues bit fo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -229,20 +229,3 @@ def solve_with_prior(method, problem: Problem, X: np.ndarray, y: np.ndarray, hyp
     info["solver"] = dict(info["solver"], iterations=iterations, prior_rounds=round_)
     return posterior, info, problem, {"learned_step": np.asarray(steps, dtype=np.int64),
                                       "prior_precision": np.asarray(values, dtype=float)}
-
-
-# The natural-gradient methods' rates when a network learns its noise precision and the rates are not given: a
-# constant rate (no decay) and a slow precision average. Measured on the UCI development folders (120 epochs,
-# M = 10, S = 4, SLANG L = 1, test log-likelihood): with the logistic-regression defaults (beta 0.05, decay 0.51)
-# the decayed rates leave the mean and tau far from converged (yacht split 0: -2.9); with beta 0.05 without decay,
-# q's precision follows the early, noisy curvature and tau falls to the low fixed point where a wide q explains
-# the residuals as noise (boston splits 1-2: -3.9, concrete: -5.7, tau 0.02-0.3); beta 0.01 without decay reaches
-# boston -2.48/-2.45, concrete -3.24/-3.23, yacht -0.82, but energy -2.16 (tau 20); beta 0.005 reaches energy
-# split 0 -0.93 (tau 230), boston 1 -2.54, concrete 1 -3.20, yacht 1 -1.61 (docs/LEARNED.md has the tables).
-NETWORK_RATES = {"beta": 0.005, "decay": 0.0}
-
-
-def rates_for_learned_noise(method) -> dict:
-    """The default rates :data:`NETWORK_RATES` for the methods that take them (the natural-gradient ones)."""
-    names = {f.name for f in fields(method.Hyper)}
-    return {k: v for k, v in NETWORK_RATES.items() if k in names}

@@ -235,9 +235,14 @@ class FitOptions:
         """The hyperparameters the method gets: the given ones over the task's defaults (:data:`NETWORK_RATES`
         for a regression network that learns its noise precision), the method's own defaults for the rest."""
         if not linear and self.noise_precision == AUTO and self.likelihood == "gaussian":
-            names = set(hyper_names(module))
-            return {**{k: v for k, v in NETWORK_RATES.items() if k in names}, **self.hyper}
+            return {**network_rates(module), **self.hyper}
         return dict(self.hyper)
+
+
+def network_rates(module) -> dict:
+    """:data:`NETWORK_RATES` for the methods that take them (the natural-gradient ones)."""
+    names = set(hyper_names(module))
+    return {k: v for k, v in NETWORK_RATES.items() if k in names}
 
 
 def field_names() -> tuple[str, ...]:

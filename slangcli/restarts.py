@@ -2,30 +2,20 @@
 lowest -ELBO on the training data is kept. The test data play no part in the choice.
 
 Restart 0 trains with the fit's own seed and restart r with :func:`restart_seed` (derived from the seed, so the
-same command gives the same restarts); each restart is a pure function of its setup and seed, so a cluster's map
+same command gives the same restarts); each restart is a pure function of its plan and seed, so a cluster's map
 runs them with the same results as the serial loop.
 """
 
 from __future__ import annotations
 
 import time
-from typing import NamedTuple
 
 import numpy as np
 
 from slangcli import streams
 from slangcli.errors import DivergenceError
 from slangcli.evaluation import score
-from slangcli.fitsetup import Setup, train_steps
-
-
-class Kept(NamedTuple):
-    """The restart kept: its posterior, history (arrays by name) and steps, and the seconds all restarts took."""
-
-    posterior: object
-    history: dict
-    steps: int
-    fit_seconds: float
+from slangcli.fitsetup import Outcome, Plan, train_steps
 
 
 def restart_seed(seed: int, r: int) -> int:
@@ -33,17 +23,17 @@ def restart_seed(seed: int, r: int) -> int:
     return seed if r == 0 else int(streams.derive_rng(seed, streams.RESTART, r).integers(2**31))
 
 
-def _restart(setup: Setup, seed: int, progress=None):
+def _restart(plan: Plan, seed: int, progress=None):
     """One restart's fit from ``seed``: ``(posterior, history, steps, training -ELBO / N, problem)`` (the problem
     with any learned precisions as they ended), or the DivergenceError it ended in (returned, so that a cluster's
     map carries it back like a result)."""
-    cfg, p = setup.config, setup.prepared
-    learner = setup.learner()
+    cfg, p = plan.config, plan.prepared
+    learner = plan.learner()
     try:
-        state, history = train_steps(setup, learner, seed=seed, progress=progress)
+        state, history = train_steps(plan, learner, seed=seed, progress=progress)
     except DivergenceError as exc:
         return exc
-    posterior = setup.module.posterior(state)
+    posterior = plan.module.posterior(state)
     with np.errstate(over="ignore", invalid="ignore"):  # the training part of the run's own scores
         scores = score(learner.problem.model, posterior, learner.problem.prior_precision, X_train=p.X_train,
                        y_train=p.y_train, samples=cfg["eval_samples"], seed=cfg["seed"])
@@ -52,19 +42,19 @@ def _restart(setup: Setup, seed: int, progress=None):
             nelbo if np.isfinite(nelbo) else float("inf"), learner.problem)
 
 
-def train_restarts(setup: Setup, restarts: int, progress, notify, map_jobs=None) -> Kept:
+def train_restarts(plan: Plan, restarts: int, progress, notify, map_jobs=None) -> Outcome:
     """``restarts`` fits from different seeds (initial mean, minibatches, weight noise); returns the one with the
-    lowest -ELBO on the training data, whose problem (with any learned precisions as they ended) becomes the
-    setup's, and records every restart's seed and -ELBO in ``setup.config["restarts"]``. A restart that diverges
+    lowest -ELBO on the training data (its problem with any learned precisions as they ended), with every
+    restart's seed and -ELBO as its ``restarts`` record, and the seconds all restarts took. A restart that diverges
     is left out; if all do, the first one's error is raised. With ``map_jobs`` (a cluster's map) the restarts run
     there, with the same results."""
-    cfg = setup.config
+    cfg = plan.config
     seeds = [restart_seed(cfg["seed"], r) for r in range(restarts)]
     started = time.perf_counter()
     if map_jobs is None:
-        outcomes = [_restart(setup, seed, progress) for seed in seeds]
+        outcomes = [_restart(plan, seed, progress) for seed in seeds]
     else:
-        outcomes = map_jobs(_restart, [(setup, seed) for seed in seeds])
+        outcomes = map_jobs(_restart, [(plan, seed) for seed in seeds])
     best, elbos, error = None, [], None
     for r, (seed, outcome) in enumerate(zip(seeds, outcomes)):
         if isinstance(outcome, DivergenceError):
@@ -79,7 +69,6 @@ def train_restarts(setup: Setup, restarts: int, progress, notify, map_jobs=None)
             best = (nelbo, r, posterior, history, steps, problem)
     if best is None:
         raise error
-    _, chosen, posterior, history, steps, setup.problem = best
-    setup.model = setup.problem.model
-    cfg["restarts"] = {"seeds": seeds, "neg_elbo_per_example": elbos, "chosen": chosen}
-    return Kept(posterior, history, steps, time.perf_counter() - started)
+    _, chosen, posterior, history, steps, problem = best
+    return Outcome(posterior, history, steps, time.perf_counter() - started, problem,
+                   restarts={"seeds": seeds, "neg_elbo_per_example": elbos, "chosen": chosen})

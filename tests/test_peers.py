@@ -110,9 +110,9 @@ def test_validation_holds_out_a_fifth_of_the_training_part(tmp_path, monkeypatch
 
 def test_learned_noise_precision_is_the_one_slang_fit_learns(tmp_path, capsys, monkeypatch):
     """``--noise-precision auto``: slang's methods learn tau on regression (nothing on classification), with the
-    network rates of slangcli.learned for the methods that take them; the learned value and the fit's posterior
+    network rates of slangcli.options for the methods that take them; the learned value and the fit's posterior
     are those of ``slang fit --noise-precision auto`` with the same options."""
-    from slangcli import learned, workflow
+    from slangcli import options, workflow
 
     peers = _load("peers", monkeypatch)
     data = _data_dir(tmp_path)
@@ -124,8 +124,8 @@ def test_learned_noise_precision_is_the_one_slang_fit_learns(tmp_path, capsys, m
     usps = {r["method"]: r for r in out["runs"] if r["dataset"] == "usps"}
     assert all(r["noise_precision"] is None and r["noise_rule"] is None for r in usps.values())
     assert all(r["noise_rule"] == "learned" and r["noise_precision"] != 1.0 for r in boston.values())
-    assert boston["slang"]["hyper"]["beta"] == learned.NETWORK_RATES["beta"]
-    assert boston["slang"]["hyper"]["decay"] == learned.NETWORK_RATES["decay"]
+    assert boston["slang"]["hyper"]["beta"] == options.NETWORK_RATES["beta"]
+    assert boston["slang"]["hyper"]["decay"] == options.NETWORK_RATES["decay"]
     assert usps["slang"]["hyper"]["decay"] == 0.51  # classification: the method's own rates
     assert "beta" not in boston["ivon"]["hyper"]
     assert {e["noise_precision_median"] for e in out["table"] if e["dataset"] == "boston"} == \
@@ -134,7 +134,7 @@ def test_learned_noise_precision_is_the_one_slang_fit_learns(tmp_path, capsys, m
     run = workflow.fit_prepared(workflow.load_training(opts), method="slang", hyper={"rank": 8, "samples": 4},
                                 hidden=hidden, noise_precision="auto", epochs=2, batch_size=32, seed=0,
                                 eval_samples=5)
-    assert run.config["hyper"]["beta"] == learned.NETWORK_RATES["beta"]
+    assert run.config["hyper"]["beta"] == options.NETWORK_RATES["beta"]
     np.testing.assert_allclose(boston["slang"]["noise_precision"], run.model.noise_precision, rtol=1e-9)
 
 
