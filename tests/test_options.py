@@ -23,7 +23,7 @@ from slangcli.errors import ConfigError
 from slangcli.methods import METHODS
 from slangcli.methods.base import hyper_names
 from slangcli.options import (DEFAULT_METHOD, NETWORK_RATES, STEP_DEFAULTS, FitOptions, estimator_default,
-                              estimator_fields, flag)
+                              estimator_fields, flag, shown_default)
 
 DECLARED = {f.name: f for f in fields(FitOptions)}
 # slang fit's options that are not a fit's: how to read the data, where the run goes, how the command runs
@@ -48,6 +48,8 @@ def test_slang_fit_takes_the_declared_options_with_their_defaults():
         assert param.opts[0] == flag(name)
         default = FitOptions.of(**({} if param.default is None else {name: _parsed(param, param.default)}))
         assert getattr(default, name) == getattr(FitOptions.of(), name), name
+        # --help shows the default as applied (a network's method, the step methods' 200 epochs)
+        assert shown_default(f) is None or f"[default: {shown_default(f)}]" in param.help, name
     for name in METHOD_OPTIONS:  # "not given": the method's (or the task's) default applies
         assert params[name].default is None
 
