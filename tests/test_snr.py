@@ -13,12 +13,13 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from slangcli import noise, streams, train
+from slangcli import noise, train
 from slangcli.cli import main
 from slangcli.io import read_run
 from slangcli.methods import bbb, ktied
@@ -65,19 +66,40 @@ def test_recording_the_snr_leaves_the_run_unchanged(method, hyper):
     assert "snr" not in train.run(method, hyper, problem, X, y, seed=3, batch_size=10, n_steps=2)[1].as_arrays()
 
 
-def test_gradient_snr_is_the_documented_estimate():
-    problem, X, y = _problem(1)
-    hyper = ktied.Hyper(samples=3, rank=2)
-    state, _ = train.run(ktied, hyper, problem, X, y, seed=0, batch_size=10, n_steps=7)
-    ratio, paper = train.gradient_snr(ktied, hyper, problem, X, y, state, seed=0, batch_size=10, draws=5)
-    rng = np.random.default_rng([0, streams.SNR, 7])
-    draws = []
-    for _ in range(5):
-        idx = rng.choice(60, size=10, replace=False)
-        draws.append(ktied.std_gradients(rng, state, problem, X[idx], y[idx], hyper))
-    for layer in range(2):
-        expected = snr(np.stack([d[layer] for d in draws]))
-        assert (ratio[layer], paper[layer]) == pytest.approx(expected, rel=1e-14)
+class _Known:
+    """A method whose standard-deviation gradients are known: per draw, layer 0 is ``N(2, 0.5^2)`` noise in 3
+    coordinates from the generator it is given, layer 1 the rows of the minibatch (the examples' ids, the first
+    feature) and one uniform draw, recorded to check where they come from."""
+
+    def __init__(self):
+        self.seen = []
+
+    def std_gradients(self, rng, state, problem, X, y, hyper, kl=None):
+        rows = X[:, 0].copy()
+        self.seen.append((tuple(rows.astype(int)), float(rng.random())))
+        return [2.0 + 0.5 * rng.standard_normal(3), rows]
+
+
+def test_gradient_snr_draws_fresh_minibatches_and_noise_from_a_stream_of_its_own():
+    """Every draw is a minibatch without repeated rows and new noise; the estimate is the ratio of the draws' mean
+    and spread (here |E g| / std g = 2 / 0.5 = 4, within sampling error), the same for the same seed and step, and
+    another at another step."""
+    ids = np.arange(60, dtype=float)[:, None]
+    problem = Problem(MLP((1, 1), "tanh", "bernoulli"), np.ones(2), 60)
+    state = SimpleNamespace(t=7)
+    method = _Known()
+    ratio, _ = train.gradient_snr(method, None, problem, ids, np.zeros(60), state, seed=0, batch_size=10,
+                                  draws=4000)
+    assert ratio[0] == pytest.approx(4.0, rel=0.05)
+    rows = [r for r, _ in method.seen]
+    assert all(len(set(r)) == 10 for r in rows)
+    assert len(set(rows)) > 3990 and len({u for _, u in method.seen}) == 4000
+    again, other = _Known(), _Known()
+    train.gradient_snr(again, None, problem, ids, np.zeros(60), state, seed=0, batch_size=10, draws=5)
+    train.gradient_snr(other, None, problem, ids, np.zeros(60), SimpleNamespace(t=8), seed=0, batch_size=10,
+                       draws=5)
+    assert again.seen == method.seen[:5]
+    assert not {u for _, u in other.seen} & {u for _, u in again.seen}
 
 
 def test_std_parameters_are_the_weight_scales_only():

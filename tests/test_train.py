@@ -4,6 +4,8 @@ recovery of a posterior known in closed form."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -95,17 +97,79 @@ def test_resume_mid_epoch_reproduces_the_history():
     assert _history_without_time(hist) == _history_without_time(full_hist)
 
 
-def test_run_equals_the_documented_loop():
-    """``run`` is: state from ``init`` with generator (seed, INIT); step t (0-based) uses the minibatch
-    ``batch_indices(seed, t, N, M)`` and the generator (seed, STEP, t). Replaying that by hand gives the same bits."""
-    problem, X, y = _logistic(n=25, hidden=(4,))
-    seed, M, n_steps = 3, 10, 7
-    got, _ = _run(problem, X, y, seed=seed, batch_size=M, n_steps=n_steps)
-    state = slang.init(streams.derive_rng(seed, streams.INIT), problem, HYPER)
-    for t in range(n_steps):
-        idx = streams.batch_indices(seed, t, problem.n_data, M)
-        state, _ = slang.step(streams.derive_rng(seed, streams.STEP, t), state, problem, X[idx], y[idx], HYPER)
-    _assert_same_state(got, state)
+class _Recorder:
+    """A step method that learns nothing and records what the loop gives it: the rows of each minibatch (the
+    examples' ids are the first feature) and one draw of the step's generator. Its loss is the minibatch's size,
+    so an epoch's loss, the mean of its steps' losses, is known without replaying the loop."""
+
+    from dataclasses import dataclass as _dataclass
+
+    @_dataclass(frozen=True)
+    class Hyper:
+        pass
+
+    class State(NamedTuple):
+        t: int
+        rows: tuple
+        draws: tuple
+
+    @staticmethod
+    def init(rng, problem, hyper):
+        return _Recorder.State(0, (), (float(rng.random()),))
+
+    @staticmethod
+    def step(rng, state, problem, X, y, hyper):
+        rows = state.rows + (tuple(int(v) for v in X[:, 0]),)
+        return state._replace(t=state.t + 1, rows=rows, draws=state.draws + (float(rng.random()),)), \
+            {"nll": float(len(X)), "kl": 0.0}
+
+    @staticmethod
+    def posterior(state):  # (the loop records the KL to the prior once an epoch)
+        return SimpleNamespace(kl_to_prior=lambda prior_precision: 0.0)
+
+    finite_fields = ()
+
+
+def _recorded(n=25, batch_size=10, n_steps=8, seed=5):
+    ids = np.arange(n, dtype=float)[:, None]
+    problem = Problem(MLP((1, 1), "tanh", "bernoulli"), np.ones(2), n)
+    return train.run(_Recorder, _Recorder.Hyper(), problem, ids, np.zeros(n), seed=seed, batch_size=batch_size,
+                     n_steps=n_steps)
+
+
+def test_each_epoch_visits_every_example_once_in_a_new_order():
+    """N = 25, M = 10: each epoch's minibatches (10, 10, 5 rows) partition the examples, and the next epoch visits
+    them in another order."""
+    state, _ = _recorded(n_steps=9)
+    assert [len(rows) for rows in state.rows] == [10, 10, 5] * 3
+    epochs = [sum(state.rows[3 * e:3 * e + 3], ()) for e in range(3)]
+    for visit in epochs:
+        assert sorted(visit) == list(range(25))
+    assert len(set(epochs)) == 3
+
+
+def test_every_step_and_every_seed_gets_its_own_random_stream():
+    """The initialisation and each step draw from generators of their own: no two draws of a run coincide, a run
+    is the same draw for draw under the same seed, and another seed changes every draw and the minibatch order."""
+    a, _ = _recorded(seed=5)
+    again, _ = _recorded(seed=5)
+    other, _ = _recorded(seed=6)
+    assert a.draws == again.draws and a.rows == again.rows
+    assert len(set(a.draws)) == len(a.draws)
+    assert not set(a.draws) & set(other.draws)
+    assert a.rows != other.rows
+
+
+def test_a_step_sees_the_same_stream_when_the_loop_is_resumed():
+    """Stopping after 5 steps and continuing gives the draws and minibatches of the run never stopped: a step's
+    randomness depends on the seed and the step alone."""
+    whole, _ = _recorded(n_steps=8)
+    first, history = _recorded(n_steps=5)
+    ids = np.arange(25, dtype=float)[:, None]
+    problem = Problem(MLP((1, 1), "tanh", "bernoulli"), np.ones(2), 25)
+    resumed, _ = train.run(_Recorder, _Recorder.Hyper(), problem, ids, np.zeros(25), seed=5, batch_size=10,
+                           n_steps=8, state=first, history=history)
+    assert resumed.draws == whole.draws and resumed.rows == whole.rows
 
 
 # --------------------------------------------------------------------------------------- epochs and batches
@@ -119,15 +183,9 @@ def test_history_has_one_entry_per_epoch_including_a_partial_last_one():
     assert hist.epoch == [1, 2, 3]
     assert hist.step == [3, 6, 8]
     assert len(hist.nll) == len(hist.seconds) == 3
-    # the per-step losses, replayed
-    s = slang.init(streams.derive_rng(seed, streams.INIT), problem, HYPER)
-    losses = []
-    for t in range(8):
-        idx = streams.batch_indices(seed, t, 25, M)
-        s, info = slang.step(streams.derive_rng(seed, streams.STEP, t), s, problem, X[idx], y[idx], HYPER)
-        losses.append(info["nll"])
-    expected = [np.mean(losses[0:3]), np.mean(losses[3:6]), np.mean(losses[6:8])]
-    np.testing.assert_allclose(hist.nll, expected, rtol=1e-15, atol=0)
+    # each loss is the mean of that epoch's minibatch losses: the recorder's loss is the minibatch's size
+    _, recorded = _recorded(n=25, batch_size=M, n_steps=8, seed=seed)
+    assert recorded.nll == [np.mean([10, 10, 5]), np.mean([10, 10, 5]), np.mean([10, 10])]
     arrays = hist.as_arrays()
     assert arrays["epoch"].dtype == np.int64 and arrays["nll"].dtype == float
 
