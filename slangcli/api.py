@@ -141,9 +141,9 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     X_test, y_test : array_like, optional
         Test data, scored at the end of the fit (stored in ``metrics["test"]``).
     method : str or None
-        ``slang``, ``full-ef``, ``full-hessian``, ``mf-ef``, ``mf-hessian``, ``bbb``, ``ktied``, ``ivon``,
-        ``exact-full``, ``exact-mf`` (``slangcli.methods.METHODS``); None (default): ``ivon`` for a classification
-        network, ``slang`` otherwise.
+        A name in ``slangcli.methods.METHODS`` (``slang fit --help`` lists them with a line each); None (default):
+        the task's (``slangcli.options.DEFAULT_METHOD``: ``ivon`` for a classification network, ``slang``
+        otherwise).
     hidden : int, sequence of int or str
         Hidden-layer widths (``50``, ``(400, 400)`` or ``"400,400"``); none gives a linear model.
     likelihood : str

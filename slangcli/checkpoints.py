@@ -20,7 +20,7 @@ from slangcli import learned, streams, train
 from slangcli.errors import FormatError
 from slangcli.fitsetup import Plan
 from slangcli.io import Run
-from slangcli.methods.base import cache_fields
+from slangcli.methods.base import describe
 from slangcli.provenance import meta
 
 
@@ -102,7 +102,7 @@ def restore(run: Run, run_name: str, plan: Plan):
             # rounding of every later step, depend on the layout
             order = "F" if value.flags.f_contiguous and not value.flags.c_contiguous else "C"
             values[name] = np.array(got, dtype=value.dtype, order=order)
-        elif isinstance(value, np.ndarray) and name not in cache_fields(plan.module):
+        elif isinstance(value, np.ndarray) and name not in describe(plan.module).cache_fields:
             raise FormatError(f"{run_name}: /state lacks {name!r}")
         elif isinstance(value, (int, float)) and name in scalars:
             values[name] = type(value)(scalars[name])

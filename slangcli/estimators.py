@@ -231,8 +231,9 @@ class SLANGClassifier(_SLANGEstimator):
     Parameters
     ----------
     method : str or None
-        ``slang``, ``full-ef``, ``full-hessian``, ``mf-ef``, ``mf-hessian``, ``bbb``, ``ktied``, ``ivon``,
-        ``exact-full``, ``exact-mf``; None (default): ``ivon`` for a classification network, ``slang`` otherwise.
+        A name in ``slangcli.methods.METHODS`` (``slang fit --help`` lists them with a line each); None (default):
+        the task's (``slangcli.options.DEFAULT_METHOD``: ``ivon`` for a classification network, ``slang``
+        otherwise).
     hidden : tuple of int
         Hidden-layer widths; ``()`` is logistic (softmax) regression.
     activation : str

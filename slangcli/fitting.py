@@ -272,8 +272,8 @@ def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None
     A method not given is the task's (:data:`slangcli.options.DEFAULT_METHOD`); its hyperparameters are the given
     ones over the task's and the method's defaults (:meth:`FitOptions.method_hyper`). Step methods train for
     ``epochs`` or ``iterations`` steps on minibatches of ``batch_size`` (:data:`slangcli.options.STEP_DEFAULTS`
-    when not given); the exact solvers use the whole training set at once. Every ``snr_every`` steps (methods with
-    ``std_gradients``: ``bbb``, ``ktied``) the gradient SNR of the standard-deviation parameters is recorded in the
+    when not given); the exact solvers use the whole training set at once. Every ``snr_every`` steps (the methods with
+    ``std_gradients``, ``slangcli.methods.base.Method``) the gradient SNR of the standard-deviation parameters is recorded in the
     history from ``snr_draws`` independent gradient draws (``slangcli.train.gradient_snr``).
 
     ``noise_precision="auto"`` (regression) and ``prior_precision="auto"`` learn them by maximising the ELBO along

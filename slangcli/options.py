@@ -22,7 +22,7 @@ import numpy as np
 
 from slangcli.errors import ConfigError
 from slangcli.methods import METHODS
-from slangcli.methods.base import hyper_names, is_solver
+from slangcli.methods.base import hyper_names, is_solver, listing, methods_help, takers
 from slangcli.metrics import MAX_SAMPLES
 from slangcli.models import ACTIVATIONS, LIKELIHOODS
 from slangcli.posteriors import MAX_ABS_VALUE
@@ -62,12 +62,14 @@ def option(default, help: str, *, kind: str, least=None, most=None, choices=None
            applied: str | None = None):
     """A field of :class:`FitOptions` with what every door needs to know of it.
 
-    ``kind`` says which values it takes (:func:`check_value`): ``choice`` (one of ``choices``, a tuple or a
-    function returning one), ``widths`` (hidden-layer widths), ``switch`` (True or False), ``count`` (a whole
-    number from ``least`` to ``most``), ``positive`` (a positive finite number), ``precision`` (``positive`` or
-    ``auto``) or ``text``. ``flag`` and ``short`` are its command-line spellings (default ``--name``), ``estimator``
-    its estimator parameter's name ("": the field's own, None: the estimators do not take it), and ``applied`` the
-    default as applied where the declared default (None) leaves it to the task or the method.
+    ``help`` is its help text, or a function returning it (text that names the registered methods is made from the
+    registry when asked for, :func:`help_of`). ``kind`` says which values it takes (:func:`check_value`):
+    ``choice`` (one of ``choices``, a tuple or a function returning one), ``widths`` (hidden-layer widths),
+    ``switch`` (True or False), ``count`` (a whole number from ``least`` to ``most``), ``positive`` (a positive
+    finite number), ``precision`` (``positive`` or ``auto``) or ``text``. ``flag`` and ``short`` are its
+    command-line spellings (default ``--name``), ``estimator`` its estimator parameter's name ("": the field's own,
+    None: the estimators do not take it), and ``applied`` the default as applied where the declared default (None)
+    leaves it to the task or the method.
     """
     return field(default=default, metadata={
         "help": help, "kind": kind, "least": least, "most": most, "choices": choices, "flag": flag, "short": short,
@@ -76,6 +78,28 @@ def option(default, help: str, *, kind: str, least=None, most=None, choices=None
 
 def _methods() -> tuple:
     return tuple(METHODS)
+
+
+def _default_methods() -> str:
+    """:data:`DEFAULT_METHOD` in words: ``slang for a linear model or a regression network, ivon for a ...``."""
+    kinds: dict = {}
+    for kind, method in DEFAULT_METHOD.items():
+        kinds.setdefault(method, []).append(kind)
+    return ", ".join(f"{method} for a {' or a '.join(k)}" for method, k in kinds.items())
+
+
+def _method_help() -> str:
+    return methods_help(METHODS)
+
+
+def snr_methods() -> list[str]:
+    """The registered methods that take ``--snr`` (those with ``std_gradients``)."""
+    return takers(METHODS, "std_gradients")
+
+
+def _snr_help() -> str:
+    return (f"{', '.join(snr_methods())}: record the gradient signal-to-noise ratio of the standard-deviation "
+            "parameters of each weight matrix every N steps, in the run's history.")
 
 
 @dataclass(frozen=True)
@@ -100,11 +124,7 @@ class FitOptions:
     noise_precision: Any = option(AUTO, "Gaussian likelihood: noise precision tau on the standardised target, or "
                                   "auto: learned along with the posterior (the ELBO's optimum from the expected "
                                   "squared residuals).", kind="precision")
-    method: str | None = option(
-        None, "slang; natural-gradient baselines full-ef, full-hessian (dense precision), mf-ef, mf-hessian "
-        "(diagonal); bbb (Bayes by Backprop); ktied (k-tied Normal: bbb with sigma = U V^T per weight matrix); ivon "
-        "(IVON); exact-full, exact-mf (exact VI, logistic regression only).", kind="choice", choices=_methods,
-        applied="ivon for a classification network, slang otherwise")
+    method: str | None = option(None, _method_help, kind="choice", choices=_methods, applied=_default_methods())
     batch_size: int | None = option(None, "Minibatch size of the step methods.", kind="count", least=1, short="-M",
                                     applied=str(STEP_DEFAULTS["batch_size"]))
     epochs: int | None = option(None, "Passes over the training data, step methods.", kind="count", least=1,
@@ -115,9 +135,8 @@ class FitOptions:
                        estimator="random_state")
     eval_samples: int = option(1000, "Monte-Carlo samples of the final evaluation (where quadrature does not "
                                "apply).", kind="count", least=1, most=MAX_SAMPLES, estimator="predict_samples")
-    snr_every: int | None = option(None, "bbb, ktied: record the gradient signal-to-noise ratio of the "
-                                   "standard-deviation parameters of each weight matrix every N steps, in the run's "
-                                   "history.", kind="count", least=1, flag="--snr", metavar="N", estimator=None)
+    snr_every: int | None = option(None, _snr_help, kind="count", least=1, flag="--snr", metavar="N",
+                                   estimator=None)
     snr_draws: int = option(10, "Independent gradient draws (minibatch and weight noise) per SNR estimate.",
                             kind="count", least=2, estimator=None)
     tune: str | None = option(None, "Choose these by k-fold cross-validated predictive log-likelihood on the "
@@ -204,8 +223,8 @@ class FitOptions:
                                       "whole training set, not trained in steps")
         if self.epochs is not None and self.iterations is not None:
             raise ConfigError("give either --epochs or --iterations, not both")
-        if self.snr_every is not None and not hasattr(module, "std_gradients"):
-            raise ConfigError(f"--snr does not apply to --method {method} (it applies to bbb and ktied)")
+        if self.snr_every is not None and method not in snr_methods():
+            raise ConfigError(f"--snr does not apply to --method {method} (it applies to {listing(snr_methods())})")
         names = hyper_names(module)
         unknown = [name for name in self.hyper if name not in names]
         if unknown:
@@ -255,6 +274,12 @@ def flag(name: str) -> str:
         if f.name == name and f.metadata["flag"]:
             return f.metadata["flag"]
     return "--" + name.replace("_", "-")
+
+
+def help_of(f) -> str:
+    """A field's help text (made now, where it names the registered methods)."""
+    text = f.metadata["help"]
+    return text() if callable(text) else text
 
 
 def choices_of(f) -> tuple:

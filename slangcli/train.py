@@ -5,11 +5,11 @@ Randomness is derived, never carried (``slangcli.streams``): the generator of st
 ``default_rng([seed, ORDER, e])``. A run can therefore stop after any step and continue from its state alone,
 bit for bit. Each epoch visits the training set once in a fresh random order (``streams.epoch_order``).
 
-Gradient signal-to-noise ratio (optional, methods with ``std_gradients``: ``bbb``, ``ktied``): every ``snr_every``
-steps, ``snr_draws`` independent gradients of the standard-deviation parameters are drawn at the current state,
-each on its own random minibatch of the training batch size and its own weight noise, from the generator
-``default_rng([seed, SNR, t])``: a stream of its own, so recording the SNR leaves the run bit for bit as it would
-be without it. Their per-parameter ratios are averaged per weight matrix (``slangcli.methods.reparam.snr``).
+Gradient signal-to-noise ratio (optional, for the methods with ``std_gradients``, ``slangcli.methods.base.Method``):
+every ``snr_every`` steps, ``snr_draws`` independent gradients of the standard-deviation parameters are drawn at
+the current state, each on its own random minibatch of the training batch size and its own weight noise, from the
+generator ``default_rng([seed, SNR, t])``: a stream of its own, so recording the SNR leaves the run bit for bit as
+it would be without it. Their per-parameter ratios are averaged per weight matrix (``slangcli.methods.reparam.snr``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from slangcli.errors import DivergenceError
-from slangcli.methods.base import Problem, finite_fields
+from slangcli.methods.base import Problem, describe
 from slangcli.methods.reparam import snr
 from slangcli.posteriors import MAX_ABS_VALUE
 from slangcli.streams import INIT, SNR, STEP, derive_rng, epoch_order, steps_per_epoch
@@ -70,16 +70,17 @@ class History:
 def gradient_snr(method, hyper, problem: Problem, X: np.ndarray, y: np.ndarray, state, *, seed: int, batch_size: int,
                  draws: int, kl: float | None = None) -> tuple[list[float], list[float]]:
     """``(snr, snr_paper)`` per weight matrix at ``state``, from ``draws`` independent gradients of its
-    standard-deviation parameters (``method.std_gradients``), each on a fresh minibatch drawn without replacement
+    standard-deviation parameters (the method's ``std_gradients``), each on a fresh minibatch drawn without replacement
     and fresh weight noise, all from the SNR stream of step ``state.t``. ``kl`` overrides the step's KL weight
     (0: the expected log-likelihood's gradient alone)."""
     rng = derive_rng(seed, SNR, state.t)
     n = problem.n_data
     batch = min(batch_size, n)
+    std_gradients = describe(method).std_gradients
     samples = []
     for _ in range(draws):
         idx = rng.choice(n, size=batch, replace=False)
-        samples.append(method.std_gradients(rng, state, problem, X[idx], y[idx], hyper, kl))
+        samples.append(std_gradients(rng, state, problem, X[idx], y[idx], hyper, kl))
     ratios = [snr(np.stack([g[l] for g in samples])) for l in range(len(samples[0]))]
     return [r[0] for r in ratios], [r[1] for r in ratios]
 
@@ -89,13 +90,13 @@ def _diverged(step: int, epoch: int, what: str) -> str:
             "try a smaller --lr or --beta, or a larger --prior-precision")
 
 
-def _check_finite(method, state, step: int, epoch: int) -> None:
-    """O(D) per step: the state arrays the method declares (``methods.base.finite_fields``): the mean and the
+def _check_finite(names: tuple, state, step: int, epoch: int) -> None:
+    """O(D) per step: the state arrays ``names`` the method declares (its ``finite_fields``): the mean and the
     diagonal precision (a non-finite U reaches d through its correction), or the log standard deviations (Bayes by
     Backprop) or log scales (k-tied). A non-finite dense precision fails its Cholesky factorisation, which is
     reported as a failed linear-algebra routine. Values beyond ``MAX_ABS_VALUE``, which a run file may not hold
     (``slangcli.io``), are a divergence too: no checkpoint or run is written that slang could not read back."""
-    for name in finite_fields(method):
+    for name in names:
         value = getattr(state, name, None)
         # one reduction per array (NaN makes the maximum NaN, which fails the test); compared as a Python float, since
         # a float32 state would turn the bound into infinity
@@ -146,6 +147,7 @@ def run(
     n = problem.n_data
     spe = steps_per_epoch(n, batch_size)
     order, order_epoch = None, -1
+    finite_fields = describe(method).finite_fields
     last = time.perf_counter()
     # overflow and invalid operations are detected below, from the values, with a message naming the step
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
@@ -163,7 +165,7 @@ def run(
                 raise DivergenceError(_diverged(t + 1, epoch, "a linear-algebra routine failed")) from None
             if not np.isfinite(info["nll"]):
                 raise DivergenceError(_diverged(t + 1, epoch, "the loss is not finite"))
-            _check_finite(method, state, t + 1, epoch)
+            _check_finite(finite_fields, state, t + 1, epoch)
             if learner is not None:
                 learner.after_step(method, state, info, epoch_end=j == spe - 1,
                                    record=j == spe - 1 or state.t == n_steps)

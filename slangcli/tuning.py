@@ -35,7 +35,7 @@ import numpy as np
 
 from slangcli import metrics, streams, train
 from slangcli.errors import ConfigError, DivergenceError, Interrupted
-from slangcli.methods.base import Problem, hyper_names, samples_per_step
+from slangcli.methods.base import Problem, describe, hyper_names, samples_per_step
 from slangcli.models import MLP
 from slangcli.threads import blas_threads
 
@@ -213,15 +213,15 @@ def _fold_scores(candidates: list[dict], build, method, hyper, X, y, fit_rows, v
     hypers = [replace(hyper, **{p: c[p] for p in RATES if p in c}) for c in candidates]
     Xf, yf = X[fit_rows], y[fit_rows]
     model0 = built[0][0]
-    stacked = getattr(method, "stacked", None)
-    slang_stacked = stacked() if stacked is not None else None
-    if slang_stacked is not None and len(candidates) > 1 and slang_stacked.stackable(model0, hyper, batch):
-        runs = slang_stacked.Runs(prior_precision=np.stack([lam for _, lam in built]),
-                                  noise_precision=np.array([m.noise_precision for m, _ in built]),
-                                  lr=np.array([h.lr for h in hypers]), beta=np.array([h.beta for h in hypers]))
+    stacks = describe(method).stacked  # the method's module of stacked runs, if it has one
+    stacked = stacks() if stacks is not None else None
+    if stacked is not None and len(candidates) > 1 and stacked.stackable(model0, hyper, batch):
+        runs = stacked.Runs(prior_precision=np.stack([lam for _, lam in built]),
+                            noise_precision=np.array([m.noise_precision for m, _ in built]),
+                            lr=np.array([h.lr for h in hypers]), beta=np.array([h.beta for h in hypers]))
         with blas_threads(model0.n_params, samples_per_step(hyper), batch):
-            states = slang_stacked.run(runs, model0, hyper, Xf, yf, seed=fold_seed, batch_size=batch,
-                                       n_steps=n_steps, stop=stop)
+            states = stacked.run(runs, model0, hyper, Xf, yf, seed=fold_seed, batch_size=batch, n_steps=n_steps,
+                                 stop=stop)
     else:
         states = []
         for (model, lam), h in zip(built, hypers):

@@ -11,7 +11,7 @@ from slangcli.methods import METHODS
 from slangcli.methods.base import option_specs
 from slangcli.metrics import MAX_SAMPLES
 from slangcli.options import (AUTO, MAX_SEED, NETWORK_RATES, NETWORK_RATES_WHEN, FitOptions, choices_of, flag,
-                              shown_default)
+                              help_of, shown_default)
 from slangcli.outputs import UnusableOutput, check_output_path
 
 DELIMITERS = {",": ",", ";": ";", "tab": "\t", "\\t": "\t", "\t": "\t", "whitespace": "whitespace", " ": "whitespace"}
@@ -123,7 +123,7 @@ def _fit_option(f) -> click.Option:
     """The command-line option of a field of :class:`slangcli.options.FitOptions`."""
     meta = f.metadata
     shown = shown_default(f)
-    help_text = meta["help"] + (f"  [default: {shown}]" if shown is not None else "")
+    help_text = help_of(f) + (f"  [default: {shown}]" if shown is not None else "")
     if meta["kind"] == "switch":
         return click.Option([f"{flag(f.name)}/--no-{flag(f.name)[2:]}", f.name], default=f.default, help=help_text)
     declarations = [flag(f.name), *([meta["short"]] if meta["short"] else []), f.name]

@@ -1,19 +1,17 @@
 """Inference methods by their command-line names: the registry.
 
-Step methods (driven by ``slangcli.train.run``): ``slang``; the natural-gradient baselines of the SLANG paper's
-Table 1, ``full-ef``, ``full-hessian`` (dense precision) and ``mf-ef``, ``mf-hessian`` (diagonal precision); and
-Bayes by Backprop, ``bbb``, and its k-tied Normal variant, ``ktied``; IVON, ``ivon``. Solvers (called once by
-``slangcli.workflow.fit``): ``exact-full`` and ``exact-mf``,
-the ELBO-optimal Gaussians of Bayesian logistic regression.
+Step methods (driven by ``slangcli.train.run``) and solvers (called once by ``slangcli.workflow.fit``); each says
+what it is in its own declarations (``description``: ``slang fit --help`` lists them).
 
-A method is a module (or ``base.Method`` record) that follows ``slangcli.methods.base``: its ``Hyper`` dataclass
-declares each hyperparameter once with ``base.hyperparameter`` (default, help, validation in ``__post_init__``),
-and ``init``/``step``/``posterior`` (or ``solve``) with the optional ``finite_fields``, ``cache_fields``,
-``adapt`` and ``stacked``. Adding one is its module and one line here (or :func:`register`): ``slang fit
---method``, its options and ``--help``, checkpoints and resume, ``slangcli.fit`` and the estimators then take it.
+A method is a module (or ``base.Method`` record) that follows the protocol of ``slangcli.methods.base``
+(:class:`~slangcli.methods.base.Method` lists every part and its default): its ``Hyper`` dataclass declares each
+hyperparameter once with ``base.hyperparameter`` (default, help, validation in ``__post_init__``), and
+``init``/``step``/``posterior`` (or ``solve``) with the optional parts. Adding one is its module and one line here
+(or :func:`register`): ``slang fit --method``, its options and ``--help``, checkpoints and resume, ``slangcli.fit``
+and the estimators then take it.
 """
 
-from slangcli.methods import bbb, exact, full, ivon, ktied, meanfield, slang
+from slangcli.methods import base, bbb, exact, full, ivon, ktied, meanfield, slang
 
 METHODS = {
     "slang": slang,
@@ -30,9 +28,9 @@ METHODS = {
 
 
 def register(name: str, method) -> None:
-    """Add ``method`` under ``name`` (e.g. from a plugin package); refuses a name already taken."""
+    """Add ``method`` under ``name`` (e.g. from a plugin package); refuses a name already taken, and a method that
+    lacks a required part of the protocol."""
     if name in METHODS:
         raise ValueError(f"a method named {name!r} is already registered")
-    if not hasattr(method, "Hyper"):
-        raise TypeError(f"method {name!r} lacks a Hyper dataclass (see slangcli.methods.base)")
+    base.check(name, method)
     METHODS[name] = method

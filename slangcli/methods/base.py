@@ -1,21 +1,22 @@
-"""What every inference method shares: the problem it is given, the learning-rate schedule, and the shape of a
-method.
+"""What every inference method shares: the problem it is given, the learning-rate schedule, and the protocol a
+method follows (:class:`Method`).
 
-A method is either trained by steps or solved. A *step method* exports ``Hyper`` (its validated
-hyperparameters), ``init(rng, problem, hyper) -> state``, ``step(rng, state, problem, X, y, hyper) -> (state,
-info)`` and ``posterior(state) -> posterior``; states are NamedTuples of arrays plus the step counter ``t``, and
-the training loop (``slangcli.train``) drives any of them. A *solver* exports ``Hyper`` and
-``solve(problem, X, y, hyper) -> (posterior, info)`` and is called once on the whole training set
-(``slangcli.workflow.fit`` dispatches on :func:`is_solver`).
+A method is either trained by steps or solved. A *step method* has ``Hyper`` (its validated hyperparameters),
+``init(rng, problem, hyper) -> state``, ``step(rng, state, problem, X, y, hyper) -> (state, info)`` and
+``posterior(state) -> posterior``; states are NamedTuples of arrays plus the step counter ``t``, and the training
+loop (``slangcli.train``) drives any of them. A *solver* has ``Hyper`` and ``solve(problem, X, y, hyper) ->
+(posterior, info)`` and is called once on the whole training set (``slangcli.workflow.fit`` dispatches on
+:func:`is_solver`). Every other part is optional, with a default: :class:`Method` lists them all.
 
-The registry (``slangcli.methods.METHODS``) holds modules, or :class:`Method` records where one module serves two
-variants that differ only in a function argument (``full-ef`` and ``full-hessian``).
+The registry (``slangcli.methods.METHODS``) holds modules that define these parts by name, or :class:`Method`
+records (where one module serves two variants that differ only in a function argument: ``full-ef`` and
+``full-hessian``). slang reads a method only through :func:`describe`, which gives the record either way.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import numpy as np
 
@@ -32,50 +33,116 @@ class Problem:
     n_data: int
 
 
-class Method(NamedTuple):
-    """A registry entry with the attributes of a method module: the step trio, or ``solve``, and the optional
-    parts of the protocol (see :func:`finite_fields`, :func:`cache_fields`, :func:`adapt`, :func:`display_name`,
-    :func:`rank_symbol`)."""
+@dataclass(frozen=True)
+class Method:
+    """Every part of a method, the protocol in one place: a module defines the ones it has under these names (the
+    rest take the defaults below), or the registry holds such a record itself.
+
+    Required: ``Hyper``, and either the step trio ``init``, ``step``, ``posterior`` or ``solve`` (see the module
+    docstring). Optional:
+
+    ``description``
+        One line for ``slang fit --help``'s list of methods (``--method``).
+    ``display_name``
+        Its name in figures (``"SLANG"``, ``"k-tied"``); None: its registry name.
+    ``rank_symbol``
+        The symbol of its ``rank`` hyperparameter in labels, after its paper (``"L"``, the rank of SLANG's
+        precision; ``"k"``, k-tied's).
+    ``finite_fields``
+        The state arrays checked for finiteness after every step (O(D) each; the ones a diverging step reaches
+        first).
+    ``cache_fields``
+        State fields that only cache what the next step can recompute (``None`` allowed): not required in a
+        checkpoint and not restored from one.
+    ``adapt(model, hyper) -> (hyper, note)``
+        Its hyperparameters fitted to ``model`` (e.g. a rank capped by the parameter count) and what to tell the
+        user about it (None: nothing); called once before a fit (:func:`adapt`).
+    ``std_gradients(rng, state, problem, X, y, hyper, kl=None) -> [array per weight matrix]``
+        One draw of the gradient of its standard-deviation parameters; a method that has it takes ``--snr``
+        (``slangcli.train.gradient_snr``).
+    ``stacked() -> module``
+        The module that trains several of its fits of one network at once, for ``--tune``'s candidates:
+        ``stackable(model, hyper, batch_size)``, ``Runs``, ``run(runs, model, hyper, X, y, *, seed, batch_size,
+        n_steps, stop)`` (``slangcli.methods.slang_stacked``).
+    """
 
     Hyper: type
     init: Callable | None = None
     step: Callable | None = None
     posterior: Callable | None = None
     solve: Callable | None = None
+    description: str = ""
+    display_name: str | None = None
+    rank_symbol: str = "rank"
     finite_fields: tuple = ("mu",)
     cache_fields: tuple = ()
     adapt: Callable | None = None
+    std_gradients: Callable | None = None
+    stacked: Callable | None = None
+
+    def __post_init__(self):
+        for name in ("finite_fields", "cache_fields"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
 
-def finite_fields(method) -> tuple[str, ...]:
-    """The state arrays checked for finiteness after every step (O(D) each; a method lists the ones a diverging
-    step reaches first), declared as ``finite_fields`` (default: the mean ``mu``)."""
-    return tuple(getattr(method, "finite_fields", ("mu",)))
+PARTS = tuple(f.name for f in fields(Method))
 
 
-def cache_fields(method) -> tuple[str, ...]:
-    """State fields that only cache what the next step can recompute (``None`` allowed): not required in a
-    checkpoint and not restored from one (``cache_fields``; default none)."""
-    return tuple(getattr(method, "cache_fields", ()))
+def describe(method) -> Method:
+    """The :class:`Method` record of a registry entry: the record itself, or a module's parts by name with the
+    defaults for the ones it does not define. The one place where slang looks a method's parts up."""
+    if isinstance(method, Method):
+        return method
+    return Method(**{name: getattr(method, name) for name in PARTS if hasattr(method, name)})
+
+
+def check(name: str, method) -> None:
+    """Refuse (TypeError) a method that lacks ``Hyper`` or both the step trio and ``solve``."""
+    if not hasattr(method, "Hyper"):
+        raise TypeError(f"method {name!r} lacks a Hyper dataclass (see slangcli.methods.base)")
+    parts = describe(method)
+    if parts.solve is None and None in (parts.init, parts.step, parts.posterior):
+        raise TypeError(f"method {name!r} has neither init, step and posterior nor solve (see slangcli.methods.base)")
+
+
+def is_solver(method) -> bool:
+    return describe(method).solve is not None
 
 
 def adapt(method, model: MLP, hyper):
-    """``(hyper, note)``: the method's hyperparameters fitted to ``model`` (e.g. a rank capped by the parameter
-    count) and what to tell the user about it (None: nothing), from the method's ``adapt`` hook if it has one."""
-    hook = getattr(method, "adapt", None)
+    """``(hyper, note)``: the method's hyperparameters fitted to ``model`` and what to tell the user about it, from
+    its ``adapt`` (unchanged, and nothing to say, without one)."""
+    hook = describe(method).adapt
     return hook(model, hyper) if hook is not None else (hyper, None)
 
 
 def display_name(method, name: str) -> str:
-    """The method's name in figures (``"SLANG"``, ``"k-tied"``), declared as ``display_name``; default its
-    registry name ``name``."""
-    return getattr(method, "display_name", name)
+    """The method's name in figures: its ``display_name``, else ``name`` (its registry name; also for a method
+    this slang does not know, ``method`` None)."""
+    return (describe(method).display_name if method is not None else None) or name
 
 
 def rank_symbol(method) -> str:
-    """The symbol of the method's ``rank`` hyperparameter in labels, after its paper (``"L"``, the rank of SLANG's
-    precision; ``"k"``, k-tied's), declared as ``rank_symbol``; default ``"rank"``."""
-    return getattr(method, "rank_symbol", "rank")
+    """The symbol of the method's ``rank`` in labels (``"rank"`` for a method this slang does not know, None)."""
+    return describe(method).rank_symbol if method is not None else Method.rank_symbol
+
+
+def takers(methods: dict, part: str) -> list[str]:
+    """The names among ``methods`` (name -> method) of those that have the optional ``part`` (e.g.
+    ``std_gradients``: the methods that take ``--snr``)."""
+    return [name for name, method in methods.items() if getattr(describe(method), part) is not None]
+
+
+def listing(names) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"``: names in a message."""
+    names = list(names)
+    return " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def methods_help(methods: dict) -> str:
+    """The list of ``methods`` (name -> method) for ``--method``'s help: each name with its description."""
+    return "; ".join(f"{name}: {d}" if (d := describe(method).description) else name
+                     for name, method in methods.items()) + "."
 
 
 def samples_per_step(hyper) -> int:
@@ -140,10 +207,6 @@ def option_specs(methods: dict) -> list[OptionSpec]:
             spec.helps[method_name] = meta.get("help") or f.name.replace("_", " ")
             spec.defaults[method_name] = f.default
     return list(specs.values())
-
-
-def is_solver(method) -> bool:
-    return getattr(method, "solve", None) is not None
 
 
 def hyper_names(method) -> tuple[str, ...]:

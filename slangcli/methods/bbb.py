@@ -37,6 +37,8 @@ class Hyper(AdamHyper):
     pass
 
 
+# the method's declarations (slangcli.methods.base.Method); std_gradients below makes it take --snr
+description = "Bayes by Backprop (mean field, Adam)"
 finite_fields = ("mu", "log_sigma")
 
 

@@ -245,5 +245,5 @@ def solve_mean_field(problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hype
     return DiagonalGaussian(mean=x[:D], log_sigma=x[D:]), info
 
 
-FULL = Method(Hyper, solve=solve_full)
-MEAN_FIELD = Method(Hyper, solve=solve_mean_field)
+FULL = Method(Hyper, solve=solve_full, description="exact VI, full covariance, logistic regression only")
+MEAN_FIELD = Method(Hyper, solve=solve_mean_field, description="exact VI, mean field, logistic regression only")

@@ -83,5 +83,7 @@ def posterior(state: State) -> FullGaussian:
     return FullGaussian(mean=state.mu.copy(), chol=state.chol.copy())
 
 
-EF = Method(Hyper, init, step, posterior)
-HESSIAN = Method(Hyper, init, partial(step, curvature="hessian"), posterior)
+EF = Method(Hyper, init, step, posterior,
+            description="natural-gradient baseline, dense precision, empirical Fisher")
+HESSIAN = Method(Hyper, init, partial(step, curvature="hessian"), posterior,
+                 description="natural-gradient baseline, dense precision, Gauss-Newton")

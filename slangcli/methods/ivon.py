@@ -96,6 +96,8 @@ class Hyper:
         require(self.dtype in DTYPES, f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
 
 
+# the method's declarations (slangcli.methods.base.Method)
+description = "IVON (mean-field natural gradient)"
 finite_fields = ("mu", "d")
 
 

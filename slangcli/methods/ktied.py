@@ -89,7 +89,8 @@ def slices(sizes, ranks) -> Slices:
     return Slices(a, b, slice(start, start + sum(sizes[1:])), tuple(ranks))
 
 
-# the method's declarations (slangcli.methods.base)
+# the method's declarations (slangcli.methods.base.Method); std_gradients below makes it take --snr
+description = "k-tied Normal: bbb with sigma = U V^T per weight matrix"
 finite_fields = ("mu", "log_scale")
 display_name = "k-tied"
 rank_symbol = "k"

@@ -62,5 +62,7 @@ def posterior(state: State) -> DiagonalGaussian:
     return DiagonalGaussian.from_precision(state.mu, state.d)
 
 
-EF = Method(Hyper, init, step, posterior, finite_fields=("mu", "d"))
-HESSIAN = Method(Hyper, init, partial(step, curvature="hessian"), posterior, finite_fields=("mu", "d"))
+EF = Method(Hyper, init, step, posterior, finite_fields=("mu", "d"),
+            description="natural-gradient baseline, diagonal precision, empirical Fisher")
+HESSIAN = Method(Hyper, init, partial(step, curvature="hessian"), posterior, finite_fields=("mu", "d"),
+                 description="natural-gradient baseline, diagonal precision, Gauss-Newton")

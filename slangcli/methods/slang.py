@@ -66,8 +66,9 @@ class Hyper(natural.Hyper):
         require(self.dtype in DTYPES, f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
 
 
-# the method's declarations (slangcli.methods.base): state checked for finiteness after every step, the cache
-# a checkpoint does not need, and its name and rank's symbol in labels
+# the method's declarations (slangcli.methods.base.Method): what --help says of it, the state checked for
+# finiteness after every step, the cache a checkpoint does not need, and its name and rank's symbol in labels
+description = "SLANG (natural gradient, low-rank plus diagonal precision)"
 finite_fields = ("mu", "d")
 cache_fields = ("WtW",)
 display_name = "SLANG"
