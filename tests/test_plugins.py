@@ -23,6 +23,7 @@ from slangcli.methods import METHODS, register
 from slangcli.methods.base import PARTS
 from slangcli.options import FitOptions
 from slangcli.workflow import Checkpointing, DataOptions, fit
+from test_checkpoint import assert_resume_equals_uninterrupted_fit
 
 
 @pytest.fixture
@@ -56,6 +57,11 @@ def test_the_toy_method_takes_snr_and_the_messages_say_so(toy):
     with pytest.raises(ConfigError, match=r"--snr does not apply to --method slang \(it applies to bbb, ktied and "
                                           r"toy\)"):
         FitOptions.of(method="slang", snr_every=5)
+
+
+def test_the_toy_method_resumes_as_every_registered_step_method_does(toy, data, tmp_path):
+    for stop_after in (7, 16):  # mid-epoch, at an epoch's end
+        assert_resume_equals_uninterrupted_fit(tmp_path, data, "toy", {"toy_sigma": 0.05}, stop_after)
 
 
 def test_the_estimators_fit_the_toy_method_and_its_run_file_is_read_back(toy, tmp_path):
