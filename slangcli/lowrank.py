@@ -39,7 +39,11 @@ def weighted_gram(U: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def capacitance(U: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """``W^T W = U^T diag(1/d) U : (L, L)``; the capacitance matrix is ``I + W^T W``."""
+    """``W^T W = U^T diag(1/d) U : (L, L)``; the capacitance matrix is ``I + W^T W``. For a stack of runs
+    (``U : (B, D, L)``, ``d : (B, D)``; ``slangcli.methods.slang_stacked``) each run's, ``(B, L, L)``, by one batched
+    product."""
+    if U.ndim == 3:
+        return U.transpose(0, 2, 1) @ (U / d[:, :, None])
     return weighted_gram(U, 1.0 / d)
 
 
@@ -70,14 +74,21 @@ def _cholesky_capacitance(U, d, WtW=None):
 
 
 def solve(U: np.ndarray, d: np.ndarray, v: np.ndarray, WtW: np.ndarray | None = None) -> np.ndarray:
-    """``(U U^T + diag d)^{-1} v`` for ``v : (D,)`` or ``(D, k)`` by the Woodbury identity, O(D L^2).
+    """``(U U^T + diag d)^{-1} v`` for ``v : (D,)`` or ``(D, k)`` by the Woodbury identity, O(D L^2):
+    ``v / d - diag(1/d) U (I + W^T W)^{-1} U^T (v / d)``.
 
-    ``WtW`` may pass a precomputed :func:`capacitance` of the same ``(U, d)``.
+    ``WtW`` may pass a precomputed :func:`capacitance` of the same ``(U, d)``. For a stack of runs (``U : (B, D,
+    L)``, ``d, v : (B, D)``; ``slangcli.methods.slang_stacked``) each run's, the B small systems by one batched LU
+    solve (a LAPACK call per run would cost more than the runs' arithmetic).
     """
-    dd = d if v.ndim == 1 else d[:, None]
+    dd = d if v.ndim == d.ndim else d[..., None]
     vd = v / dd
-    if U.shape[1] == 0:
+    if U.shape[-1] == 0:
         return vd
+    if U.ndim == 3:
+        C = (capacitance(U, d) if WtW is None else WtW) + np.eye(U.shape[2])
+        w = np.linalg.solve(C, U.transpose(0, 2, 1) @ vd[:, :, None])  # (B, L, 1)
+        return vd - (U @ w)[:, :, 0] / dd
     chol = _cholesky_capacitance(U, d, WtW)
     # products with U in U's precision (no float64 copy of a float32 U); the result is float64
     w, info = scipy.linalg.lapack.dpotrs(chol, U.T @ vd.astype(U.dtype, copy=False), lower=1)

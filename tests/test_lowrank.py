@@ -52,6 +52,22 @@ def test_solve_matrix_matches_dense(L, n_zero):
 
 
 @pytest.mark.parametrize("L,n_zero", CASES, ids=CASE_IDS)
+def test_solve_and_capacitance_of_a_stack_are_each_runs(L, n_zero):
+    """A stack of runs (``U : (B, D, L)``, ``d, v : (B, D)``, the stacked SLANG runs of --tune): each run's
+    capacitance and solve, as dense algebra gives them."""
+    problems = [_problem(L, n_zero, seed=s) for s in range(3)]
+    U, d = np.stack([p[1] for p in problems]), np.stack([p[2] for p in problems])
+    v = np.random.default_rng(9).standard_normal((3, D))
+    got, WtW = lowrank.solve(U, d, v), lowrank.capacitance(U, d)
+    assert got.shape == (3, D) and WtW.shape == (3, L, L)
+    for b, (_, Ub, db, P) in enumerate(problems):
+        expected = np.linalg.solve(P, v[b])
+        np.testing.assert_allclose(got[b], expected, rtol=1e-9, atol=1e-11 * np.abs(expected).max())
+        np.testing.assert_allclose(WtW[b], Ub.T @ (Ub / db[:, None]), rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(lowrank.solve(U, d, v, WtW)[b], got[b])
+
+
+@pytest.mark.parametrize("L,n_zero", CASES, ids=CASE_IDS)
 def test_logdet_matches_slogdet(L, n_zero):
     """Matrix determinant lemma: ``logdet(U, d) == log|P|``."""
     _, U, d, P = _problem(L, n_zero, seed=2)

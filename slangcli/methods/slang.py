@@ -270,13 +270,27 @@ def update(state: State, theta: np.ndarray, problem: Problem, X: np.ndarray, y: 
     U_new, diag = low_rank_update(state.U, grads, beta, c, hyper.rank)
     if t % FLUSH_EVERY == 0:
         lowrank.flush_underflow(U_new)
-    correction = np.maximum(diag - np.einsum("dl,dl->d", U_new, U_new), 0.0)
-    d = (1.0 - beta) * state.d + beta * lam + correction
-
-    WtW = lowrank.capacitance(U_new, d)
-    mu, m = natural.mean_step(state.mu, state.m, g, lam, t, alpha, hyper.momentum,
-                              lambda v: lowrank.solve(U_new, d, v, WtW))
+    d = new_diagonal(state.d, beta, lam, diag, U_new)
+    WtW, mu, m = mean_update(state, U_new, d, g, lam, t, alpha, hyper.momentum)
     return State(mu, U_new, d, m, t, WtW), {"nll": float(nll.mean())}
+
+
+# Steps 5 and 6 of Algorithm 1, written for one run and for a stack of runs alike (leading axes; the per-run rates
+# then (B, 1)): slang_stacked trains --tune's candidates through these same functions.
+def new_diagonal(d: np.ndarray, beta, lam: np.ndarray, diag: np.ndarray, U_new: np.ndarray) -> np.ndarray:
+    """Step 5 (eq. 9-10): ``d_new = (1 - beta) d + beta lambda + max(0, diag - diag(U_new U_new^T))``, where
+    ``diag`` is the diagonal of ``(1 - beta) U U^T + beta c G G^T`` that ``U_new U_new^T`` approximates."""
+    correction = np.maximum(diag - np.einsum("...dl,...dl->...d", U_new, U_new), 0.0)
+    return (1.0 - beta) * d + beta * lam + correction
+
+
+def mean_update(state, U_new: np.ndarray, d: np.ndarray, g: np.ndarray, lam: np.ndarray, t: int, alpha, rho: float):
+    """Step 6 (eq. 11): ``(WtW, mu, m)``, the new precision's capacitance ``U_new^T diag(1/d) U_new`` (kept for the
+    next step's sampling) and the momentum step of the mean preconditioned by ``(U_new U_new^T + diag d)^{-1}``,
+    by the Woodbury identity (``lowrank.solve``)."""
+    WtW = lowrank.capacitance(U_new, d)
+    mu, m = natural.mean_step(state.mu, state.m, g, lam, t, alpha, rho, lambda v: lowrank.solve(U_new, d, v, WtW))
+    return WtW, mu, m
 
 
 def posterior(state: State) -> LowRankGaussian:

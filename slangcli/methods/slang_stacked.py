@@ -7,8 +7,13 @@ step. Stacked, their ``B S`` weight samples go through the network in one forwar
 of the step (the Gram matrices and their eigendecompositions, the diagonal, the Woodbury solves) runs on arrays
 with a leading axis of B. Each run's arithmetic is ``slang.step`` on its Gram route (for L = 1 the top eigenpair
 comes from powers of the Gram stack, checked to the Krylov route's residual tolerance, LAPACK otherwise), so each
-stacked run equals its separate run to rounding (``tests/test_slang_stacked.py``). For the small networks of
-cross-validation, where a step's time is mostly the fixed cost of some forty NumPy and LAPACK calls, B runs stacked cost a fraction of B separate runs.
+stacked run equals its separate run to rounding (``tests/test_slang_stacked.py``). Where the stack needs no layout
+of its own, the step is slang's code called on it: the rates (``base.decayed``), the precision's diagonal
+(``slang.new_diagonal``) and the mean step (``slang.mean_update``: ``natural.mean_step`` with the Woodbury solve of
+``lowrank.solve``, which takes a stack). This module holds what is laid out for B runs: the sampling, the gradient
+factors, the Gram matrices and their eigenpairs, and ``U_new``. For the small networks of cross-validation, where a
+step's time is mostly the fixed cost of some forty NumPy and LAPACK calls, B runs stacked cost a fraction of B
+separate runs.
 
 A Gaussian likelihood's noise precision tau enters a run only as a scale: the network is evaluated at tau = 1,
 and since the NLL's gradient is ``tau (f - y) df/dtheta``, run b's gradient columns are ``tau_b`` times the
@@ -27,7 +32,7 @@ import numpy as np
 
 from slangcli import lowrank, noise, streams
 from slangcli.methods import slang
-from slangcli.methods.base import Problem
+from slangcli.methods.base import Problem, decayed
 from slangcli.models import MLP
 
 HALF_LOG_2PI = 0.5 * np.log(2.0 * np.pi)
@@ -217,8 +222,7 @@ def step(rng: np.random.Generator, st: Stack, model: MLP, runs: Runs, X: np.ndar
         nll = tau * (nll - HALF_LOG_2PI) - 0.5 * np.log(tau) + HALF_LOG_2PI
     G = _Factors(fg, B)
     c = n_data / SM
-    decay = 1.0 + t**hyper.decay
-    alpha, beta = runs.lr / decay, runs.beta / decay
+    alpha, beta = decayed(runs.lr, t, hyper.decay), decayed(runs.beta, t, hyper.decay)  # natural.rates, per run
     a, b = np.sqrt(1.0 - beta), np.sqrt(beta * c) * tau  # B = [a U, b G_1], G_1 the gradients at tau = 1
     g = (c * tau)[:, None] * G.sum(D)
 
@@ -235,17 +239,9 @@ def step(rng: np.random.Generator, st: Stack, model: MLP, runs: Runs, X: np.ndar
     U_new = a[:, None, None] * (U @ V[:, :L]) + b[:, None, None] * G.right(V[:, L:], D)
     U_new *= (lam > slang.EIG_FLOOR)[:, None, :]
     diag = (1.0 - beta)[:, None] * np.einsum("bdl,bdl->bd", U, U) + (b * b)[:, None] * G.sq_sum(D)
-    correction = np.maximum(diag - np.einsum("bdl,bdl->bd", U_new, U_new), 0.0)
-    lam_prior = runs.prior_precision
-    d = (1.0 - beta)[:, None] * st.d + beta[:, None] * lam_prior + correction
-
-    U_new_t = U_new.transpose(0, 2, 1)
-    WtW = U_new_t @ (U_new / d[:, :, None])
-    rho = hyper.momentum
-    m = rho * st.m + (1.0 - rho) * g
-    vd = (m / (1.0 - rho**t) + lam_prior * st.mu) / d
-    w = np.linalg.solve(WtW + np.eye(L), U_new_t @ vd[:, :, None])  # (B, L, 1): Woodbury's small system
-    mu = st.mu - alpha[:, None] * (vd - (U_new @ w)[:, :, 0] / d)
+    # steps 5 and 6 are slang's own, on the stack
+    d = slang.new_diagonal(st.d, beta[:, None], runs.prior_precision, diag, U_new)
+    WtW, mu, m = slang.mean_update(st, U_new, d, g, runs.prior_precision, t, alpha[:, None], hyper.momentum)
     return Stack(mu, U_new, d, m, t, WtW), nll
 
 
