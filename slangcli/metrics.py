@@ -9,6 +9,9 @@ Predictive distributions:
   integral done to about 1e-12 (``slangcli.quadrature``). This is the exact predictive, the quantity the SLANG
   paper's NLL column reports.
 
+The class probabilities of both are ``slangcli.predict.classify``'s (the one classification predictive, of
+``slang evaluate``, ``slang predict``, the API and ``--tune``); the scores here take them as given.
+
 The ELBO is ``E_q[log p(D|theta)] - KL(q || p)``; reported as ``-ELBO / N`` in nats per training example. Its
 expected log-likelihood uses the same two routes (exact for logistic regression, Monte Carlo otherwise), and the
 KL is exact.
@@ -36,7 +39,7 @@ import scipy.special
 from slangcli._startup import memory_limit
 from slangcli.errors import ConfigError
 from slangcli.models import MLP
-from slangcli.quadrature import expect_sigmoid, expect_softplus
+from slangcli.quadrature import expect_softplus
 from slangcli.streams import PREDICT, derive_rng
 
 PREDICTIVES = ("auto", "quadrature", "mc")
@@ -135,29 +138,6 @@ def _sample_chunks(posterior, rng, samples):
         n = min(64, left)
         yield posterior.sample(rng, n)
         left -= n
-
-
-def predictive_probs(posterior, model: MLP, X, *, predictive="auto", samples=1000, rng=None) -> np.ndarray:
-    """Posterior-predictive class probabilities ``(N, C)`` (C = 2 for a binary model)."""
-    predictive = resolve_predictive(model, predictive)
-    if predictive == "quadrature":
-        m, v = logit_moments(posterior, X)
-        p1 = expect_sigmoid(m, v)
-        return np.column_stack([expect_sigmoid(-m, v), p1])
-    if model.likelihood == "gaussian":
-        raise ValueError("class probabilities need a classification model")
-    n_classes = 2 if model.likelihood == "bernoulli" else model.sizes[-1]
-    total = np.zeros((X.shape[0], n_classes))
-    for theta in _sample_chunks(posterior, rng, samples):
-        for rows in row_chunks(model, X.shape[0], theta.shape[0]):
-            f, _ = model.forward(theta, X[rows])
-            if model.likelihood == "bernoulli":
-                p1 = scipy.special.expit(f[..., 0]).sum(0)
-                total[rows, 1] += p1
-                total[rows, 0] += theta.shape[0] - p1
-            else:
-                total[rows] += scipy.special.softmax(f, axis=-1).sum(0)
-    return total / samples
 
 
 def classification_scores(probs: np.ndarray, y: np.ndarray) -> dict:

@@ -65,7 +65,6 @@ def classify(posterior, model: MLP, X: np.ndarray, *, samples: int = 1000, seed:
         # (both compute in blocks of rows: the memory is that of these vectors)
         m, v = metrics.logit_moments(posterior, X)
         probs = np.empty((n, 2))
-        # the same two integrals, in the same order, as metrics.predictive_probs
         probs[:, 0], probs[:, 1] = expect_sigmoid(-m, v), expect_sigmoid(m, v)
         return {**_entropy_split(probs, expect_bernoulli_entropy(m, v)), "predictive": "quadrature"}
     bernoulli = model.likelihood == "bernoulli"

@@ -12,9 +12,12 @@ and fails outright with a fast one, so neither can be chosen with the other held
 A candidate's score is the mean over folds of the held-out per-example predictive log-likelihood of a posterior
 trained on the other folds: ``log p(y | x)`` under the posterior predictive, by quadrature for logistic
 regression and Monte Carlo otherwise, on the standardised target scale for regression (a constant shift from the
-original units, the same for every candidate). ``Search.rounds`` may score on only the first few of the ``k``
-folds (each fit still trains on ``(k - 1) / k`` of the rows). The folds are a seeded permutation of the
-*training* rows; test rows never enter. A candidate whose fit diverges scores minus infinity.
+original units, the same for every candidate). It is the predictive of ``slang evaluate`` and ``slang predict``
+(``predict.classify``, ``metrics.regression_scores``) with ``SCORE_SAMPLES`` weight samples drawn as a fit scores
+itself, from the seed its training ran with: every candidate of a fold is scored on the same draws.
+``Search.rounds`` may score on only the first few of the ``k`` folds (each fit still trains on ``(k - 1) / k`` of
+the rows). The folds are a seeded permutation of the *training* rows; test rows never enter. A candidate whose fit
+diverges scores minus infinity.
 
 Every candidate of a sweep trains on a fold from the same seed. For SLANG on a small network the sweep's fits run
 stacked (``slangcli.methods.slang_stacked``): one pass of the network for all of them per step, several times
@@ -34,6 +37,7 @@ from typing import Callable
 import numpy as np
 
 from slangcli import metrics, streams, train
+from slangcli.predict import classify
 from slangcli.errors import ConfigError, DivergenceError, Interrupted
 from slangcli.methods.base import Problem, describe, hyper_names, samples_per_step
 from slangcli.models import MLP
@@ -90,11 +94,12 @@ def fold_indices(n: int, k: int, seed: int) -> list[np.ndarray]:
     return [np.sort(part) for part in np.array_split(perm, k)]
 
 
-def heldout_loglik(model: MLP, posterior, X, y, rng) -> float:
-    """Mean per-example predictive log-likelihood of ``(X, y)``."""
+def heldout_loglik(model: MLP, posterior, X, y, seed: int) -> float:
+    """Mean per-example predictive log-likelihood of ``(X, y)``, from the weight samples of the predictive for
+    ``seed`` (``metrics.weight_samples``)."""
     if model.likelihood == "gaussian":
-        return metrics.regression_scores(posterior, model, X, y, samples=SCORE_SAMPLES, rng=rng)["loglik"]
-    probs = metrics.predictive_probs(posterior, model, X, samples=SCORE_SAMPLES, rng=rng)
+        return metrics.regression_scores(posterior, model, X, y, samples=SCORE_SAMPLES, seed=seed)["loglik"]
+    probs = classify(posterior, model, X, samples=SCORE_SAMPLES, seed=seed)["probs"]
     return -metrics.classification_scores(probs, y)["nll"]
 
 
@@ -242,6 +247,6 @@ def _fold_scores(candidates: list[dict], build, method, hyper, X, y, fit_rows, v
             out.append(-np.inf)
             continue
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            s = heldout_loglik(model, method.posterior(state), X[val], y[val], streams.derive_rng(seed, TUNE, 1, k))
+            s = heldout_loglik(model, method.posterior(state), X[val], y[val], fold_seed)
         out.append(s if np.isfinite(s) else -np.inf)
     return out

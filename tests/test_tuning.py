@@ -80,6 +80,28 @@ def test_too_many_folds():
         tuning.fold_indices(5, 6, seed=0)
 
 
+@pytest.mark.parametrize("likelihood,sizes", [("bernoulli", (3, 4, 1)), ("categorical", (3, 4, 3)),
+                                              ("gaussian", (3, 4, 1)), ("bernoulli", (3, 1))])
+def test_a_candidates_score_is_the_predictive_of_slang_evaluate(likelihood, sizes):
+    """A fold's held-out score is what ``slang evaluate`` reports for its posterior on those rows with
+    ``SCORE_SAMPLES`` weight samples and the same seed: the one predictive (``predict.classify``,
+    ``metrics.regression_scores``), on the same draws, not a second implementation on a stream of its own."""
+    from slangcli.evaluation import score
+    from slangcli.models import MLP
+    from slangcli.posteriors import DiagonalGaussian
+
+    rng = np.random.default_rng(3)
+    model = MLP(sizes, likelihood=likelihood, noise_precision=4.0)
+    posterior = DiagonalGaussian(mean=rng.standard_normal(model.n_params), log_sigma=np.full(model.n_params, -1.0))
+    X = rng.standard_normal((25, 3))
+    y = X[:, 0] if likelihood == "gaussian" else rng.integers(0, sizes[-1] if sizes[-1] > 1 else 2, 25)
+    got = tuning.heldout_loglik(model, posterior, X, y, seed=11)
+    scores = score(model, posterior, None, X_train=None, y_train=None, X_test=X, y_test=y,
+                   samples=tuning.SCORE_SAMPLES, seed=11)["test"]
+    # (to rounding: evaluate sets its BLAS threads for the size; other draws would differ in the second digit)
+    assert got == pytest.approx(scores["loglik"] if likelihood == "gaussian" else -scores["nll"], rel=1e-12)
+
+
 # ------------------------------------------------------------------------------------ a stop request reaches tuning
 
 
