@@ -28,6 +28,7 @@ __all__ = [
     "steps_per_epoch",
     "epoch_order",
     "batch_indices",
+    "Minibatches",
 ]
 
 # Stream identifiers of the derived generators.
@@ -51,5 +52,22 @@ def epoch_order(seed: int, epoch: int, n_data: int) -> np.ndarray:
 
 def batch_indices(seed: int, t: int, n_data: int, batch_size: int) -> np.ndarray:
     """Example indices of global step ``t`` (0-based)."""
-    epoch, j = divmod(t, steps_per_epoch(n_data, batch_size))
-    return epoch_order(seed, epoch, n_data)[j * batch_size : (j + 1) * batch_size]
+    return Minibatches(seed, n_data, batch_size)(t)[2]
+
+
+class Minibatches:
+    """The minibatches of a run's steps, as :func:`batch_indices` gives them, each epoch's order drawn once: the
+    schedule of the training loops (``slangcli.train.run``, and the stacked runs of ``--tune``)."""
+
+    def __init__(self, seed: int, n_data: int, batch_size: int):
+        self.seed, self.n_data, self.batch_size = seed, n_data, batch_size
+        self.per_epoch = steps_per_epoch(n_data, batch_size)
+        self._epoch, self._order = -1, None
+
+    def __call__(self, t: int) -> tuple[int, int, np.ndarray]:
+        """``(epoch, j, indices)`` of global step ``t`` (0-based): its epoch, its place in the epoch and the
+        indices of its examples."""
+        epoch, j = divmod(t, self.per_epoch)
+        if epoch != self._epoch:
+            self._epoch, self._order = epoch, epoch_order(self.seed, epoch, self.n_data)
+        return epoch, j, self._order[j * self.batch_size : (j + 1) * self.batch_size]

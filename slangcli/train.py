@@ -3,7 +3,7 @@
 Randomness is derived, never carried (``slangcli.streams``): the generator of step ``t`` is
 ``default_rng([seed, STEP, t])`` and the order of epoch ``e`` is a permutation drawn from
 ``default_rng([seed, ORDER, e])``. A run can therefore stop after any step and continue from its state alone,
-bit for bit. Each epoch visits the training set once in a fresh random order (``streams.epoch_order``).
+bit for bit. Each epoch visits the training set once in a fresh random order (``streams.Minibatches``).
 
 Gradient signal-to-noise ratio (optional, for the methods with ``std_gradients``, ``slangcli.methods.base.Method``):
 every ``snr_every`` steps, ``snr_draws`` independent gradients of the standard-deviation parameters are drawn at
@@ -24,7 +24,7 @@ from slangcli.errors import DivergenceError
 from slangcli.methods.base import Problem, describe
 from slangcli.methods.reparam import snr
 from slangcli.posteriors import MAX_ABS_VALUE
-from slangcli.streams import INIT, SNR, STEP, derive_rng, epoch_order, steps_per_epoch
+from slangcli.streams import INIT, SNR, STEP, Minibatches, derive_rng
 
 
 @dataclass
@@ -145,18 +145,15 @@ def run(
         if len(history.kl) > len(history.epoch):  # (checkpoints written before kl was recorded have none)
             history.kl.pop()
     n = problem.n_data
-    spe = steps_per_epoch(n, batch_size)
-    order, order_epoch = None, -1
+    batches = Minibatches(seed, n, batch_size)
+    spe = batches.per_epoch
     finite_fields = describe(method).finite_fields
     last = time.perf_counter()
     # overflow and invalid operations are detected below, from the values, with a message naming the step
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         while state.t < n_steps:
             t = state.t
-            epoch, j = divmod(t, spe)
-            if epoch != order_epoch:
-                order, order_epoch = epoch_order(seed, epoch, n), epoch
-            idx = order[j * batch_size : (j + 1) * batch_size]
+            epoch, j, idx = batches(t)
             if learner is not None:
                 problem = learner.problem
             try:

@@ -259,14 +259,10 @@ def run(runs: Runs, model: MLP, hyper: slang.Hyper, X: np.ndarray, y: np.ndarray
     model1 = replace(model, noise_precision=1.0) if model.likelihood == "gaussian" else model
     st = init(streams.derive_rng(seed, streams.INIT), Problem(model1, runs.prior_precision[0], n), hyper, B)
     alive = np.ones(B, dtype=bool)
-    spe = streams.steps_per_epoch(n, batch_size)
-    order, order_epoch = None, -1
+    batches = streams.Minibatches(seed, n, batch_size)  # train.run's
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         while st.t < n_steps and not (stop is not None and st.t and stop()):
-            epoch, j = divmod(st.t, spe)
-            if epoch != order_epoch:
-                order, order_epoch = streams.epoch_order(seed, epoch, n), epoch
-            idx = order[j * batch_size : (j + 1) * batch_size]
+            _, _, idx = batches(st.t)
             new, nll = step(streams.derive_rng(seed, streams.STEP, st.t), st, model1, runs, X[idx], y[idx], hyper, n)
             ok = _finite(new, nll)
             if not ok.all():
