@@ -13,8 +13,9 @@ A candidate's score is the mean over folds of the held-out per-example predictiv
 trained on the other folds: ``log p(y | x)`` under the posterior predictive, by quadrature for logistic
 regression and Monte Carlo otherwise, on the standardised target scale for regression (a constant shift from the
 original units, the same for every candidate). It is the predictive of ``slang evaluate`` and ``slang predict``
-(``predict.classify``, ``metrics.regression_scores``) with ``SCORE_SAMPLES`` weight samples drawn as a fit scores
-itself, from the seed its training ran with: every candidate of a fold is scored on the same draws.
+(``predict.classify``, ``metrics.regression_scores``) with ``SCORE_SAMPLES`` weight samples: a classifier's drawn
+as a fit scores itself, from the seed its training ran with, a regression's from the fold's own tuning stream;
+either way every candidate of a fold is scored on the same draws.
 ``Search.rounds`` may score on only the first few of the ``k`` folds (each fit still trains on ``(k - 1) / k`` of
 the rows). The folds are a seeded permutation of the *training* rows; test rows never enter. A candidate whose fit
 diverges scores minus infinity.
@@ -94,11 +95,12 @@ def fold_indices(n: int, k: int, seed: int) -> list[np.ndarray]:
     return [np.sort(part) for part in np.array_split(perm, k)]
 
 
-def heldout_loglik(model: MLP, posterior, X, y, seed: int) -> float:
-    """Mean per-example predictive log-likelihood of ``(X, y)``, from the weight samples of the predictive for
-    ``seed`` (``metrics.weight_samples``)."""
+def heldout_loglik(model: MLP, posterior, X, y, seed: int, rng) -> float:
+    """Mean per-example predictive log-likelihood of ``(X, y)``: a classifier's from the weight samples of the
+    predictive for ``seed`` (``metrics.weight_samples``), a regression's from ``rng`` (the tuning stream of its
+    fold, which the UCI protocol's recorded searches were made with)."""
     if model.likelihood == "gaussian":
-        return metrics.regression_scores(posterior, model, X, y, samples=SCORE_SAMPLES, seed=seed)["loglik"]
+        return metrics.regression_scores(posterior, model, X, y, samples=SCORE_SAMPLES, rng=rng)["loglik"]
     probs = classify(posterior, model, X, samples=SCORE_SAMPLES, seed=seed)["probs"]
     return -metrics.classification_scores(probs, y)["nll"]
 
@@ -247,6 +249,7 @@ def _fold_scores(candidates: list[dict], build, method, hyper, X, y, fit_rows, v
             out.append(-np.inf)
             continue
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            s = heldout_loglik(model, method.posterior(state), X[val], y[val], fold_seed)
+            s = heldout_loglik(model, method.posterior(state), X[val], y[val], fold_seed,
+                               streams.derive_rng(seed, TUNE, 1, k))
         out.append(s if np.isfinite(s) else -np.inf)
     return out
