@@ -71,6 +71,8 @@ class _Known:
     coordinates from the generator it is given, layer 1 the rows of the minibatch (the examples' ids, the first
     feature) and one uniform draw, recorded to check where they come from."""
 
+    Hyper = type(None)  # (no hyperparameters)
+
     def __init__(self):
         self.seen = []
 
