@@ -44,3 +44,13 @@ class Interrupted(SlangError):
                  hint: str | None = None):
         super().__init__(message or f"interrupted at step {step} of {n_steps}")
         self.step, self.n_steps, self.checkpointed, self.hint = step, n_steps, checkpointed, hint
+
+
+# what the command line says when memory ran out (a MemoryError: exit 1)
+OUT_OF_MEMORY = "out of memory (the data, the model or a requested size is too large for this machine)"
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit status of a command that stopped with ``exc``, one of these errors or a MemoryError: 2 for a
+    ConfigError (a usage error), 1 for the others."""
+    return 2 if isinstance(exc, ConfigError) else 1

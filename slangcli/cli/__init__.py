@@ -24,7 +24,7 @@ if too_small_address_space() is not None:
     raise SystemExit(1)
 
 from slangcli.cli.output import error, one_line, stdout_gone  # noqa: E402
-from slangcli.errors import ConfigError, SlangError
+from slangcli.errors import OUT_OF_MEMORY, SlangError, exit_code
 from slangcli import outputs
 from slangcli.outputs import Terminated, raise_swallowed_signal, signals_raise
 from slangcli.threads import keep_freed_memory
@@ -56,12 +56,9 @@ class SlangGroup(click.Group):
             # a usage error's message names what the user typed: one line, as error() writes every other message
             exc.message = one_line(exc.message)
             raise
-        except ConfigError as exc:
-            error(str(exc))
-            ctx.exit(2)
         except SlangError as exc:
             error(str(exc))
-            ctx.exit(1)
+            ctx.exit(exit_code(exc))
         except KeyboardInterrupt:
             done = ", ".join(outputs.written)
             error(f"interrupted after writing {done}" if done else "interrupted")
@@ -70,9 +67,9 @@ class SlangGroup(click.Group):
             done = ", ".join(outputs.written)
             error(f"terminated ({exc}) after writing {done}" if done else f"terminated ({exc}): nothing written")
             ctx.exit(128 + exc.signum)
-        except MemoryError:
-            error("out of memory (the data, the model or a requested size is too large for this machine)")
-            ctx.exit(1)
+        except MemoryError as exc:
+            error(OUT_OF_MEMORY)
+            ctx.exit(exit_code(exc))
         except BrokenPipeError:
             stdout_gone()
             ctx.exit(141)
