@@ -654,6 +654,14 @@ CASES = [
     sweep_case("--scheduler where nothing listens (DIR not made; Dask's connection timeout, 30 s, lowered to 2 s "
                "for the page)", "-o", "out", "--scheduler", "tcp://127.0.0.1:9", code=1,
                before="import dask; dask.config.set({'distributed.comm.timeouts.connect': '2s'}); "),
+    Case("Sweeps", "slang fit --restarts with a --scheduler that is not an address (checked as slang sweep checks it)",
+         ["fit", "train.csv", "-o", "run.h5", "--epochs", "2", "--restarts", "2", "--scheduler", "no such thing"], 2,
+         text("train.csv", GOOD_CSV)),
+    Case("Sweeps", "slang fit --restarts with a --scheduler where nothing listens (Dask's connection timeout, 30 s, "
+         "lowered to 2 s for the page)",
+         ["fit", "train.csv", "-o", "run.h5", "--epochs", "2", "--restarts", "2", "--scheduler", "tcp://127.0.0.1:9"],
+         1, text("train.csv", GOOD_CSV),
+         before="import dask; dask.config.set({'distributed.comm.timeouts.connect': '2s'}); "),
     sweep_case("SIGTERM to a sweep of 200 fits on 2 local workers once its table is written (the fits finished so "
                "far are in it)", "--seed", "0-199", "-o", ".", "--workers", "2", code=143,
                signal=Signal(15, glob="results.json")),

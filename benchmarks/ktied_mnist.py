@@ -48,7 +48,7 @@ import numpy as np
 import scipy.special
 
 from results import write_json
-from slangcli.cli.sweep_engine import dask_client, run_tasks
+from slangcli.cluster import dask_client, run_tasks
 from slangcli import compress, streams, train
 from slangcli.readers import read_idx
 from slangcli.metrics import ACTIVATION_BUDGET

@@ -48,15 +48,15 @@ TASK_LINES = ("slang: task: ", "slang: change the task ", "slang: method: ")
 @contextlib.contextmanager
 def local_cluster(**env):
     """A real ``distributed.LocalCluster`` of two worker processes with one thread each and ``env`` set in them,
-    set up and closed as ``slang sweep`` sets up and closes its own (``slangcli.cli.sweep_engine``): the workers
+    set up and closed as ``slang sweep`` sets up and closes its own (``slangcli.cluster``): the workers
     drop the error Dask logs for a heartbeat that their own closing cut short, and their processes have ended
     before the scheduler closes. That error's CommClosedError traceback, logged now and then on a test's stderr at
     teardown, failed the suite-wide traceback check; closing the workers first, but waiting only until the
     scheduler had forgotten them, did not prevent it."""
     import distributed
 
-    from slangcli.cli.sweep_engine import close_in_order
-    from slangcli.cli.sweep_worker import set_up_workers
+    from slangcli.cluster import close_in_order
+    from slangcli.cluster_worker import set_up_workers
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                   env=env) as cluster:

@@ -3,10 +3,12 @@ restarts run on a real dask.distributed cluster (worker processes) and give the 
 
 from __future__ import annotations
 
+import socket
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import local_cluster
+from conftest import local_cluster, message_lines
 
 from slangcli.cli import main
 from slangcli.io import read_run
@@ -60,3 +62,29 @@ def test_cluster_fits_equal_local_fits(scheduler, data, tmp_path, extra):
 def test_scheduler_without_tune_or_restarts_is_a_usage_error(data, tmp_path):
     done = CliRunner().invoke(main, ["fit", str(data), "-o", str(tmp_path / "r.h5"), "--scheduler", "tcp://x:1"])
     assert done.exit_code == 2 and "--scheduler" in done.output
+
+
+@pytest.mark.parametrize("scheduler", ["not-an-address", "nothing-listening"])
+def test_a_scheduler_that_cannot_be_used_is_refused_as_slang_sweep_refuses_it(data, tmp_path, scheduler):
+    """``--scheduler`` of ``slang fit --restarts`` that is not an address: exit 2; one where nothing listens (within
+    Dask's connection timeout): exit 1; each in one line, with ``slang sweep``'s message, and no run file."""
+    import dask
+
+    out = tmp_path / "r.h5"
+    args = ["fit", str(data), "-o", str(out), "--restarts", "2", "--epochs", "1", "--no-progress", "--scheduler"]
+    if scheduler == "not-an-address":
+        done = CliRunner().invoke(main, [*args, "no such thing"])
+        assert done.exit_code == 2 and message_lines(done.stderr) == [
+            "slang: error: --scheduler no such thing: not the address of a Dask scheduler (missing port number in "
+            "address 'no such thing')"], done.output
+    else:
+        with socket.socket() as s:  # a port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+        with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+            done = CliRunner().invoke(main, [*args, address])
+        lines = message_lines(done.stderr)
+        assert done.exit_code == 1 and len(lines) == 1, done.output
+        assert lines[0].startswith(f"slang: error: cannot connect to the Dask scheduler at {address}: ")
+    assert not out.exists()
+

@@ -3,8 +3,9 @@
 From the bottom up: ``streams`` (random streams, a leaf); the numerics (readers, data preparation, models,
 low-rank algebra, posteriors, prediction, metrics, compression) and the run files (``io``); the step methods; the
 training loop, tuning and learned precisions; the fit's setup, checkpoints and restarts; fitting, evaluation and
-the workflow; the Python API and the estimators; the command line (``slangcli.cli``) on top. A module may import
-from its own layer or below, never from above, and nothing but the command line speaks click or rich.
+the workflow; the Python API and the estimators; sweeps of fits (``slangcli.sweep``) and the Dask cluster they and
+``slang fit --scheduler`` run on (``slangcli.cluster``); the command line (``slangcli.cli``) on top. A module may
+import from its own layer or below, never from above, and nothing but the command line speaks click or rich.
 
 The modules' imports also form no cycle: a cycle makes what a module finds on import depend on which module was
 imported first. Only the lazy imports (inside a function) of :data:`LAZY_CYCLES` may close one.
@@ -25,6 +26,10 @@ COMMAND_LINE = ("slangcli.cli", "slangcli.__main__")
 # of runs, the workflow, the API and the estimators
 WORKFLOW = ("slangcli.options", "slangcli.fitsetup", "slangcli.checkpoints", "slangcli.restarts", "slangcli.fitting",
            "slangcli.evaluation", "slangcli.compression", "slangcli.workflow", "slangcli.api", "slangcli.estimators")
+# the layer above the workflow: sweeps of fits, and the Dask cluster that runs their tasks (and the candidate fits
+# and restarts of slang fit --scheduler); engine modules, free of click, that the command line drives
+SWEEP = ("slangcli.sweep", "slangcli.cluster", "slangcli.cluster_worker")
+# Each rule may name, fourth, modules it does not apply to although they lie under the first.
 RULES = [
     (("slangcli",), ("click", "rich"), "only the command line (slangcli.cli) imports click or rich"),
     (("slangcli",), ("slangcli.cli",), "only the command line itself imports the cli package"),
@@ -51,6 +56,10 @@ RULES = [
                                                      "slangcli.estimators"),
      "checkpoints and restarts are used by fitting and never reach up to it"),
     (("slangcli.api",), ("slangcli.estimators",), "the estimators are built on the API, not the API on them"),
+    (("slangcli",), SWEEP, "sweeps and the cluster drive fits from above (a fit gets a cluster's map as a callback)",
+     SWEEP),
+    (("slangcli.cluster", "slangcli.cluster_worker"), ("slangcli.sweep", *WORKFLOW),
+     "the cluster runs any task: it knows neither sweeps nor fits"),
 ]
 
 # Lazy imports (inside a function) that close an import cycle on purpose, as (importer, imported): every other
@@ -59,9 +68,6 @@ LAZY_CYCLES = {
     # slang's `stacked` hook returns the module that trains several SLANG fits of one network at once (--tune's
     # candidates), which builds on slang's own Hyper, State, init and step: importing slang does not load it
     ("slangcli.methods.slang", "slangcli.methods.slang_stacked"),
-    # a sweep validates its grid against `slang fit`'s click options, and `slang fit --scheduler` checks for dask
-    # with the sweep engine's check: each command imports the other's module when it runs
-    ("slangcli.cli.sweep_engine", "slangcli.cli.fit"),
 }
 
 
@@ -115,8 +121,10 @@ def violations(root, rules=RULES, exempt=COMMAND_LINE):
         if any(_under(module, e) for e in exempt):
             continue
         for line, name in imports_of(path, module):
-            for applies, forbidden, why in rules:
-                if not any(_under(module, a) for a in applies):
+            for rule in rules:
+                applies, forbidden, why = rule[:3]
+                besides = rule[3] if len(rule) > 3 else ()
+                if not any(_under(module, a) for a in applies) or any(_under(module, b) for b in besides):
                     continue
                 if any(_under(name, f) for f in forbidden):
                     out.append(f"{module} imports {name} ({path.relative_to(root.parent)}:{line}): {why}")
@@ -194,7 +202,7 @@ def test_the_rules_cover_every_engine_module():
     modules = {module_name(p, PACKAGE) for p in PACKAGE.rglob("*.py")}
     engine = {m for m in modules if not any(_under(m, e) for e in COMMAND_LINE)}
     assert {"slangcli.streams", "slangcli.readers", "slangcli.prepare", "slangcli.train",
-            "slangcli.methods.slang_stacked"} <= engine
+            "slangcli.methods.slang_stacked", "slangcli.cluster", "slangcli.cluster_worker"} <= engine
     assert "slangcli.data" not in modules
 
 
@@ -215,6 +223,11 @@ def test_the_check_fails_on_an_upward_import(tmp_path):
         "readers/__init__.py": "from slangcli.readers._common import Table\nfrom rich.console import Console\n",
         "readers/_common.py": "",
         "cli/__init__.py": "import click\nimport rich\nfrom slangcli import train\n",
+        "sweep/__init__.py": "",
+        "sweep/grid.py": ("from slangcli import fitting\nfrom slangcli.cluster import connect\n"
+                          "from slangcli.sweep import tasks\n"),
+        "cluster.py": "from slangcli.sweep import grid\n",
+        "tuning.py": "def f():\n    from slangcli.sweep.grid import points_of\n",
     }
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -223,14 +236,16 @@ def test_the_check_fails_on_an_upward_import(tmp_path):
     assert [line.split(" (")[0] for line in found] == [
         "slangcli.api imports slangcli.estimators",
         "slangcli.api imports slangcli.cli.main",
+        "slangcli.cluster imports slangcli.sweep.grid",
         "slangcli.io imports slangcli.fitting.fit",
         "slangcli.learned imports slangcli.fitting.fit",
         "slangcli.methods.bad imports slangcli.train",
         "slangcli.models imports click",
         "slangcli.readers imports rich.console.Console",
         "slangcli.streams imports slangcli.errors.DataError",
+        "slangcli.tuning imports slangcli.sweep.grid.points_of",
     ], found
-    assert "slangcli/methods/bad.py:1" in found[4]
+    assert "slangcli/methods/bad.py:1" in found[5]
 
 
 def test_the_check_finds_import_cycles(tmp_path):

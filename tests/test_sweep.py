@@ -380,7 +380,7 @@ def test_the_local_clusters_workers_leave_the_stopping_signals_to_the_sweep(clus
     and only that."""
     from distributed.core import Status
 
-    from slangcli.cli.sweep_worker import ClosingHeartbeat
+    from slangcli.cluster_worker import ClosingHeartbeat
 
     def setup():
         return (tuple(signal.getsignal(s) == signal.SIG_IGN for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)),

@@ -12,6 +12,7 @@ import click
 from slangcli.cli import main
 from slangcli.cli.options import SEED, FloatRange, check_delimiter, check_output, fit_options, invocation
 from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
+from slangcli.cluster import cluster_map
 from slangcli.errors import DivergenceError, Interrupted
 from slangcli.io import read_run, write_run
 from slangcli.outputs import Terminated
@@ -169,7 +170,7 @@ def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_
     label = (resolved or "fit") + (f" {rank_symbol(METHODS[resolved])}={rank}" if rank is not None and resolved
                                    else "")
     with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint) as checkpointing, \
-            _cluster_map(scheduler) as map_jobs:
+            cluster_map(scheduler) as map_jobs:
         run = fit_run(opts, options, command=invocation(), progress=bar, notify=note, checkpointing=checkpointing,
                       map_jobs=map_jobs)
     if _target_note(target, run):
@@ -177,25 +178,6 @@ def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_
     write_run(output, run)
     _report(output, run, as_json)
 
-
-@contextlib.contextmanager
-def _cluster_map(address: str | None):
-    """``map_jobs(function, jobs)`` on the dask.distributed cluster at ``address`` (None: None, the fit's own
-    serial map). The jobs are pure functions of their arguments, so where they run does not change the result."""
-    if address is None:
-        yield None
-        return
-    from slangcli.cli.sweep_engine import require_distributed
-
-    distributed = require_distributed()
-    try:
-        client = distributed.Client(address, timeout="10s")
-    except (OSError, TimeoutError) as exc:
-        raise click.BadParameter(f"cannot reach a scheduler at {address}: {exc}", param_hint="'--scheduler'")
-    try:
-        yield lambda function, jobs: client.gather(client.map(function, *zip(*jobs), pure=False)) if jobs else []
-    finally:
-        client.close()
 
 # the signals that stop a fit after its current step, with a checkpoint
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -12,10 +12,9 @@ from slangcli.cli.options import FloatRange
 from slangcli.cli.output import emit_json, error, needs_stdout, note, progress_bar
 from slangcli.errors import ConfigError
 from slangcli.outputs import Terminated, signal_arrived
-from slangcli.cli.sweep_engine import (
-    RESULTS, check_directory, check_scheduler_address, dask_client, fit_parameters, option_key, points_of,
-    read_spec, require_distributed, run_sweep,
-)
+from slangcli.cli.sweep_engine import (RESULTS, check_directory, fit_parameters, option_key, points_of, read_spec,
+                                       run_sweep)
+from slangcli.cluster import check_scheduler_address, dask_client, require_distributed
 
 
 def grid_options(command):
@@ -92,7 +91,7 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
         if as_json:
             emit_json({"directory": directory, "fits": rows})
         return
-    require_distributed()
+    require_distributed("slang sweep")
     # refused before a cluster starts, and before DIR is made: nothing is left behind
     check_directory(directory)
     if scheduler:

@@ -1,6 +1,8 @@
-"""The set-up of each worker process of a local cluster that ``slang sweep`` starts: a Dask worker plugin
-(:class:`SweepWorker`, registered by :func:`set_up_workers`), whose ``setup`` runs on each worker once it has
-started, also on one its nanny starts again later, in the main thread of the worker's process.
+"""The set-up of each worker process of a local cluster (``slangcli.cluster.dask_client``, which ``slang sweep``
+starts): a Dask worker plugin (:class:`LocalWorker`, registered by :func:`set_up_workers`), whose ``setup`` runs on
+each worker once it has started, also on one its nanny starts again later, in the main thread of the worker's
+process. A module of its own because it imports ``distributed`` when it is imported (the plugin's base class), and
+the workers import it to unpickle the plugin: nothing else of slang, least of all the command line.
 
 - SIGINT, SIGTERM and SIGHUP are ignored. A Ctrl-C at a terminal goes to every process of the foreground process
   group (so do the SIGHUP of a closed terminal and a SIGTERM to the job); the sweep's own process stops the sweep
@@ -40,8 +42,8 @@ class ClosingHeartbeat(logging.Filter):
         return not (closing and str(record.msg).startswith(HEARTBEAT_FAILED))
 
 
-class SweepWorker(distributed.WorkerPlugin):
-    name = "slang-sweep-worker"
+class LocalWorker(distributed.WorkerPlugin):
+    name = "slang-local-worker"
 
     def setup(self, worker) -> None:
         if threading.current_thread() is threading.main_thread():
@@ -52,7 +54,7 @@ class SweepWorker(distributed.WorkerPlugin):
 
 
 def set_up_workers(client) -> None:
-    """Register :class:`SweepWorker` with ``client``'s cluster: its workers now and those to come."""
+    """Register :class:`LocalWorker` with ``client``'s cluster: its workers now and those to come."""
     # (Client.register_plugin in newer distributed, register_worker_plugin in older ones such as 2023.1)
     register = getattr(client, "register_plugin", None) or client.register_worker_plugin
-    register(SweepWorker(), name=SweepWorker.name)
+    register(LocalWorker(), name=LocalWorker.name)

@@ -1,0 +1,233 @@
+"""Dask clusters for fits: connecting to a scheduler, starting and closing a local cluster, running tasks on it.
+
+One module serves every user of a cluster: ``slang sweep`` (``slangcli.sweep``: one task per fit, on a local
+cluster of worker processes or on the cluster of ``--scheduler``) and ``slang fit --tune/--restarts --scheduler``
+(:func:`cluster_map`: the candidate fits and the restarts as tasks). So an address is checked, a connection refused
+and a missing Dask reported with the same messages and exit codes whichever command meets them:
+
+- :func:`check_scheduler_address`: an address that is not one (a ConfigError, exit 2), before any work;
+- :func:`connect`: a scheduler that does not answer within Dask's ``distributed.comm.timeouts.connect`` (30 s
+  unless configured) is a SlangError (exit 1);
+- :func:`require_distributed`: no ``dask.distributed`` installed (:class:`MissingDask`, exit 2), saying how to
+  install it.
+
+A local cluster (:func:`dask_client` without an address) has one thread and one BLAS thread per worker process,
+leaves the signals that stop a sweep to the process that started it (:func:`_signals_held`,
+``slangcli.cluster_worker``) and closes its workers before its scheduler (:func:`close_in_order`).
+
+Dask (``dask.distributed``) is an optional dependency, imported only when a cluster is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+import uuid
+from typing import Callable
+
+from slangcli.errors import ConfigError, SlangError
+
+INSTALL_HINT = "pip install 'slangcli[dask]'"
+# environment of local worker processes: one BLAS thread each, since the workers already use every core
+ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+class MissingDask(ConfigError):
+    def __init__(self, what: str = "a Dask cluster"):
+        super().__init__(f"{what} needs dask.distributed, which is not installed: {INSTALL_HINT}")
+
+
+def require_distributed(what: str = "a Dask cluster"):
+    """The ``distributed`` module, or :class:`MissingDask` saying that ``what`` needs it and how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise MissingDask(what) from None
+    return distributed
+
+
+def check_scheduler_address(address: str) -> None:
+    """Refuse, before any work, a ``--scheduler`` that is not the address of a Dask scheduler (``tcp://HOST:PORT``
+    and the other schemes of ``distributed.comm``), as a usage error."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
+
+    try:
+        scheme, location = parse_address(address)
+        get_backend(scheme)
+        if scheme in ("tcp", "tls"):
+            parse_host_port(location)
+    except ValueError as exc:
+        raise ConfigError(f"--scheduler {address}: not the address of a Dask scheduler ({exc})") from None
+
+
+@contextlib.contextmanager
+def connect(address: str, what: str = "--scheduler"):
+    """A ``distributed.Client`` connected to the scheduler at ``address``, closed at the end of the block.
+
+    The address is checked first (:func:`check_scheduler_address`); a scheduler that does not answer within
+    Dask's connection timeout (``distributed.comm.timeouts.connect``, 30 s unless configured) is a SlangError."""
+    distributed = require_distributed(what)
+    check_scheduler_address(address)
+    try:
+        client = distributed.Client(address)
+    except ValueError as exc:
+        raise ConfigError(f"--scheduler {address}: {exc}") from None
+    except (OSError, TimeoutError) as exc:
+        raise SlangError(f"cannot connect to the Dask scheduler at {address}: {exc}") from None
+    with client:
+        yield client
+
+
+@contextlib.contextmanager
+def cluster_map(address: str | None):
+    """``map_jobs(function, jobs)`` on the Dask cluster at ``address`` (None: None, the fit's own serial map), for
+    the candidate fits of ``--tune`` and the fits of ``--restarts``. The jobs are pure functions of their
+    arguments, so where they run does not change the result."""
+    if address is None:
+        yield None
+        return
+    with connect(address) as client:
+        yield lambda function, jobs: client.gather(client.map(function, *zip(*jobs), pure=False)) if jobs else []
+
+
+# --------------------------------------------------------------------------------------------- a local cluster
+
+# the signals that stop a sweep: the command line turns them into KeyboardInterrupt (SIGINT) and Terminated
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Run the block with :data:`STOP_SIGNALS` blocked in the calling thread and, in the main thread, held back:
+    the first is raised again, to its handler, when the block ends. Around a local cluster's start and its close,
+    so that a signal cannot leave it half started or half closed.
+
+    The threads the start makes (the cluster's event loop, and from it the threads that start worker processes)
+    inherit the blocked signals, and so do the worker processes, also those started again later. A Ctrl-C at a
+    terminal goes to every process of the foreground process group (and so do the SIGHUP of a closed terminal and
+    a SIGTERM to the job): it reaches only this process, which then closes the workers in order. A
+    KeyboardInterrupt in each worker printed a traceback per worker, and another of its nanny; workers ended by
+    a SIGTERM made the scheduler log the results it could no longer gather. (A worker still ends with this
+    process, and its nanny ends it with SIGKILL.)"""
+    main = threading.current_thread() is threading.main_thread()
+    held, previous = [], {}
+
+    def hold(signum, frame):
+        held.append(signum)
+
+    # multiprocessing's resource tracker, started with the first worker process, unblocks SIGINT and SIGTERM in
+    # the thread that starts it (it unblocks them rather than restoring the mask it found): started now, before
+    # the block, it is running already when the cluster's thread starts a worker
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS) if hasattr(signal, "pthread_sigmask") else None
+    try:
+        if main:
+            for signum in STOP_SIGNALS:
+                if signal.getsignal(signum) not in (signal.SIG_IGN, None):
+                    previous[signum] = signal.signal(signum, hold)
+        yield
+    finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a signal sent meanwhile is delivered (and held) now
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if held:
+            signal.raise_signal(held[0])
+
+
+async def _close_workers(workers, timeout: float) -> None:
+    import asyncio
+
+    await asyncio.gather(*(worker.close(timeout=timeout) for worker in workers))
+
+
+def close_in_order(cluster, timeout: float = 10.0, hurry: bool = False) -> None:
+    """Close a local cluster's workers, and wait (at most ``timeout`` seconds) until their processes have ended,
+    before the cluster closes its scheduler. The other way round, a worker's heartbeat could meet the closed
+    scheduler and log a CommClosedError traceback on stderr; waiting only until the scheduler had forgotten the
+    workers was not enough, since their processes go on (and heartbeat) until their nannies have closed them.
+
+    ``hurry``: the sweep was stopped, and the fits still running are abandoned. A worker busy with one does not
+    close until the fit ends, and its nanny ends its process after 4 s when the cluster scales down (a Ctrl-C took
+    4.5 s with long fits on 2 workers); closed here with 1 s to spare, it took under 1 s."""
+    if hurry:
+        cluster.sync(_close_workers, list(cluster.workers.values()), 1.0)
+    cluster.scale(0)
+    deadline = time.monotonic() + timeout
+    # (the cluster drops a worker from .workers once its nanny has closed it, and so ended its process)
+    while cluster.workers and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def dask_client(scheduler: str | None = None, workers: int | None = None):
+    """A ``distributed.Client``: connected to the scheduler at ``scheduler`` (:func:`connect`), or to a new local
+    cluster of ``workers`` processes (default: the machine's cores) with one thread and one BLAS thread each (a fit
+    sets process-wide state: BLAS thread limits, the allocator), its dashboard on a free port; the local cluster's
+    workers leave the signals that stop a sweep to this process (:func:`_signals_held`,
+    :mod:`slangcli.cluster_worker`) and are closed before its scheduler (:func:`close_in_order`)."""
+    if scheduler:
+        with connect(scheduler) as client:
+            yield client
+        return
+    distributed = require_distributed()
+    import logging
+
+    from slangcli.cluster_worker import set_up_workers
+
+    cluster = client = None
+    stopped = False
+    try:
+        with _signals_held():
+            cluster = distributed.LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                                               processes=True, env=dict(ONE_BLAS_THREAD), dashboard_address=":0",
+                                               silence_logs=logging.ERROR)
+            client = distributed.Client(cluster)
+            set_up_workers(client)
+        try:
+            yield client
+        except BaseException:
+            stopped = True
+            raise
+    finally:
+        # (a second Ctrl-C waits the second or so the workers take to close, rather than leave them to be reaped at
+        # exit with log lines of their own)
+        with _signals_held():
+            try:
+                if cluster is not None:
+                    close_in_order(cluster, hurry=stopped)
+            finally:
+                try:
+                    if client is not None:
+                        client.close()
+                finally:
+                    if cluster is not None:
+                        cluster.close()
+
+
+def run_tasks(client, function: Callable, items: dict, on_result: Callable, retries: int = 2) -> None:
+    """Submit ``function(item)`` for each ``{key: item}`` and call ``on_result(key, result)`` as each finishes
+    (``result`` is the exception when the task failed for good, e.g. ``KilledWorker``). A worker that dies mid-task
+    has it rescheduled by Dask (``distributed.scheduler.allowed-failures`` times); ``retries`` re-runs a task
+    that raised. On KeyboardInterrupt the pending tasks are cancelled and the interrupt re-raised."""
+    distributed = require_distributed()
+    token = uuid.uuid4().hex[:8]
+    futures = {client.submit(function, item, key=f"{key}-{token}", pure=False, retries=retries): key
+               for key, item in items.items()}
+    try:
+        for future in distributed.as_completed(futures):
+            try:
+                result = future.result()
+            except Exception as exc:  # the task's own exception, or the scheduler's (KilledWorker, cancelled)
+                result = exc
+            on_result(futures[future], result)
+            future.release()
+    except BaseException:
+        client.cancel(list(futures))
+        raise
