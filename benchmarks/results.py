@@ -46,7 +46,7 @@ def sweep_results(script: str, jobs: list, fit_options, result_row, summary, *, 
     workers, printing each finished fit (``summary(record)``) on stderr; exit naming the first failed fit; return
     ``result_row(job, record, run_file)`` of each job, read while the run files exist (in ``runs``, or a temporary
     folder named ``prefix...`` when it is None), and the sweep's outcome (its ``ran`` and ``skipped`` counts)."""
-    from slangcli.cli.sweep_engine import sweep_fits
+    from slangcli.sweep import sweep_fits
 
     def progress(record, done, total):
         print(f"[{done}/{total}] {record['name']}: {record['status']} "
@@ -71,7 +71,7 @@ def timed_fits(script: str, jobs: list, fit_options, result_row, *, runs, prefix
     run again, replacing its file there: a measurement) or a temporary folder named ``prefix...``; each finished
     fit is printed on stderr, and a failed one ends the script naming it. Sequential on purpose: two fits at once on two cores would share caches and memory
     bandwidth, and CPU seconds would depend on what else ran."""
-    from slangcli.cli.sweep_engine import points_of
+    from slangcli.sweep import points_of
     from slangcli.errors import ConfigError
 
     rows = []

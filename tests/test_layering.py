@@ -202,7 +202,8 @@ def test_the_rules_cover_every_engine_module():
     modules = {module_name(p, PACKAGE) for p in PACKAGE.rglob("*.py")}
     engine = {m for m in modules if not any(_under(m, e) for e in COMMAND_LINE)}
     assert {"slangcli.streams", "slangcli.readers", "slangcli.prepare", "slangcli.train",
-            "slangcli.methods.slang_stacked", "slangcli.cluster", "slangcli.cluster_worker"} <= engine
+            "slangcli.methods.slang_stacked", "slangcli.sweep.grid", "slangcli.sweep.tasks", "slangcli.sweep.results",
+            "slangcli.sweep.driver", "slangcli.cluster", "slangcli.cluster_worker"} <= engine
     assert "slangcli.data" not in modules
 
 

@@ -17,8 +17,7 @@ import pytest
 import slangcli
 from slangcli import SLANGClassifier, SLANGRegressor
 from slangcli.cli.fit import fit as fit_command
-from slangcli.cli.sweep import sweep as sweep_command
-from slangcli.cli.sweep_engine import SWEEP_OWNED
+from slangcli.cli.sweep import SWEEP_OWNED, sweep as sweep_command
 from slangcli.errors import ConfigError
 from slangcli.methods import METHODS
 from slangcli.methods.base import hyper_names

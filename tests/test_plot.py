@@ -32,7 +32,7 @@ from matplotlib.container import BarContainer, ErrorbarContainer  # noqa: E402
 from matplotlib.image import AxesImage  # noqa: E402
 
 from slangcli import figures, plotdata  # noqa: E402
-from slangcli.cli.sweep_engine import make_point  # noqa: E402
+from slangcli.sweep import make_point  # noqa: E402
 
 STEP = ["--epochs", "3", "--batch-size", "8", "--samples", "2", "--test-fraction", "0.25"]
 

@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from conftest import binary_problem, csv_text, local_cluster
 
 from slangcli.cli import main
-from slangcli.cli.sweep_engine import make_point, points_of, read_spec, run_fit, run_sweep, write_results
+from slangcli.sweep import make_point, make_task, points_of, read_spec, run_fit, run_sweep, write_results
 
 distributed = pytest.importorskip("distributed")
 
@@ -184,10 +184,121 @@ def test_spec_files_json_and_toml(data, tmp_path):
     assert [p.params.get("rank") for p in points_of(toml)] == ["1", "2", None]
 
 
+# Run-file names of grids as earlier versions of slang sweep gave them: a directory of finished fits must still be
+# recognised as complete. Each grid exercises other kinds of option: lists and ranges, switches, precisions
+# ("auto", numbers written as floats, the default left out), data options (a relative name made absolute, the
+# delimiter's and target's texts), a method's own options, --checkpoint-every, long names cut at 120 characters.
+EARLIER_NAMES = [
+    ({"data": ["/data/a.csv", "/data/uci/wine-quality-red/"], "method": ["slang,bbb"], "seed": ["0-1"],
+      "hidden": ["4,4"]},
+     ["a_hidden-4-4_method-slang_27f5b460.h5", "a_hidden-4-4_method-slang_seed-1_b4b167c7.h5",
+      "a_hidden-4-4_method-bbb_63539110.h5", "a_hidden-4-4_method-bbb_seed-1_9140a752.h5",
+      "wine-quality-red_hidden-4-4_method-slang_dfacbc1e.h5",
+      "wine-quality-red_hidden-4-4_method-slang_seed-1_4f61721f.h5",
+      "wine-quality-red_hidden-4-4_method-bbb_0902d547.h5",
+      "wine-quality-red_hidden-4-4_method-bbb_seed-1_7129dae7.h5"]),
+    ({"data": "/data/a.csv", "standardize": [True, False], "prior-precision": ["1e-5,auto,1"],
+      "noise-precision": "2", "bias-prior-precision": "1e-05"},
+     ["a_standardize-True_prior-precision-1e-05_noise-precision-2.0_eea94046.h5",
+      "a_standardize-True_prior-precision-auto_noise-precision-2.0_6c748386.h5",
+      "a_standardize-True_noise-precision-2.0_49b08e8b.h5",
+      "a_standardize-False_prior-precision-1e-05_noise-precision-2.0_70738cf9.h5",
+      "a_standardize-False_prior-precision-auto_noise-precision-2.0_4b40839a.h5",
+      "a_standardize-False_noise-precision-2.0_10fa5575.h5"]),
+    ({"data": "/data/b.txt", "format": "csv", "target": "#3", "delimiter": "tab", "header": False, "columns": "a,b",
+      "na-values": "NA,?", "missing": "drop", "test": "/data/b_test.txt", "split-seed": ["0", "7"]},
+     ["b_format-csv_target-3_delimiter-tab_header-False_columns-a-b_na-values-NA_missing-drop_test-data-b-test.txt_"
+      "fac75126.h5",
+      "b_format-csv_target-3_delimiter-tab_header-False_columns-a-b_na-values-NA_missing-drop_test-data-b-test.txt_"
+      "split-seed-7_345a952c.h5"]),
+    ({"data": "/data/c.csv", "test-fraction": 0.25, "likelihood": "gaussian", "samples": 3, "lr": "0.01",
+      "rank": [1, 2], "batch-size": 8, "epochs": 2, "eval-samples": [1000, 20], "checkpoint-every": 100},
+     ["c_test-fraction-0.25_likelihood-gaussian_samples-3_lr-0.01_rank-1_batch-size-8_epochs-2_checkpoint-every-100_"
+      "b4f33876.h5",
+      "c_test-fraction-0.25_likelihood-gaussian_samples-3_lr-0.01_rank-1_batch-size-8_epochs-2_eval-samples-20_"
+      "checkpoint-every_76bc98a5.h5",
+      "c_test-fraction-0.25_likelihood-gaussian_samples-3_lr-0.01_rank-2_batch-size-8_epochs-2_checkpoint-every-100_"
+      "b18d7c02.h5",
+      "c_test-fraction-0.25_likelihood-gaussian_samples-3_lr-0.01_rank-2_batch-size-8_epochs-2_eval-samples-20_"
+      "checkpoint-every_a052e025.h5"]),
+    ({"data": "/data/uci/boston", "uci-split": "0-1", "method": "ivon", "dtype": "float32", "iterations": 1500,
+      "tune": "prior-precision,lr", "tune-folds": "3", "restarts": "2", "snr": 10, "activation": "tanh",
+      "n-features": 12, "drop-columns": "x"},
+     ["boston_uci-split-0_drop-columns-x_n-features-12_activation-tanh_method-ivon_dtype-float32_iterations-1500_"
+      "snr-10_tune-pr_2d2422d0.h5",
+      "boston_uci-split-1_drop-columns-x_n-features-12_activation-tanh_method-ivon_dtype-float32_iterations-1500_"
+      "snr-10_tune-pr_7b6568a2.h5"]),
+]
+
+
+@pytest.mark.parametrize("grid, names", EARLIER_NAMES, ids=["lists", "precisions", "data-options", "method-options",
+                                                            "uci"])
+def test_run_file_names_are_those_of_earlier_versions(grid, names):
+    assert [p.name for p in points_of([grid])] == names
+
+
+# values a grid may give each kind of option, the accepted and the refused
+TRIED = {"int": ["0", "1", "7", "007", "-1", "x", "1.5", str(2**63)],
+         "float": ["0.5", "1e-5", "2", "0", "1", "-1", "inf", "nan", "auto", "x"],
+         "text": ["a,b", ",", ";", "tab", "whitespace", "|", "x y"]}
+
+
+def _click_reading(param, text):
+    """The canonical text of ``text`` as the click option ``param`` of slang fit reads it (its type and callback),
+    or None when it refuses it."""
+    import click
+
+    try:
+        value = param.type.convert(text, param, None)
+        if param.callback is not None:
+            value = param.callback(None, param, value)
+    except click.BadParameter:
+        return None
+    if isinstance(value, float):
+        return repr(value)
+    return str(value) if isinstance(param.type, click.types.IntParamType) else text
+
+
+def test_the_grid_reads_slang_fits_options_as_its_command_line_does():
+    """The options a grid may vary (``slangcli.sweep.parameters``, declared without click) are slang fit's click
+    options but those the sweep sets itself: the same options in the same order, with the same long flag (a
+    switch's negative form too) and default, and every value read as the click option reads it (the same accepted,
+    in the same canonical text; the same refused), so that a sweep's fits and run-file names are the command's."""
+    import click
+
+    from slangcli.cli.sweep import fit_parameters, option_key
+    from slangcli.errors import ConfigError
+    from slangcli.sweep.grid import expand, parameters
+
+    clicks, library = fit_parameters(), parameters()
+    assert list(library) == [option_key(p) for p in clicks.values()]
+    for (key, param), option in zip(library.items(), clicks.values()):
+        assert param.flag == max(option.opts, key=len), key
+        if option.is_flag:
+            assert param.kind == "switch" and param.off == option.secondary_opts[-1], key
+            continue
+        assert param.listable == isinstance(option.type, (click.types.IntParamType, click.types.FloatParamType,
+                                                          click.Choice)), key
+        assert (param.kind == "path") == isinstance(option.type, click.Path), key
+        assert (param.default is None) == (option.default is None), key
+        if option.default is not None:
+            assert expand(param, param.default) == [_click_reading(option, option.default)], key
+        tried = {"int": TRIED["int"], "float": TRIED["float"], "precision": TRIED["float"],
+                 "choice": [*option.type.choices, "nope"] if isinstance(option.type, click.Choice) else []}
+        for text in tried.get(param.kind, TRIED["text"]):
+            try:
+                got = expand(param, text)
+            except ConfigError:
+                got = None
+            expected = _click_reading(option, text)
+            assert got == (None if expected is None else [expected]), (key, text)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--rank", "1,x"], "--rank"),
     (["--method", "slang,nope"], "--method"),
     (["--seed", "5-2"], "empty range"),
+    (["--delimiter", "|"], "--delimiter: '|' is not one of"),
 ])
 def test_bad_grid_is_a_usage_error(data, tmp_path, args, message):
     code, _, err = sweep([str(data / "a.csv"), *args, "-o", str(tmp_path / "out"), "--dry-run"])
@@ -221,8 +332,7 @@ def test_sweep_equals_serial_fits_and_reruns_only_what_changed(cluster, data, tm
     serial.mkdir()
     points = points_of([{"data": [str(data / n) for n in ("a.csv", "b.csv", "bad.csv")],
                          "method": ["slang,bbb"], "epochs": "2", "test-fraction": "0.25", "batch-size": "8"}])
-    write_results(serial, [run_fit({"path": str(serial / p.name), "args": p.args, "params": p.params,
-                                    "checkpoint_seconds": 60.0}) for p in points])
+    write_results(serial, [run_fit(make_task(p, str(serial / p.name), 60.0)) for p in points])
     assert timeless(out / "results.csv") == timeless(serial / "results.csv")
     run_files = sorted(p.name for p in out.glob("*.h5"))
     assert run_files == sorted(p.name for p in serial.glob("*.h5")) and len(run_files) == 4
@@ -241,6 +351,97 @@ def test_sweep_equals_serial_fits_and_reruns_only_what_changed(cluster, data, tm
     assert code == 0 and summary["ran"] == 4 and summary["skipped"] == 4
     assert all(p.stat().st_mtime_ns == stamps[p.name] for p in out.glob("*.h5") if p.name in stamps)
     assert len(json.loads((out / "results.json").read_text())) == 8
+
+
+def test_options_that_do_not_go_together_fail_their_fits_alone(cluster, data, tmp_path):
+    """A fit whose options slang fit refuses together fails without running, with slang fit's message and exit code
+    2 in its row; the other fits of the grid run. A grid of such fits alone needs no cluster."""
+    a, out = str(data / "a.csv"), tmp_path / "out"
+    code, summary, err = sweep([a, "--method", "slang,exact-mf", "--checkpoint-every", "50", "--test-fraction",
+                                "0.25", "-o", str(out)], cluster)
+    assert code == 1 and summary["ran"] == 2 and summary["complete"] == 1 and summary["failed"] == 1
+    rows = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
+    message = "--checkpoint-every does not apply to --method exact-mf: it is solved at once"
+    assert rows["slang"]["status"] == "complete" and rows["exact-mf"]["status"] == "failed"
+    assert rows["exact-mf"]["error"] == message and rows["exact-mf"]["exit_code"] == 2
+    assert f"slang: error: {rows['exact-mf']['name']}: {message}" in err.splitlines()
+    assert sorted(p.name for p in out.glob("*.h5")) == [rows["slang"]["name"]]
+
+    with socket.socket() as s:  # a scheduler that is not there: the sweep does not connect
+        s.bind(("127.0.0.1", 0))
+        nowhere = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    code, summary, _ = sweep([a, "--method", "exact-mf", "--epochs", "2", "-o", str(out), "--scheduler", nowhere])
+    row = json.loads((out / "results.json").read_text())[-1]
+    assert code == 1 and summary["failed"] == 1 and row["exit_code"] == 2
+    assert row["error"] == ("--epochs does not apply to --method exact-mf: it is solved on the whole training set, "
+                            "not trained in steps")
+
+
+def test_a_run_file_of_a_sweep_is_the_one_its_recorded_command_makes(tmp_path):
+    """The command a sweep's run file records is a ``slang fit`` command line that makes the same run file (but
+    for its timings, its time and its output path): the sweep reads its data and fit options as slang fit does."""
+    path = tmp_path / "semi.txt"
+    X, labels = binary_problem(n=60, seed=3)
+    rows = [f"{k};{x[0]:.6f};{'yes' if t else 'no'};{x[1]:.6f};{'?' if k == 7 else f'{x[2]:.6f}'}"
+            for k, (x, t) in enumerate(zip(X, labels))]
+    path.write_text("id;a;label;b;c\n" + "\n".join(rows) + "\n")
+    (point,) = points_of([{"data": str(path), "format": "csv", "target": "label", "delimiter": ";", "header": True,
+                           "drop-columns": "id", "na-values": "?,NA", "missing": "drop", "test-fraction": "0.25",
+                           "split-seed": "3", "prior-precision": "0.5", "hidden": "4", "method": "slang",
+                           "rank": "1", "samples": "2", "batch-size": "8", "epochs": "2", "seed": "1",
+                           "eval-samples": "20", "checkpoint-every": "3"}])
+    swept = tmp_path / point.name
+    record = run_fit(make_task(point, str(swept), checkpoint_seconds=30.0))
+    assert record["status"] == "complete", record["error"]
+    with h5py.File(swept, "r") as f:
+        command = json.loads(f.attrs["command"])
+    at = command.index("-o")
+    assert command[:2] == ["slang", "fit"] and command[at + 1] == str(swept)
+    assert command[2:at] == point.args and command[at + 2:] == ["--checkpoint-seconds", "30.0", "--no-progress"]
+    again = tmp_path / "again.h5"
+    done = CliRunner().invoke(main, [*command[1:at], "-o", str(again), *command[at + 2:]])
+    assert done.exit_code == 0, done.output
+    assert_same_run(swept, again)
+
+
+LIBRARY_SWEEP = """
+import json, sys
+from pathlib import Path
+
+from slangcli.sweep import make_task, points_of, run_fit, run_sweep, write_results
+
+def command_line():
+    return sorted(m for m in sys.modules if m.split(".")[0] in ("click", "rich") or m.startswith("slangcli.cli"))
+
+def slang_command_line():
+    return [m for m in command_line() if m.startswith("slangcli")]
+
+data, out = sys.argv[1], Path(sys.argv[2])
+points = points_of([{"data": data, "seed": "0,1", "epochs": "2", "batch-size": "8", "test-fraction": "0.25"}])
+(out / "serial").mkdir(parents=True)
+write_results(out / "serial", [run_fit(make_task(p, str(out / "serial" / p.name))) for p in points])
+serial = command_line()
+
+from slangcli.cluster import dask_client  # (distributed itself imports click)
+
+with dask_client(workers=1) as client:
+    result = run_sweep(points, out / "dask", client)
+    workers = list(client.run(slang_command_line).values())
+print(json.dumps({"serial": serial, "sweep": slang_command_line(),
+                  "workers": workers, "status": [r["status"] for r in result.records]}))
+"""
+
+
+def test_the_sweep_library_runs_without_the_command_line(data, tmp_path):
+    """``slangcli.sweep`` in a Python process of its own: its points, tasks, fits and table import neither click
+    nor rich nor the command line (``slangcli.cli``); nor does a sweep on a local Dask cluster, in this process or
+    on its worker (where Dask's own modules bring click)."""
+    proc = subprocess.run([sys.executable, "-c", LIBRARY_SWEEP, str(data / "a.csv"), str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)
+    assert found == {"serial": [], "sweep": [], "workers": [[]], "status": ["complete", "complete"]}, found
+    assert timeless(tmp_path / "out" / "serial" / "results.csv") == timeless(tmp_path / "out" / "dask" / "results.csv")
 
 
 def test_worker_killed_mid_fit_is_retried_from_its_checkpoint(data, tmp_path):
@@ -278,7 +479,7 @@ def test_worker_killed_mid_fit_is_retried_from_its_checkpoint(data, tmp_path):
     serial = tmp_path / "serial"
     serial.mkdir()
     p = next(p for p in points if p.name == killed)
-    run_fit({"path": str(serial / p.name), "args": p.args, "params": p.params, "checkpoint_seconds": 0})
+    run_fit(make_task(p, str(serial / p.name), checkpoint_seconds=0))
     got, expected = posterior_arrays(out / p.name), posterior_arrays(serial / p.name)
     for key in expected:
         np.testing.assert_array_equal(got[key], expected[key], err_msg=f"{p.name} {key}")

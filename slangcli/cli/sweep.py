@@ -1,4 +1,8 @@
-"""``slang sweep``: a grid of ``slang fit`` runs on a Dask cluster, one run file each and a results table."""
+"""``slang sweep``: a grid of ``slang fit`` runs on a Dask cluster, one run file each and a results table.
+
+A thin click layer over ``slangcli.sweep``: the grid's options are ``slang fit``'s, each taking several values; the
+library makes the points, runs them and writes the table, and this command reports progress, failures and a stop.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,28 @@ import time
 import click
 
 from slangcli.cli import main
+from slangcli.cli.fit import fit as fit_command
 from slangcli.cli.options import FloatRange
 from slangcli.cli.output import emit_json, error, needs_stdout, note, progress_bar
+from slangcli.cluster import check_scheduler_address, dask_client, require_distributed
 from slangcli.errors import ConfigError
 from slangcli.outputs import Terminated, signal_arrived
-from slangcli.cli.sweep_engine import (RESULTS, check_directory, fit_parameters, option_key, points_of, read_spec,
-                                       run_sweep)
-from slangcli.cluster import check_scheduler_address, dask_client, require_distributed
+from slangcli.sweep import RESULTS, check_directory, is_complete, points_of, read_spec, run_sweep
+
+# slang fit options a sweep sets itself (the run file's name, checkpoints, output) and never takes from a grid
+SWEEP_OWNED = {"output", "resume_path", "as_json", "progress", "checkpoint_seconds", "scheduler"}
+
+
+def fit_parameters() -> dict:
+    """``{name: click parameter}`` of the ``slang fit`` options a grid may vary, in the command's order (the
+    library's ``slangcli.sweep.parameters``, as ``slang fit``'s command line declares them)."""
+    return {p.name: p for p in fit_command.params if p.name not in SWEEP_OWNED and p.name != "data"}
+
+
+def option_key(param) -> str:
+    """The name a grid, a spec file and the results table use for a fit option: its long form without dashes
+    (``--uci-split`` -> ``uci-split``)."""
+    return max(param.opts, key=len).lstrip("-")
 
 
 def grid_options(command):
@@ -82,8 +101,6 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise click.BadParameter(f"{directory} is not a directory", param_hint="'-o'")
     if dry_run:
-        from slangcli.cli.sweep_engine import is_complete
-
         rows = [{"name": p.name, **p.params, "complete": is_complete(os.path.join(directory, p.name), p.args)}
                 for p in points]
         for r in rows:

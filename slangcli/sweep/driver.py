@@ -1,0 +1,176 @@
+"""A sweep's own process: which fits to run, their tasks submitted to a Dask cluster, the table written as they
+finish, and an orderly end when it is stopped.
+
+:func:`run_sweep` runs the points not yet complete in a directory on a client (``slangcli.cluster``), one task each
+(``slangcli.sweep.tasks``), and keeps the table (``slangcli.sweep.results``) up to date, also when interrupted;
+:func:`sweep_fits` does it for scripts that make their own list of fits (the benchmarks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from slangcli.cluster import dask_client, run_tasks
+from slangcli.errors import ConfigError, SlangError, exit_code
+from slangcli.outputs import UnusableOutput, one_line, signal_arrived
+from slangcli.sweep.grid import Point, points_of
+from slangcli.sweep.results import complete_record, other_fits, read_results, remove_temporaries, write_results
+from slangcli.sweep.tasks import is_complete, make_task, run_fit
+
+
+@dataclass
+class SweepResult:
+    records: list  # one per point, in the points' order
+    ran: int  # fits run by this sweep (those refused for their options included)
+    skipped: int  # fits already complete in the directory
+    kept: int = 0  # complete fits of earlier sweeps (not points of this one) kept in the table
+
+
+def _make_directory(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UnusableOutput(f"cannot create the directory {directory}: {exc.strerror or exc}") from None
+
+
+def check_directory(directory) -> None:
+    """Refuse, before any work, an output directory that cannot be made or written: a file, or beneath one, or in
+    a directory the user cannot write (:class:`UnusableOutput`, a usage error)."""
+    path = os.path.abspath(directory)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UnusableOutput(f"{path} is not a directory")
+    existing = path
+    while not os.path.exists(existing):  # the nearest ancestor there is
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UnusableOutput(f"cannot create the directory {path}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UnusableOutput(f"cannot write in the directory {path}" if existing == path else
+                             f"cannot create the directory {path}: {existing} is not writable")
+
+
+def _refused(point: Point, exc: ConfigError) -> dict:
+    """The record of a fit whose options do not go together: failed before it ran, as ``slang fit`` refuses them."""
+    return {"name": point.name, **point.params, "status": "failed", "error": one_line(str(exc)),
+            "exit_code": exit_code(exc), "seconds": None, "worker": "", "resumed_at_step": None}
+
+
+def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: float = 60.0, retries: int = 2,
+              on_record: Callable[[dict, int, int], None] | None = None,
+              on_skip: Callable[[int, int], None] | None = None,
+              on_kept: Callable[[int], None] | None = None, table_every: float = 1.0) -> SweepResult:
+    """Run the ``points`` not yet complete in ``directory`` on ``client`` (a ``distributed.Client``, or a
+    function returning a context manager that gives one, called only if some fit is to run); write the table as
+    they finish (at most every ``table_every`` seconds, and at the end, also when interrupted). ``on_record(record,
+    done, total)`` is called for each finished fit, ``on_skip(skipped, total)`` once with the count already done,
+    ``on_kept(kept)`` once if the directory holds complete fits of other grids.
+
+    Each fit's options are built here, once (``slangcli.sweep.tasks.make_task``); a fit whose options do not go
+    together fails without a task, with ``slang fit``'s message and exit code. The table holds every complete fit
+    in the directory: this sweep's points, and those of earlier sweeps with other grids
+    (``slangcli.sweep.results.other_fits``), which keep their earlier rows, earlier rows first. The directory is
+    created, and the table written, only once the client is there: a cluster that cannot be reached leaves nothing
+    behind. When the sweep stops early (an interrupt, a signal), the table also gets the fits whose run files were
+    completed but whose records had not reached this client."""
+    directory = Path(directory).resolve()
+    earlier = read_results(directory)
+    records: dict[str, dict] = {}
+    todo, refused = {}, {}
+    for point in points:
+        path = directory / point.name
+        if is_complete(path, point.args):
+            old = earlier.get(point.name)
+            if old is not None and old.get("status") == "complete":
+                records[point.name] = {**old, **point.params}  # as this grid names its parameters
+            else:  # complete but not in the table (the client died before writing it)
+                records[point.name] = {"name": point.name, **point.params, **complete_record(path)}
+        else:
+            try:
+                todo[point.name] = make_task(point, str(path), checkpoint_seconds)
+            except ConfigError as exc:
+                refused[point.name] = _refused(point, exc)
+    names = {p.name for p in points}
+    others = other_fits(directory, names, earlier)
+    skipped = len(records)
+    if on_skip is not None:
+        on_skip(skipped, len(points))
+    if others and on_kept is not None:
+        on_kept(len(others))
+    order = [*(n for n in earlier if n in names or n in others), *(p.name for p in points if p.name not in earlier),
+             *(n for n in others if n not in earlier)]
+    last_write = -math.inf
+
+    def table():
+        rows = {**others, **records}
+        write_results(directory, [rows[n] for n in order if n in rows])
+
+    def finished(name, result):
+        nonlocal last_write
+        if isinstance(result, BaseException):
+            result = {"name": name, **todo[name].params, "status": "failed",
+                      "error": f"{type(result).__name__}: {result}", "exit_code": None, "seconds": None,
+                      "worker": "", "resumed_at_step": None}
+        records[name] = result
+        if on_record is not None:
+            on_record(result, len(records), len(points))
+        if time.monotonic() - last_write >= table_every:
+            table()
+            last_write = time.monotonic()
+
+    started, cluster = False, None
+    try:
+        if todo:
+            # a client, or a function opening one (a context manager), called only when there is work
+            with client() if callable(client) else contextlib.nullcontext(client) as connected:
+                cluster = getattr(connected, "cluster", None)  # a local cluster's, which may close with it
+                _make_directory(directory)
+                started = True
+                remove_temporaries(directory, points)
+                for name, record in refused.items():
+                    finished(name, record)
+                run_tasks(connected, run_fit, todo, finished, retries=retries)
+        else:
+            _make_directory(directory)
+            started = True
+            for name, record in refused.items():
+                finished(name, record)
+    except BaseException as exc:
+        signal_arrived(exc)  # an interrupt, handled here by writing the table: not to stop that write again
+        raise
+    finally:
+        if started:
+            # (after a local cluster has closed, so no worker still writes; on a cluster of one's own, fits running
+            # when the client stopped may finish later, and count at the next sweep)
+            for name, task in todo.items():
+                if name not in records and is_complete(task.path, task.args):
+                    with contextlib.suppress(SlangError):
+                        records[name] = {"name": name, **task.params, **complete_record(task.path)}
+            table()
+            if getattr(getattr(cluster, "status", None), "name", None) == "closed":
+                # its workers are gone, also when interrupted: what they left half-written can go
+                remove_temporaries(directory, points)
+    # every task has finished: what a killed worker left half-written can go (not when interrupted on a cluster
+    # that goes on, since cancelled tasks may still be writing; the next sweep's start removes those)
+    remove_temporaries(directory, points)
+    return SweepResult([records[p.name] for p in points], ran=len(todo) + len(refused), skipped=skipped,
+                       kept=len(others))
+
+
+def sweep_fits(fits: list[dict], directory, *, scheduler: str | None = None, workers: int | None = None,
+               checkpoint_seconds: float = 60.0, on_record: Callable[[dict, int, int], None] | None = None
+               ) -> tuple[list[Point], SweepResult]:
+    """Run the ``slang fit`` of each of ``fits`` (``{"data": path, option key: value}``, one value each) as a
+    sweep in ``directory``, on the cluster at ``scheduler`` or a local one of ``workers`` processes; for scripts
+    (the benchmarks) that make their own grids. Returns the points, in order, and the sweep's result."""
+    points = points_of(fits)
+    if len(points) != len(fits):
+        raise ConfigError("sweep_fits: every fit must be one distinct slang fit (one value per option)")
+    result = run_sweep(points, directory, lambda: dask_client(scheduler, workers),
+                       checkpoint_seconds=checkpoint_seconds, on_record=on_record)
+    return points, result

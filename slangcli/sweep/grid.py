@@ -1,0 +1,366 @@
+"""The grid of a sweep: which options of ``slang fit`` it may vary, the fits it stands for, their run files' names,
+and the options of each fit.
+
+A sweep's grid speaks ``slang fit``'s command line: ``{"data": [...], "rank": ["1,2,4"], "seed": ["0-9"]}``.
+:func:`parameters` lists the options it may vary, in the command's order of options, read from their
+declarations: the data options of ``slang fit`` (:data:`DATA_OPTIONS`), the fit's own
+(``slangcli.options.FitOptions``, each registered method's hyperparameters after ``--method``) and
+``--checkpoint-every``. :func:`expand` reads one given value as the command line reads it (lists, integer ranges,
+each item checked by the option's kind and written canonically), :func:`product` makes every combination, and
+:func:`make_point` the :class:`Point` of one: the fit's ``slang fit`` arguments (options at their default left out,
+paths made absolute) and its run file's name (the readable parameters and a hash of the arguments).
+
+Run-file names are how a sweep recognises its finished fits in a directory: they depend on the options' long
+names, their order, their defaults and the canonical text of each value, and must not change (``tests/test_sweep.py``
+holds names computed by earlier versions).
+
+:func:`options_of` turns a point's parameters into the ``DataOptions`` and ``FitOptions`` of its fit, as
+``slang fit`` turns the same command line into them; the sweep builds them once, in its own process
+(``slangcli.sweep.tasks``). Nothing here imports click: ``tests/test_sweep.py`` checks that :data:`DATA_OPTIONS` and
+:func:`parameters` agree with ``slang fit``'s click options (names, order, kinds, defaults).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable
+
+from slangcli.errors import ConfigError
+from slangcli.methods import METHODS
+from slangcli.methods.base import option_specs
+from slangcli.options import AUTO, MAX_SEED, FitOptions, choices_of, flag
+from slangcli.readers import MISSING_POLICIES
+from slangcli.workflow import DataOptions
+
+# the delimiters slang fit's --delimiter takes, and the reader's spelling of each (slangcli.cli.options.DELIMITERS)
+DELIMITERS = {",": ",", ";": ";", "tab": "\t", "\\t": "\t", "\t": "\t", "whitespace": "whitespace", " ": "whitespace"}
+FORMATS = ("auto", "csv", "libsvm", "idx", "uci")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One option of ``slang fit`` a grid may vary, as the command line writes and reads it.
+
+    ``name`` is where its value goes (``part``): a field of ``DataOptions`` ("data"), of ``FitOptions`` or a
+    method's hyperparameter ("fit"), or the fit's checkpoints ("checkpoint"). ``kind`` says how its text is read
+    (:func:`convert`): ``int`` (within ``least``..``most``), ``float`` (within ``least``..``most``, ends excluded
+    when ``open_range``), ``precision`` (a float or ``auto``), ``choice`` (one of ``choices``: a tuple, or a
+    function returning one, read when it is used, so that a method registered later counts), ``switch`` (a flag,
+    ``flag`` or ``off``), ``text``, ``path`` (made absolute) or ``delimiter`` (:data:`DELIMITERS`). ``default`` is
+    slang fit's, as text (None: not given)."""
+
+    name: str
+    flag: str
+    kind: str
+    part: str = "fit"
+    default: Any = None
+    least: Any = None
+    most: Any = None
+    open_range: bool = False
+    choices: Any = None
+    off: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The name a grid, a spec file and the results table use: the long option without dashes."""
+        return self.flag[2:]
+
+    @property
+    def listable(self) -> bool:
+        """Numbers and choices split on commas; free text (``--hidden 50,50``, ``--tune lr,beta``) does not."""
+        return self.kind in ("int", "float", "precision", "choice")
+
+
+# slang fit's options that say how to read the data (slangcli/cli/fit.py declares them for its command line), in
+# its order of options
+DATA_OPTIONS = (
+    Parameter("format", "--format", "choice", "data", default="auto", choices=FORMATS),
+    Parameter("uci_split", "--uci-split", "int", "data", least=0),
+    Parameter("target", "--target", "text", "data"),
+    Parameter("delimiter", "--delimiter", "delimiter", "data"),
+    Parameter("header", "--header", "switch", "data", off="--no-header"),
+    Parameter("drop_columns", "--drop-columns", "text", "data"),
+    Parameter("columns", "--columns", "text", "data"),
+    Parameter("na_values", "--na-values", "text", "data"),
+    Parameter("missing", "--missing", "choice", "data", default="error", choices=MISSING_POLICIES),
+    Parameter("n_features", "--n-features", "int", "data", least=1),
+    Parameter("test", "--test", "path", "data"),
+    Parameter("test_fraction", "--test-fraction", "float", "data", least=0, most=1, open_range=True),
+    Parameter("split_seed", "--split-seed", "int", "data", default=0, least=0, most=MAX_SEED),
+)
+CHECKPOINT_EVERY = Parameter("checkpoint_every", "--checkpoint-every", "int", "checkpoint", least=1)
+
+# FitOptions' kinds of value (slangcli.options.check_value) -> how the command line reads them; the ranges of
+# "positive" and "precision" values are checked by FitOptions itself
+_FIELD_KINDS = {"switch": "switch", "precision": "precision", "positive": "float", "count": "int",
+                "choice": "choice", "widths": "text", "text": "text"}
+
+
+def _field_parameter(f) -> Parameter:
+    meta = f.metadata
+    kind = _FIELD_KINDS[meta["kind"]]
+    option = flag(f.name)
+    if kind == "switch":
+        return Parameter(f.name, option, kind, off=f"--no-{option[2:]}")
+    default = f.default
+    if meta["kind"] == "widths":  # as the command line writes a network: "400,400" ("": a linear model)
+        default = ",".join(str(w) for w in default)
+    return Parameter(f.name, option, kind, default=default,
+                     least=meta["least"] if kind == "int" else None, most=meta["most"] if kind == "int" else None,
+                     choices=(lambda f=f: choices_of(f)) if kind == "choice" else None)
+
+
+def _hyper_parameter(spec) -> Parameter:
+    """A method's hyperparameter: "not given" by default (the method's own default applies); its range is the
+    method's to check."""
+    if spec.choices:
+        return Parameter(spec.name, spec.flag, "choice", choices=tuple(spec.choices))
+    return Parameter(spec.name, spec.flag, {int: "int", float: "float"}.get(spec.kind, "text"))
+
+
+_PARAMETERS: dict = {}
+
+
+def parameters() -> dict[str, Parameter]:
+    """``{key: Parameter}`` of the ``slang fit`` options a grid may vary, in the command's order: the data options,
+    the fit's own with the registered methods' hyperparameters after ``--method``, then ``--checkpoint-every``;
+    made again when the registry of methods changes."""
+    key = tuple((name, id(method)) for name, method in METHODS.items())
+    if _PARAMETERS.get("key") != key:
+        fit = []
+        for f in fields(FitOptions):
+            if f.name == "hyper":
+                continue
+            fit.append(_field_parameter(f))
+            if f.name == "method":
+                fit += [_hyper_parameter(spec) for spec in option_specs(METHODS)]
+        _PARAMETERS.update(key=key, parameters={p.key: p for p in (*DATA_OPTIONS, *fit, CHECKPOINT_EVERY)})
+    return _PARAMETERS["parameters"]
+
+
+# --------------------------------------------------------------------------------------------------- values
+
+
+def convert(param: Parameter, text):
+    """The value of ``param`` given as ``text`` (``True``/``False`` for a switch), as ``slang fit``'s command line
+    reads it; a ConfigError naming the option when it is not one."""
+    kind = param.kind
+    if kind == "switch":
+        return bool(text)
+    if kind == "path":
+        return os.path.abspath(text)
+    if kind == "delimiter":
+        if text not in DELIMITERS:
+            raise ConfigError(f"{param.flag}: {text!r} is not one of ',', ';', 'tab', 'whitespace'")
+        return DELIMITERS[text]
+    if kind == "choice":
+        choices = param.choices() if callable(param.choices) else param.choices
+        if text not in choices:
+            raise ConfigError(f"{param.flag}: {text!r} is not one of {', '.join(map(repr, choices))}")
+        return text
+    if kind == "int":
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(f"{param.flag}: {text!r} is not a whole number") from None
+        if (param.least is not None and value < param.least) or (param.most is not None and value > param.most):
+            bound = f">= {param.least}" if param.most is None else f"from {param.least} to {param.most}"
+            raise ConfigError(f"{param.flag} must be a whole number {bound}, got {value}")
+        return value
+    if kind in ("float", "precision"):
+        if kind == "precision" and text == AUTO:
+            return text
+        try:
+            value = float(text)
+        except ValueError:
+            raise ConfigError(f"{param.flag}: {text!r} is not a number" + (" or auto" if kind == "precision"
+                                                                           else "")) from None
+        if param.least is not None and not (param.least < value < param.most if param.open_range
+                                            else param.least <= value <= param.most):
+            between = "strictly between" if param.open_range else "between"
+            raise ConfigError(f"{param.flag} must lie {between} {param.least} and {param.most}, got {text}")
+        return value
+    return text
+
+
+def expand(param: Parameter, raw) -> list:
+    """The values one given value of ``param`` stands for: ``"1,2,4"``, the integer range ``"0-19"`` (both ends
+    included) or one value; each checked (:func:`convert`) and written canonically: a whole number as digits, a
+    number as Python writes the float (``1e-05``), anything else as given."""
+    if param.kind == "switch":
+        if not isinstance(raw, bool):
+            raise ConfigError(f"{param.key}: expected true or false, got {raw!r}")
+        return [raw]
+    items = str(raw).split(",") if param.listable else [str(raw)]
+    out = []
+    for item in (i.strip() for i in items):
+        span = re.fullmatch(r"(\d+)-(\d+)", item) if param.kind == "int" else None
+        values = [str(v) for v in range(int(span[1]), int(span[2]) + 1)] if span else [item]
+        if span and not values:
+            raise ConfigError(f"{param.flag}: empty range {item!r}")
+        for value in values:
+            converted = convert(param, value)
+            # (a precision may also take a word: --noise-precision auto)
+            out.append(repr(converted) if isinstance(converted, float) else
+                       str(converted) if param.kind == "int" else value)
+    return out
+
+
+def is_default(param: Parameter, value) -> bool:
+    """Whether ``value`` (canonical, from :func:`expand`) is what the fit uses when the option is not given. A
+    switch is never left out: its default may depend on the data (``--header``)."""
+    if param.default is None or param.kind == "switch":
+        return False
+    return expand(param, param.default) == [value]
+
+
+# --------------------------------------------------------------------------------------------------- the fits
+
+
+@dataclass
+class Point:
+    """One fit of a sweep: its parameters (``{"data": path, option key: value}``, values as on the command
+    line, ``True``/``False`` for switches), the ``slang fit`` arguments they make, and its run file's name."""
+
+    params: dict
+    args: list = field(default_factory=list)
+    name: str = ""
+
+
+def _slug(text) -> str:
+    return re.sub(r"[^A-Za-z0-9.+=-]+", "-", str(text)).strip("-.") or "x"
+
+
+def make_point(params: dict, given: dict | None = None) -> Point:
+    """The :class:`Point` of ``params`` (data and option keys to single canonical values; ``given``: the
+    :func:`parameters`): the fit's arguments in the command's option order, without options given their default
+    value, data and other paths made absolute (workers may run elsewhere); and its run file's name: the data's and
+    those options' values (readable) and a hash of the arguments (unique)."""
+    given = given or parameters()
+    data = os.path.abspath(params["data"])
+    args, ordered, named = [data], {"data": params["data"]}, {}
+    for key, param in given.items():
+        if key not in params:
+            continue
+        value = params[key]
+        ordered[key] = value
+        if is_default(param, value):  # the same fit as without the option: the same arguments and name
+            continue
+        named[key] = value
+        if param.kind == "switch":
+            args.append(param.flag if value else param.off)
+        else:
+            args += [param.flag, os.path.abspath(value) if param.kind == "path" else str(value)]
+    stem = Path(params["data"].rstrip("/")).name
+    stem = Path(stem).stem if "." in stem else stem
+    readable = "_".join([_slug(stem), *(f"{_slug(k)}-{_slug(v)}" for k, v in named.items())])
+    return Point(params=ordered, args=args, name=f"{readable[:120]}{name_end(args)}")
+
+
+def name_end(args: list) -> str:
+    """How the run file of the fit with ``args`` is named at the end: a hash of the arguments."""
+    return f"_{hashlib.sha256(json.dumps(args).encode()).hexdigest()[:8]}.h5"
+
+
+def params_of(args: list, given: dict | None = None) -> dict | None:
+    """The parameters of a fit from its arguments (as :func:`make_point` makes them, so options at their default
+    are not there), or None when an argument is not a ``slang fit`` option a grid varies (any more)."""
+    given = given or parameters()
+    options = {}
+    for key, param in given.items():
+        if param.kind == "switch":
+            options[param.flag], options[param.off] = (key, True), (key, False)
+        else:
+            options[param.flag] = (key, None)
+    if not args:
+        return None
+    params, rest = {"data": args[0]}, list(args[1:])
+    while rest:
+        key, value = options.get(rest.pop(0), (None, None))
+        if key is None or (value is None and not rest):
+            return None
+        params[key] = rest.pop(0) if value is None else value
+    return params
+
+
+def product(grid: dict, given: dict | None = None) -> list[dict]:
+    """Every combination of a grid ``{"data": [...], option key: [values]}`` (each value expanded by
+    :func:`expand`), the last option varying fastest."""
+    given = given or parameters()
+    keys = ["data", *(k for k in given if k in grid)]
+    unknown = [k for k in grid if k != "data" and k not in given]
+    if unknown:
+        raise ConfigError(f"{unknown[0]!r} is not a slang fit option a sweep can vary")
+    if not grid.get("data"):
+        raise ConfigError("no data: give DATA files or folders (or 'data' in the spec file)")
+    values = []
+    for key in keys:
+        raw = grid[key] if isinstance(grid[key], (list, tuple)) else [grid[key]]
+        if key == "data":
+            values.append([str(v) for v in raw])
+        else:
+            values.append([v for item in raw for v in expand(given[key], item)])
+    return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+
+
+def read_spec(path) -> list[dict]:
+    """The grids of a spec file: JSON (a list of grids, or ``{"grid": [...]}``) or TOML (``[[grid]]``
+    tables). Keys are fit option names (``uci-split`` or ``uci_split``) and ``data``; values one or a list."""
+    text = Path(path).read_bytes()
+    try:
+        if str(path).endswith(".toml"):
+            import tomllib
+
+            spec = tomllib.loads(text.decode("utf-8"))
+        else:
+            spec = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:  # tomllib.TOMLDecodeError and JSONDecodeError are ValueErrors
+        raise ConfigError(f"{path}: not a valid spec file: {exc}") from None
+    grids = spec.get("grid") if isinstance(spec, dict) else spec
+    if isinstance(grids, dict):
+        grids = [grids]
+    if not isinstance(grids, list) or not grids or not all(isinstance(g, dict) for g in grids):
+        raise ConfigError(f"{path}: expected a list of grids (tables of option: values), as 'grid' or at the top")
+    return [{k.replace("_", "-"): v for k, v in g.items()} for g in grids]
+
+
+def points_of(grids: Iterable[dict]) -> list[Point]:
+    """The distinct fits of the union of ``grids``, in order."""
+    given = parameters()
+    seen, out = set(), []
+    for grid in grids:
+        for params in product(grid, given):
+            point = make_point(params, given)
+            if point.name not in seen:
+                seen.add(point.name)
+                out.append(point)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- a fit's options
+
+
+def options_of(params: dict, given: dict | None = None) -> tuple[DataOptions, FitOptions, int | None]:
+    """The options of the fit of ``params`` (a :class:`Point`'s): its ``DataOptions``, its ``FitOptions`` and its
+    ``--checkpoint-every``, made from the values as ``slang fit`` makes them from the same command line. An
+    invalid combination is a ConfigError (one message naming the options, as slang fit's)."""
+    given = given or parameters()
+    parts: dict[str, dict] = {"data": {}, "fit": {}, "checkpoint": {}}
+    for key, text in params.items():
+        if key != "data":
+            param = given[key]
+            parts[param.part][param.name] = convert(param, text)
+    data = parts["data"]
+    if data.get("drop_columns") is not None and data.get("columns") is not None:
+        raise ConfigError("give either --drop-columns or --columns, not both")
+    if "na_values" in data:
+        data["na_values"] = tuple(v.strip() for v in data["na_values"].split(","))
+    options = FitOptions.of(**parts["fit"])
+    data = DataOptions(path=os.path.abspath(params["data"]), **data, standardize=options.standardize)
+    return data, options, parts["checkpoint"].get("checkpoint_every")

@@ -1,0 +1,196 @@
+"""One fit of a sweep, run on a worker: :func:`run_fit` takes a :class:`Task` and returns the fit's record.
+
+A task carries the fit's ``DataOptions`` and ``FitOptions``, built once in the sweep's process
+(:func:`make_task`, from the point's parameters through ``slangcli.sweep.grid.options_of``), and the run file's
+path. On the worker it calls the library's fit (``slangcli.workflow.fit``), or continues the checkpoint of the same
+fit it finds at the path (``slangcli.workflow.resume``: the task of a worker that died), and writes the run file as
+``slang fit`` does (atomically; checkpoints every ``--checkpoint-seconds`` and ``--checkpoint-every`` steps). The
+run file records the ``slang fit`` command line that makes the same fit (:attr:`Task.command`), which is also how
+a later sweep recognises it as complete (:func:`is_complete`).
+
+Errors travel as the project's exception types: a ``slangcli.errors`` error (bad data, a diverged fit, options
+that do not go together) or a MemoryError becomes the record's status ``failed``, its message and the exit code
+``slang fit`` would have given (``slangcli.errors.exit_code``); anything else is raised, so that Dask reruns the
+task (``retries``) and the sweep records the exception if it fails for good.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+from slangcli.errors import OUT_OF_MEMORY, ConfigError, DivergenceError, SlangError, exit_code
+from slangcli.io import read_run, write_run
+from slangcli.methods import METHODS
+from slangcli.methods.base import is_solver
+from slangcli.outputs import one_line
+from slangcli.sweep.grid import Point, options_of
+from slangcli.threads import keep_freed_memory
+from slangcli.workflow import Checkpointing, DataOptions, FitOptions, fit, resume
+
+# the arguments a sweep adds after a fit's own in the command it records: -o PATH --checkpoint-seconds S
+# --no-progress
+TAIL = 5
+
+
+@dataclass(frozen=True)
+class Task:
+    """One fit of a sweep: its run file's ``path``, its ``slang fit`` arguments (``args``, as
+    ``slangcli.sweep.grid.make_point`` makes them) and parameters (``params``, the record's), its options
+    (``data``, ``options``), and when it checkpoints."""
+
+    path: str
+    args: list
+    params: dict
+    data: DataOptions
+    options: FitOptions
+    checkpoint_every: int | None = None
+    checkpoint_seconds: float = 60.0
+
+    @property
+    def command(self) -> list[str]:
+        """The ``slang fit`` command line that makes this fit, as the run file records it."""
+        return ["slang", "fit", *self.args, "-o", self.path, "--checkpoint-seconds", str(self.checkpoint_seconds),
+                "--no-progress"]
+
+
+def make_task(point: Point, path: str, checkpoint_seconds: float = 60.0) -> Task:
+    """The :class:`Task` of ``point`` writing its run file at ``path``: its options checked and built here, once;
+    a ConfigError when they do not make a fit (as ``slang fit`` refuses them)."""
+    data, options, every = options_of(point.params)
+    method = options.resolved_method
+    if every is not None and method is not None and is_solver(METHODS[method]):
+        raise ConfigError(f"--checkpoint-every does not apply to --method {method}: it is solved at once")
+    return Task(path=str(path), args=list(point.args), params=dict(point.params), data=data, options=options,
+                checkpoint_every=every, checkpoint_seconds=checkpoint_seconds)
+
+
+# ---------------------------------------------------------------------------------------- what DIR holds
+
+
+def _command_args(command) -> list | None:
+    """The fit's own arguments in a run file's recorded command, if a sweep wrote it."""
+    if len(command) < 2 + TAIL or command[-TAIL] != "-o":
+        return None
+    return list(command[2:-TAIL])
+
+
+def stored(path) -> tuple[str, list | None, int | None] | None:
+    """``(status, fit arguments, steps done)`` of the run file at ``path``, or None when there is none
+    readable."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            steps = json.loads(f["metrics"].attrs["metrics"]).get("steps")
+            return str(f.attrs["status"]), _command_args(json.loads(f.attrs["command"])), steps
+    except (OSError, KeyError, ValueError, AttributeError):
+        return None
+
+
+def is_complete(path, args) -> bool:
+    """Whether the fit with ``args`` is complete at ``path``: its run file has status complete and records the
+    same arguments."""
+    found = stored(path)
+    return found is not None and found[0] == "complete" and found[1] == list(args)
+
+
+def metrics_of(path) -> dict:
+    """The scalar train and test metrics of a finished run file, as ``train_*`` / ``test_*`` columns."""
+    m = read_run(path).metrics
+    out = {}
+    for part in ("train", "test"):
+        for key, value in (m.get(part) or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[f"{part}_{key}"] = value
+    out["steps"] = m.get("steps")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- one fit
+
+
+def _worker_address() -> str:
+    """The address of the Dask worker running this task ("" when it runs elsewhere: in a script, in a test)."""
+    distributed = sys.modules.get("distributed")  # (loaded wherever a worker runs; not imported here for nothing)
+    try:
+        return distributed.get_worker().address if distributed is not None else ""
+    except ValueError:
+        return ""
+
+
+@contextlib.contextmanager
+def _checkpointing(task: Task, options: FitOptions | None):
+    """``slang fit``'s checkpoints of the task's fit, written (atomically) to its run file: every
+    ``checkpoint_seconds`` and every ``checkpoint_every`` steps; none for restarts without ``--checkpoint-every``
+    (they are not checkpointed) or for a solver (``options``: a fresh fit's; None for a resumed checkpoint, which
+    has them). A fit that then diverges names its last good checkpoint. (No signal stops a task: the worker's
+    process leaves them to the sweep's.)"""
+    if options is not None:
+        method = options.resolved_method
+        if (options.restarts > 1 and task.checkpoint_every is None) or (method is not None
+                                                                         and is_solver(METHODS[method])):
+            yield None
+            return
+    written: list[int] = []
+
+    def write(run):
+        write_run(task.path, run)
+        written.append(run.metrics["steps"])
+
+    try:
+        yield Checkpointing(write=write, every_steps=task.checkpoint_every,
+                            every_seconds=task.checkpoint_seconds or None)
+    except DivergenceError as exc:
+        if written:
+            raise DivergenceError(f"{exc}; the last good checkpoint (step {written[-1]}) is in {task.path}") from None
+        raise
+
+
+def _fit(task: Task) -> None:
+    with _checkpointing(task, task.options) as checkpointing:
+        run = fit(task.data, task.options, command=task.command, checkpointing=checkpointing)
+    write_run(task.path, run)
+
+
+def _resume(task: Task) -> None:
+    run = read_run(task.path)
+    with _checkpointing(task, None) as checkpointing:
+        run = resume(run, task.path, checkpointing=checkpointing)
+    write_run(task.path, run)
+
+
+def run_fit(task: Task) -> dict:
+    """One fit of a sweep (a Dask task, a pure function of ``task``): skips a fit already complete at its path;
+    continues one checkpointed there (a retried task whose worker died); otherwise fits afresh. Returns the fit's
+    record: its parameters, status (``complete`` or ``failed``), error message, exit code, seconds, worker, the
+    step it resumed at, and its train and test metrics."""
+    started = time.perf_counter()
+    keep_freed_memory()  # (the worker runs fits as the slang command does: see slangcli.threads)
+    record = {"name": os.path.basename(task.path), **task.params}
+    code, message, resumed = 0, "", None
+    found = stored(task.path)
+    args = list(task.args)
+    if not (found and found[0] == "complete" and found[1] == args):
+        try:
+            if found and found[0] == "checkpoint" and found[1] == args:
+                resumed = found[2]
+                _resume(task)
+            else:
+                _fit(task)
+        except SlangError as exc:
+            code, message = exit_code(exc), one_line(str(exc))
+        except MemoryError as exc:
+            code, message = exit_code(exc), OUT_OF_MEMORY
+    record.update(status="complete" if code == 0 else "failed", error=message, exit_code=code,
+                  seconds=time.perf_counter() - started, worker=_worker_address(), resumed_at_step=resumed)
+    if code == 0:
+        try:
+            record.update(metrics_of(task.path))
+        except SlangError as exc:
+            record.update(status="failed", error=one_line(str(exc)), exit_code=1)
+    return record
