@@ -17,10 +17,12 @@ from typing import Callable, ContextManager
 import numpy as np
 
 from slangcli import learned, streams, train
-from slangcli.errors import FormatError
+from slangcli.errors import ConfigError, FormatError
 from slangcli.fitsetup import Plan
 from slangcli.io import Run
-from slangcli.methods.base import describe
+from slangcli.methods import METHODS
+from slangcli.methods.base import describe, is_solver
+from slangcli.options import FitOptions
 from slangcli.provenance import meta
 
 
@@ -44,6 +46,21 @@ class Checkpointing:
     every_seconds: float | None = None
     stop: Callable[[], bool] = lambda: False
     urgent: Callable[[str], ContextManager] = _no_urgency
+
+
+def schedule(options: FitOptions, every_steps: int | None, every_seconds: float | None) -> dict | None:
+    """When a fresh fit with ``options`` checkpoints, as :class:`Checkpointing`'s ``every_steps`` and
+    ``every_seconds`` (0: never by time), or None when it does not: a solver is solved at once (and refuses
+    ``every_steps``), and restarts are not checkpointed unless ``every_steps`` asks (``--restarts`` then refuses
+    it). The one rule of ``slang fit`` and of a sweep's fits."""
+    method = options.resolved_method
+    if method is not None and is_solver(METHODS[method]):
+        if every_steps is not None:
+            raise ConfigError(f"--checkpoint-every does not apply to --method {method}: it is solved at once")
+        return None
+    if options.restarts > 1 and every_steps is None:
+        return None
+    return {"every_steps": every_steps, "every_seconds": every_seconds or None}
 
 
 def writer(checkpointing: Checkpointing, plan: Plan, learner: learned.Learner, elapsed: float, started: float):

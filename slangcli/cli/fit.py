@@ -9,6 +9,7 @@ import threading
 
 import click
 
+from slangcli import checkpoints
 from slangcli.cli import main
 from slangcli.cli.options import SEED, FloatRange, check_delimiter, check_output, fit_options, invocation
 from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
@@ -17,7 +18,7 @@ from slangcli.errors import DivergenceError, Interrupted
 from slangcli.io import read_run, write_run
 from slangcli.outputs import Terminated
 from slangcli.methods import METHODS
-from slangcli.methods.base import is_solver, rank_symbol
+from slangcli.methods.base import rank_symbol
 from slangcli.options import FitOptions
 from slangcli.readers import MISSING_POLICIES, NA_VALUES
 from slangcli.workflow import Checkpointing, DataOptions, fit as fit_run, resume as resume_run
@@ -155,15 +156,8 @@ def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_
                        drop_columns=drop_columns, columns=columns,
                        na_values=NA_VALUES if na_values is None else tuple(v.strip() for v in na_values.split(",")),
                        missing=missing)
-    if options.restarts > 1 and checkpoint_every is None:
-        checkpoint = None  # restarts are not checkpointed; the time-based checkpoints (on by default) do not apply
-    # resolved here, where the likelihood may be given, for the label (a network whose likelihood the data decide
-    # gets its default later)
-    resolved = options.resolved_method
-    if resolved is not None and is_solver(METHODS[resolved]):
-        if checkpoint_every is not None:
-            raise click.UsageError(f"--checkpoint-every does not apply to --method {resolved}: it is solved at once")
-        checkpoint = None
+    checkpoint = checkpoints.schedule(options, checkpoint_every, checkpoint_seconds)
+    resolved = options.resolved_method  # (None for a network whose likelihood the data decide)
     if scheduler is not None and not options.tune and options.restarts == 1:
         raise click.UsageError("--scheduler runs the fits of --tune and --restarts on a cluster; this fit has neither")
     rank = options.hyper.get("rank")

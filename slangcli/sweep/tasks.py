@@ -23,10 +23,9 @@ import sys
 import time
 from dataclasses import dataclass
 
-from slangcli.errors import OUT_OF_MEMORY, ConfigError, DivergenceError, SlangError, exit_code
+from slangcli import checkpoints
+from slangcli.errors import OUT_OF_MEMORY, DivergenceError, SlangError, exit_code
 from slangcli.io import read_run, write_run
-from slangcli.methods import METHODS
-from slangcli.methods.base import is_solver
 from slangcli.outputs import one_line
 from slangcli.sweep.grid import Point, options_of
 from slangcli.threads import keep_freed_memory
@@ -62,9 +61,7 @@ def make_task(point: Point, path: str, checkpoint_seconds: float = 60.0) -> Task
     """The :class:`Task` of ``point`` writing its run file at ``path``: its options checked and built here, once;
     a ConfigError when they do not make a fit (as ``slang fit`` refuses them)."""
     data, options, every = options_of(point.params)
-    method = options.resolved_method
-    if every is not None and method is not None and is_solver(METHODS[method]):
-        raise ConfigError(f"--checkpoint-every does not apply to --method {method}: it is solved at once")
+    checkpoints.schedule(options, every, checkpoint_seconds)  # (refuses --checkpoint-every with a solver)
     return Task(path=str(path), args=list(point.args), params=dict(point.params), data=data, options=options,
                 checkpoint_every=every, checkpoint_seconds=checkpoint_seconds)
 
@@ -130,10 +127,10 @@ def _checkpointing(task: Task, options: FitOptions | None):
     (they are not checkpointed) or for a solver (``options``: a fresh fit's; None for a resumed checkpoint, which
     has them). A fit that then diverges names its last good checkpoint. (No signal stops a task: the worker's
     process leaves them to the sweep's.)"""
+    when = {"every_steps": task.checkpoint_every, "every_seconds": task.checkpoint_seconds or None}
     if options is not None:
-        method = options.resolved_method
-        if (options.restarts > 1 and task.checkpoint_every is None) or (method is not None
-                                                                         and is_solver(METHODS[method])):
+        when = checkpoints.schedule(options, task.checkpoint_every, task.checkpoint_seconds)
+        if when is None:
             yield None
             return
     written: list[int] = []
@@ -143,8 +140,7 @@ def _checkpointing(task: Task, options: FitOptions | None):
         written.append(run.metrics["steps"])
 
     try:
-        yield Checkpointing(write=write, every_steps=task.checkpoint_every,
-                            every_seconds=task.checkpoint_seconds or None)
+        yield Checkpointing(write=write, **when)
     except DivergenceError as exc:
         if written:
             raise DivergenceError(f"{exc}; the last good checkpoint (step {written[-1]}) is in {task.path}") from None
