@@ -51,6 +51,33 @@ class History:
     snr: list = field(default_factory=list)  # per record, (n_layers,) |E g| / std g
     snr_paper: list = field(default_factory=list)  # per record, (n_layers,) E[g^2] / Var[g^2]
 
+    def reopen(self, t: int) -> None:
+        """Continue at step ``t`` the epoch a run that stopped there recorded as partial (its running sums are
+        kept), instead of recording it twice."""
+        if self.open_count and self.step and self.step[-1] == t:
+            for column in (self.epoch, self.step, self.nll, self.seconds):
+                column.pop()
+            if len(self.kl) > len(self.epoch):  # (checkpoints written before kl was recorded have none)
+                self.kl.pop()
+
+    def add_step(self, nll: float, seconds: float) -> None:
+        self.open_sum += nll
+        self.open_count += 1
+        self.open_seconds += seconds
+
+    def close_epoch(self, epoch: int, t: int, kl: Callable[[], float] | None, complete: bool) -> None:
+        """Record the epoch ``epoch`` (0-based) as it stands after step ``t``: its mean loss and seconds, and
+        ``kl()`` unless a resumed checkpoint lacks the earlier epochs' (``kl`` None: not recorded); a ``complete``
+        epoch starts the next one's sums."""
+        self.epoch.append(epoch + 1)
+        self.step.append(t)
+        self.nll.append(self.open_sum / self.open_count)
+        self.seconds.append(self.open_seconds)
+        if kl is not None and len(self.kl) == len(self.epoch) - 1:
+            self.kl.append(kl())
+        if complete:
+            self.open_sum, self.open_count, self.open_seconds = 0.0, 0, 0.0
+
     def as_arrays(self) -> dict[str, np.ndarray]:
         out = {
             "epoch": np.asarray(self.epoch, dtype=np.int64),
@@ -138,12 +165,7 @@ def run(
     if state is None:
         state = method.init(derive_rng(seed, INIT), problem, hyper)
     history = history if history is not None else History()
-    if history.open_count and history.step and history.step[-1] == state.t:
-        # the previous run ended mid-epoch and recorded that epoch as partial: continue it instead
-        for column in (history.epoch, history.step, history.nll, history.seconds):
-            column.pop()
-        if len(history.kl) > len(history.epoch):  # (checkpoints written before kl was recorded have none)
-            history.kl.pop()
+    history.reopen(state.t)
     n = problem.n_data
     batches = Minibatches(seed, n, batch_size)
     spe = batches.per_epoch
@@ -168,9 +190,7 @@ def run(
                                    record=j == spe - 1 or state.t == n_steps)
                 problem = learner.problem
             now = time.perf_counter()
-            history.open_sum += info["nll"]
-            history.open_count += 1
-            history.open_seconds += now - last
+            history.add_step(info["nll"], now - last)
             last = now
             if snr_every and state.t % snr_every == 0:
                 ratio, paper = gradient_snr(method, hyper, problem, X, y, state, seed=seed, batch_size=batch_size,
@@ -180,15 +200,9 @@ def run(
                 history.snr_paper.append(paper)
                 last = time.perf_counter()  # the epoch's seconds are training time, without the SNR's draws
             if j == spe - 1 or state.t == n_steps:
-                history.epoch.append(epoch + 1)
-                history.step.append(state.t)
-                history.nll.append(history.open_sum / history.open_count)
-                history.seconds.append(history.open_seconds)
-                if len(history.kl) == len(history.epoch) - 1:  # (not for a resumed checkpoint without kl)
-                    history.kl.append(method.posterior(state).kl_to_prior(problem.prior_precision) / n)
-                    last = time.perf_counter()  # the epoch's seconds are training time, without the KL
-                if j == spe - 1:
-                    history.open_sum, history.open_count, history.open_seconds = 0.0, 0, 0.0
+                history.close_epoch(epoch, state.t, lambda: method.posterior(state).kl_to_prior(
+                    problem.prior_precision) / n, complete=j == spe - 1)
+                last = time.perf_counter()  # the epoch's seconds are training time, without the KL
             if progress is not None:
                 progress(state.t, n_steps)
             if after_step is not None and after_step(state, history):
