@@ -139,41 +139,10 @@ def search(search: Search, *, values: dict, build: Callable[[dict], tuple[MLP, n
     for p in RATES:
         if p in search.params:
             start[p] = float(getattr(hyper, p))
-    cache: dict = {}
+    score = _Scores(search.params, folds, dict(build=build, method=method, hyper=hyper, X=X, y=y, seed=seed,
+                                           batch_size=batch_size, epochs=epochs), notify, map_jobs, stop)
+    cache = score.cache
     best = dict(start)
-
-    def key(candidate: dict) -> tuple:
-        return tuple(sorted(candidate.items()))
-
-    def interrupted() -> Interrupted:
-        return Interrupted(0, 0, checkpointed=False, hint=NOT_KEPT,
-                           message=f"interrupted while tuning, after {len(cache)} "
-                                   f"candidate{'' if len(cache) == 1 else 's'} scored")
-
-    def score(candidates: list[dict]) -> list[float]:
-        todo = list({key(c): c for c in candidates if key(c) not in cache}.values())
-        chunks = [todo[lo : lo + STACK_MAX] for lo in range(0, len(todo), STACK_MAX)]
-        jobs = [(chunk, build, method, hyper, X, y, np.setdiff1d(np.arange(len(X)), val, assume_unique=True), val,
-                 seed, k, batch_size, epochs) for chunk in chunks for k, val in enumerate(folds)]
-        if stop is not None and stop():
-            raise interrupted()
-        if map_jobs is None:  # lazily, one job at a time: each polls stop() after every step
-            results = (_fold_scores(*job, stop=stop) for job in jobs)
-        else:
-            results = iter(map_jobs(_fold_scores, jobs))
-        for chunk in chunks:
-            scores = [[] for _ in chunk]
-            for _ in folds:
-                fold = next(results)
-                if fold is None:
-                    raise interrupted()
-                for j, s in enumerate(fold):
-                    scores[j].append(s)
-            for c, sc in zip(chunk, scores):
-                cache[key(c)] = sc
-                notify(f"tuning {', '.join(f'{p} {c[p]:g}' for p in search.params)}: "
-                       f"held-out log-likelihood {np.mean(sc):.4f}")
-        return [float(np.mean(cache[key(c)])) for c in candidates]
 
     def sweep(params: tuple[str, ...]) -> None:
         cands = [dict(best)]
@@ -205,6 +174,54 @@ def search(search: Search, *, values: dict, build: Callable[[dict], tuple[MLP, n
         "best": {p: best[p] for p in search.params},
     }
     return best, record
+
+
+class _Scores:
+    """``scores(candidates)``: each candidate's mean held-out log-likelihood over ``folds``; a candidate is scored
+    once (``cache``: its fold scores by its values). The fits of candidates not scored yet run in stacks of at
+    most ``STACK_MAX``, one job per stack and fold, here one after the other or through ``map_jobs``."""
+
+    def __init__(self, params, folds, fits: dict, notify, map_jobs, stop):
+        self.params, self.folds, self.fits = params, folds, fits
+        self.notify, self.map_jobs, self.stop = notify, map_jobs, stop
+        self.cache: dict = {}
+
+    @staticmethod
+    def key(candidate: dict) -> tuple:
+        return tuple(sorted(candidate.items()))
+
+    def interrupted(self) -> Interrupted:
+        n = len(self.cache)
+        return Interrupted(0, 0, checkpointed=False, hint=NOT_KEPT,
+                           message=f"interrupted while tuning, after {n} candidate{'' if n == 1 else 's'} scored")
+
+    def __call__(self, candidates: list[dict]) -> list[float]:
+        f, key = self.fits, self.key
+        todo = list({key(c): c for c in candidates if key(c) not in self.cache}.values())
+        chunks = [todo[lo : lo + STACK_MAX] for lo in range(0, len(todo), STACK_MAX)]
+        n = len(f["X"])
+        jobs = [(chunk, f["build"], f["method"], f["hyper"], f["X"], f["y"],
+                 np.setdiff1d(np.arange(n), val, assume_unique=True), val, f["seed"], k, f["batch_size"],
+                 f["epochs"]) for chunk in chunks for k, val in enumerate(self.folds)]
+        if self.stop is not None and self.stop():
+            raise self.interrupted()
+        if self.map_jobs is None:  # lazily, one job at a time: each polls stop() after every step
+            results = (_fold_scores(*job, stop=self.stop) for job in jobs)
+        else:
+            results = iter(self.map_jobs(_fold_scores, jobs))
+        for chunk in chunks:
+            scores = [[] for _ in chunk]
+            for _ in self.folds:
+                fold = next(results)
+                if fold is None:
+                    raise self.interrupted()
+                for j, s in enumerate(fold):
+                    scores[j].append(s)
+            for c, sc in zip(chunk, scores):
+                self.cache[key(c)] = sc
+                self.notify(f"tuning {', '.join(f'{p} {c[p]:g}' for p in self.params)}: "
+                            f"held-out log-likelihood {np.mean(sc):.4f}")
+        return [float(np.mean(self.cache[key(c)])) for c in candidates]
 
 
 def _fold_scores(candidates: list[dict], build, method, hyper, X, y, fit_rows, val, seed: int, k: int,
