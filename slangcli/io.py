@@ -1,4 +1,4 @@
-"""Run files: one HDF5 file per fit or compression, format version 1.3 (described in ``docs/FORMAT.md``).
+"""Run files: one HDF5 file per fit or compression, format version 1.4 (described in ``docs/FORMAT.md``).
 
 Every group carries ``encoding-type`` and ``encoding-version`` attributes; the reader dispatches on them and
 refuses, with a :class:`FormatError`, files that are not slang runs, that a newer major format wrote, or whose
@@ -30,8 +30,9 @@ from slangcli.errors import DataError, FormatError
 from slangcli.models import MLP
 from slangcli.outputs import atomic_output, hdf5_image, temporary_beside  # noqa: F401  (temporary_beside: re-exported)
 from slangcli.posteriors import MAX_ABS_VALUE, POSTERIORS
+from slangcli.schema import check_record
 
-FORMAT_VERSION = "1.3"
+FORMAT_VERSION = "1.4"
 RUN_TYPE = "slang-run"
 # the data format and test source of a run fitted to arrays from Python (format 1.3)
 ARRAYS = "arrays"
@@ -80,7 +81,8 @@ class Run:
     prior_precision: np.ndarray  # (D,)
     posterior: object
     config: dict  # method, hyperparameters, schedule, data and model options, seed
-    data: dict  # provenance of the training and test data, label classes, split
+    # provenance of the training and test data, label classes, split; "schema": the data schema (1.4)
+    data: dict
     arrays: dict = field(default_factory=dict)  # preprocessing arrays: train_index, test_index, feature_mean, feature_scale
     history: dict = field(default_factory=dict)  # per-epoch arrays
     metrics: dict = field(default_factory=dict)
@@ -131,9 +133,17 @@ def _write_file(tmp, run: Run) -> None:
 
         g = f.create_group("data")
         _typed(g, "data")
-        _json_attr(g, "provenance", run.data)
+        provenance = dict(run.data)
+        schema = provenance.pop("schema", None)
+        _json_attr(g, "provenance", provenance)
         for name, arr in run.arrays.items():
             g.create_dataset(name, data=np.asarray(arr))
+        if schema is not None:
+            # the data schema (slangcli.schema), 1.4: JSON in a string dataset, which holds any number of columns
+            # and levels (an attribute is limited in size)
+            s = g.create_group("schema")
+            _typed(s, "data-schema")
+            s.create_dataset("json", data=json.dumps(schema, sort_keys=True))
 
         g = f.create_group("model")
         _typed(g, "mlp")
@@ -405,6 +415,9 @@ class _Reader:
         self.check_type(g, "data", "/data")
         data = self.json(g, "provenance", "/data")
         arrays = {name: self.array(g, name, bounded=False) for name in g if isinstance(g[name], h5py.Dataset)}
+        data.pop("schema", None)  # (only the group holds the schema)
+        if "schema" in g:
+            data["schema"] = self.schema(g)
 
         g = self.group(f, "model")
         self.check_type(g, "mlp", "/model")
@@ -456,6 +469,23 @@ class _Reader:
                    arrays=arrays, history=history, metrics=metrics, command=command, meta=meta, status=status,
                    state=state, compression=compression, compression_arrays=compression_arrays)
 
+    def schema(self, g) -> dict:
+        """The stored data schema's JSON object (``/data/schema``, 1.4); checked against the model in
+        :meth:`_check_consistency`."""
+        s = g["schema"]
+        if not isinstance(s, h5py.Group):
+            self.fail("/data/schema is not a group")
+        self.check_type(s, "data-schema", "/data/schema")
+        ds = s.get("json")
+        if not isinstance(ds, h5py.Dataset) or ds.shape != () or ds.dtype.kind not in "OSU":
+            self.fail("/data/schema lacks its json dataset (one string)")
+        self.check_size(ds, "/data/schema/json")
+        value = ds[()]
+        try:
+            return json.loads(value.decode("utf-8") if isinstance(value, bytes) else value)
+        except (TypeError, ValueError):
+            self.fail("/data/schema/json is not valid JSON")
+
     def _state(self, f) -> dict:
         """The training state of a checkpoint: finite numeric arrays and numeric scalars (shapes are checked
         against the method when the run is resumed)."""
@@ -500,6 +530,13 @@ class _Reader:
         if not isinstance(data.get("feature_names", []), list):
             self.fail("/data provenance 'feature_names' is not a list")
         P = model.sizes[0]
+        if "schema" in data:
+            try:
+                check_record(data["schema"], P)
+            except DataError as exc:
+                self.fail(f"/data/schema {exc}")
+            if data["schema"]["standardize"] != bool(data.get("standardize")):
+                self.fail("/data/schema and the provenance differ on whether the features are standardised")
         if data.get("standardize"):
             for name in ("feature_mean", "feature_scale"):
                 if name not in arrays or arrays[name].shape != (P,):

@@ -1,6 +1,6 @@
 """The import layering of ``slangcli``, read from the source with ``ast`` (nothing is imported).
 
-From the bottom up: ``streams`` (random streams, a leaf); the numerics (readers, data preparation, models,
+From the bottom up: ``streams`` (random streams, a leaf); the numerics (readers, data preparation and schema, models,
 low-rank algebra, posteriors, prediction, metrics, compression) and the run files (``io``); the step methods; the
 training loop, tuning and learned precisions; the fit's setup, checkpoints and restarts; fitting, evaluation and
 the workflow; the Python API and the estimators; sweeps of fits (``slangcli.sweep``) and the Dask cluster they and
@@ -37,12 +37,12 @@ RULES = [
                              "slangcli.api", "slangcli.tables", *WORKFLOW),
      "a method is driven by the loop, tuning and the workflow, and never reaches up to them"),
     (("slangcli.streams",), ("slangcli",), "streams is a leaf: every layer draws from it"),
-    (("slangcli.readers", "slangcli.prepare", "slangcli.lowrank", "slangcli.models", "slangcli.posteriors",
-      "slangcli.noise", "slangcli.quadrature", "slangcli.divergence", "slangcli.mixture", "slangcli.metrics",
-      "slangcli.predict", "slangcli.compress"),
+    (("slangcli.readers", "slangcli.prepare", "slangcli.schema", "slangcli.lowrank", "slangcli.models",
+      "slangcli.posteriors", "slangcli.noise", "slangcli.quadrature", "slangcli.divergence", "slangcli.mixture",
+      "slangcli.metrics", "slangcli.predict", "slangcli.compress"),
      ("slangcli.methods", "slangcli.train", "slangcli.tuning", "slangcli.learned", *WORKFLOW),
      "the numerics sit below the methods and the loop"),
-    (("slangcli.readers", "slangcli.prepare"),
+    (("slangcli.readers", "slangcli.prepare", "slangcli.schema"),
      ("slangcli.models", "slangcli.lowrank", "slangcli.posteriors", "slangcli.io", "slangcli.tables"),
      "reading and preparing data needs no model"),
     (("slangcli.io",), ("slangcli.methods", "slangcli.train", "slangcli.tuning", "slangcli.learned", *WORKFLOW),
