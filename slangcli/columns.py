@@ -1,9 +1,11 @@
 """Which columns of data given to a stored run are its features and its target: by name, or by position with
 exactly one reading.
 
-A run records how its training data were laid out: the feature names, the target's name (or 0-based column) and
-the columns the fit left out (``--drop-columns``, ``--columns``). Data given later, to ``slang predict``,
-``slang evaluate`` or :meth:`slangcli.FitResult.predict`, are read against that record, never by guessing:
+A run records how its training data were laid out (its data schema, ``slangcli.schema``): the feature columns'
+names, the target's name (or 0-based column) and the columns the fit left out (``--drop-columns``, ``--columns``).
+Data given later, to ``slang predict``, ``slang evaluate`` or :meth:`slangcli.FitResult.predict`, are read against
+that record, never by guessing (a feature column here is one of the data, before a category becomes its indicator
+columns):
 
 - **By name** when the run knows its features by name (a header row at fit time, or a DataFrame's string
   column names) and the data have names too (a header row, a DataFrame's columns). Every feature must be there
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from slangcli.errors import DataError
+from slangcli.schema import schema_of
 
 # --layout: the training file's columns (those the fit left out included), or the model's features alone; the
 # target may follow in either
@@ -36,11 +39,27 @@ def _quoted(names, limit: int = 8) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+def input_names(run) -> list | None:
+    """The names of the run's feature columns, in the model's order (a category's one column, not its indicators),
+    or None when it records none for each (a run without a stored schema whose feature names are not one per
+    input)."""
+    schema = schema_of(run)
+    if schema.stored:
+        return list(schema.names)
+    names = list(run.data.get("feature_names") or [])
+    return names if len(names) == run.model.sizes[0] else None
+
+
+def input_width(run) -> int:
+    """The number of the run's feature columns (a category counts once)."""
+    return len(schema_of(run).columns)
+
+
 def named(run) -> bool:
     """Whether ``run`` knows its features by name: fitted on a file with a header row, or on a DataFrame with
     string column names, and no two features share a name."""
-    names = list(run.data.get("feature_names") or [])
-    return (bool((run.data.get("train") or {}).get("header")) and len(names) == run.model.sizes[0]
+    names = input_names(run)
+    return (bool((run.data.get("train") or {}).get("header")) and names is not None
             and len(set(names)) == len(names))
 
 
@@ -71,7 +90,7 @@ def match_names(run, names, where: str) -> Match:
     """Match the column ``names`` (a header row, a DataFrame's columns) to the run's feature names; a missing
     feature, or a feature or target name given twice, is a ``DataError`` naming it (``where``: the file and line,
     or the argument)."""
-    trained = list(run.data["feature_names"])
+    trained = input_names(run)
     target = target_name(run)
     columns: dict = {}
     for j, name in enumerate(names):
@@ -126,13 +145,13 @@ def training_columns(run) -> tuple[int, int, list] | None:
     """The training file's layout ``(columns, target column, feature columns)``, or None when the run knows it
     only by names (a header row, and columns left out or a target chosen by name)."""
     train = run.data.get("train") or {}
-    P = run.model.sizes[0]
+    P = input_width(run)
     if train.get("format") != "csv":
         # arrays, LIBSVM, IDX and UCI folders: a CSV file of their data holds the features, then the target
         return P + 1, P, list(range(P))
     left_out = train.get("columns_dropped") or []
     ncols = P + 1 + len(left_out)
-    names = list(run.data.get("feature_names") or [])
+    names = input_names(run) or []
     target = train.get("target")
     if not train.get("header"):
         # without a header each feature is named x<its 0-based column>, and the target is recorded as its column
@@ -151,7 +170,7 @@ def training_columns(run) -> tuple[int, int, list] | None:
 
 def readings(run) -> list[Reading]:
     """The distinct layouts a headerless file given to ``run`` may have, each with its width."""
-    P = run.model.sizes[0]
+    P = input_width(run)
     known = training_columns(run)
     if known is None:
         return [Reading("features", P, None, tuple(range(P)), "the model's features only")]
@@ -205,10 +224,16 @@ def choose_reading(run, ncols: int, where: str, layout: str | None = None) -> Re
 def file_layout(run, path, *, need_target: bool, layout: str | None = None,
                 notify: Callable[[str], None] = lambda msg: None):
     """The ``layout`` function of ``readers.read_table`` for a CSV file given to ``run``: ``(names, ncols,
-    line) -> (target column or None, feature columns in the model's order)``. ``need_target``: the data are to be
-    scored, so a file without the target column is refused."""
+    line) -> (target column or None, feature columns in the model's order, positions among them of the columns
+    read as text)``. ``need_target``: the data are to be scored, so a file without the target column is
+    refused."""
+    text = list(schema_of(run).text_columns)
 
     def choose(names, ncols, line):
+        target, features = columns(names, ncols, line)
+        return target, features, text
+
+    def columns(names, ncols, line):
         where = f"{path}:{line}"
         if names is not None and named(run):
             if layout is not None:

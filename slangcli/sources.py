@@ -1,10 +1,11 @@
 """Data files for a fit and for a stored run: reading them into prepared arrays, and re-reading a run's recorded data.
 
 The command line parses its data options into :class:`DataOptions`; :func:`load_training` reads the files (or a
-Gal-layout UCI folder, or a ``--test-fraction`` split) and prepares them (``slangcli.prepare.prepare``). For a stored
-run, :func:`load_test`, :func:`load_train` and :func:`load_inputs` re-read its recorded files (refusing ones whose
-sha256 changed) or read new data with the fit's options, and :func:`transform` applies the run's standardisation and
-label coding to raw arrays.
+Gal-layout UCI folder, or a ``--test-fraction`` split), fits the data schema on the training rows
+(``slangcli.schema``: column kinds, categories, the values a missing cell gets) and prepares the encoded data with
+it (``slangcli.prepare.prepare``). For a stored run, :func:`load_test`, :func:`load_train` and :func:`load_inputs`
+re-read its recorded files (refusing ones whose sha256 changed) or read new data with the fit's options, and
+:func:`transform` applies the run's schema (encoding, imputation, standardisation) and label coding to raw columns.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from slangcli.columns import file_layout
 from slangcli.errors import ConfigError, DataError
 from slangcli.io import ARRAYS, Run
 from slangcli.prepare import LabelMap, Prepared, Standardizer, prepare, train_test_split
-from slangcli.readers import (MISSING_POLICIES, NA_VALUES, STDIN, is_uci_folder, read_table, read_uci_folder,
+from slangcli.readers import (MISSING_POLICIES, NA_VALUES, STDIN, Table, is_uci_folder, read_table, read_uci_folder,
                               sha256_file, widen)
+from slangcli.schema import CLASSES, TARGET_NUMERIC, Column, Schema, Target, schema_of
 
-# what ``slang predict`` does with a row that has a missing value: keep it, with empty predictions (the default),
-# leave it out, or refuse the file
+# what ``slang predict`` does with a row that has a missing value: keep it, with empty predictions (the default,
+# unless the fit imputed), leave it out, refuse the file, or fill it in as the fit would
 PREDICT_MISSING = ("keep", *MISSING_POLICIES)
 
 
@@ -49,16 +51,20 @@ class DataOptions:
     columns: str | list | None = None
     na_values: tuple | list = NA_VALUES
     missing: str = "error"
+    # CSV columns read as categories although their cells are numbers (names or indices, as drop_columns); a column
+    # of text is one anyway. A run file written before it existed lacks it (its features were all numbers).
+    categorical: str | list | None = None
 
     def record(self) -> dict:
         """The options as stored in a run file (JSON: sequences as lists)."""
         return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
 
     def reader_options(self) -> dict:
-        """The keyword arguments of ``read_table`` that these options set (its path and width aside)."""
+        """The keyword arguments of ``read_table`` that these options set (its path and width aside): a training
+        file's text columns are categories."""
         return {"format": self.format, "target": self.target, "delimiter": self.delimiter, "header": self.header,
                 "drop_columns": self.drop_columns, "columns": self.columns, "na_values": tuple(self.na_values),
-                "missing": self.missing}
+                "missing": self.missing, "categorical": self.categorical, "detect_categories": True}
 
     def given_data_options(self) -> dict:
         """The keyword arguments of ``read_table`` for other data given to the fitted run: how a file is
@@ -69,9 +75,60 @@ class DataOptions:
                 "na_values": tuple(self.na_values), "missing": self.missing}
 
 
-def _read(path, opts: DataOptions, n_features=None):
-    return read_table(path, **opts.reader_options(),
-                      n_features=n_features if n_features is not None else opts.n_features)
+def _read(path, opts: DataOptions, n_features=None, text_columns=None):
+    """The file ``path`` read with the fit's options; ``text_columns``: the file columns read as categories (those
+    of the training file, for its test file or when it is read again), instead of the text columns found in it."""
+    options = opts.reader_options()
+    if text_columns is not None:
+        options.update(categorical=list(text_columns) or None, detect_categories=False)
+    return read_table(path, **options, n_features=n_features if n_features is not None else opts.n_features)
+
+
+def _text_columns(table: Table) -> list:
+    """The file columns of a CSV table's text features."""
+    return [table.columns[k] for k in table.text] if table.text else []
+
+
+def _target_gaps(y: np.ndarray) -> np.ndarray:
+    """The targets that are missing (--missing impute keeps their rows): NaN among numbers, "" among labels."""
+    return np.isnan(y) if y.dtype.kind == "f" else y == ""
+
+
+def _without_missing_targets(table: Table, name, notify=None) -> Table:
+    """``table`` without the rows whose target is missing (kept by --missing impute, which never imputes a target:
+    a fit and scores need it), noted through ``notify`` and counted in the provenance as rows left out."""
+    provenance = dict(table.provenance)
+    count = provenance.pop("targets_missing", 0)
+    lines = provenance.pop("target_missing_lines", [])
+    if not count:
+        return table
+    keep = ~_target_gaps(table.y)
+    if not keep.any():
+        raise DataError(f"{name}: every row's target is missing: nothing is left to fit or score")
+    if notify is not None:
+        listed = ", ".join(map(str, lines)) + (", ..." if count > len(lines) else "")
+        notify(f"{name}: {_rows(count)} with a missing target left out (line{'s' if count > 1 else ''} {listed}): "
+               "a target is never imputed")
+    index = np.flatnonzero(keep)
+    provenance.update(rows=int(len(index)), rows_dropped=provenance.get("rows_dropped", 0) + count,
+                      dropped_lines=(provenance.get("dropped_lines", []) + lines)[:20])
+    rows = index if table.rows is None else table.rows[index]
+    return Table(X=_keep_rows(table.X, index), y=table.y[index], feature_names=table.feature_names,
+                 provenance=provenance, rows=rows, text={k: v[index] for k, v in (table.text or {}).items()} or None,
+                 lines=table.lines[index] if table.lines is not None else None, columns=table.columns,
+                 target_column=table.target_column)
+
+
+def _where(path, table: Table) -> Callable[[int, int], str]:
+    """The place of a table's cell in messages, as the reader names it: ``FILE:LINE: column C ('name')``."""
+    header = table.provenance.get("header")
+
+    def where(i, k):
+        line = table.lines[i] if table.lines is not None else "?"
+        column = table.columns[k] if table.columns is not None else k
+        return f"{path}:{line}: column {column}" + (f" ({table.feature_names[k]!r})" if header else "")
+
+    return where
 
 
 def _is_uci(opts: DataOptions) -> bool:
@@ -85,16 +142,20 @@ def _read_sources(opts: DataOptions, notify):
             raise ConfigError(f"{opts.path} is a Gal-layout UCI folder: choose a split with --uci-split K")
         if opts.test is not None or opts.test_fraction is not None:
             raise ConfigError("--uci-split selects the test set; do not combine it with --test or --test-fraction")
+        if opts.categorical is not None:
+            raise ConfigError("--categorical applies to CSV files; a Gal-layout UCI folder's features are numbers")
         table, train_index, test_index = read_uci_folder(opts.path, opts.uci_split)
         return table, None, train_index, test_index
     if opts.uci_split is not None:
         raise ConfigError("--uci-split needs DATA to be a Gal-layout UCI folder")
     if opts.test is not None and opts.test_fraction is not None:
         raise ConfigError("give either --test or --test-fraction, not both")
-    table = _read(opts.path, opts)
+    table = _without_missing_targets(_read(opts.path, opts), opts.path, notify)
     test_table = None
     if opts.test is not None:
-        test_table = _read(opts.test, opts)
+        # the test file's text columns are the training file's (a column of numbers there is one here)
+        text_columns = _text_columns(table) if table.provenance["format"] == "csv" else None
+        test_table = _without_missing_targets(_read(opts.test, opts, text_columns=text_columns), opts.test, notify)
         p_train, p_test = table.X.shape[1], test_table.X.shape[1]
         if p_train != p_test:
             if table.provenance["format"] == "libsvm" and test_table.provenance["format"] == "libsvm" \
@@ -116,18 +177,38 @@ def _read_sources(opts: DataOptions, notify):
 
 def load_training(opts: DataOptions, *, likelihood: str = "auto",
                   notify: Callable[[str], None] = lambda msg: None) -> Prepared:
-    """Read, split, code and standardise the training (and test) data of the files in ``opts``."""
-    table, test_table, train_index, test_index = _read_sources(opts, notify)
+    """Read, split, code and standardise the training (and test) data of the files in ``opts``: the data schema is
+    fitted on the training rows and encodes every row. Notes about the data come once every row is encoded, so that
+    an error comes alone."""
+    notes = []
+    table, test_table, train_index, test_index = _read_sources(opts, notes.append)
+    impute = opts.missing == "impute"
+    schema = fit_schema(table, opts.path, train=train_index, missing=opts.missing, na_values=opts.na_values,
+                        standardize=bool(opts.standardize))
+    # (counted before the encoding fills them in)
+    imputed = [(opts.path, schema.count_missing(table.X, table.text))] if impute else []
+    # the table is read for this fit alone: encoded (a file of numbers: filled in) in place
+    X = schema.encode(table.X, table.text, impute=impute, where=_where(opts.path, table), overwrite=True)
     if train_index is not None:
-        X_test, y_test_raw = table.X[test_index], table.y[test_index]
-        X_train, y_train_raw = _keep_rows(table.X, train_index), _keep_rows(table.y, train_index)
+        X_test, y_test_raw = X[test_index], table.y[test_index]
+        X_train, y_train_raw = _keep_rows(X, train_index), _keep_rows(table.y, train_index)
     else:
-        X_train, y_train_raw = table.X, table.y
-        X_test = test_table.X if test_table is not None else None
-        y_test_raw = test_table.y if test_table is not None else None
+        X_train, y_train_raw = X, table.y
+        X_test = y_test_raw = None
+        if test_table is not None:
+            if impute:
+                imputed.append((opts.test, schema.count_missing(test_table.X, test_table.text)))
+            X_test = schema.encode(test_table.X, test_table.text, impute=impute, where=_where(opts.test, test_table),
+                                   overwrite=True)
+            y_test_raw = test_table.y
+    del X
+    for note in notes:
+        notify(note)
+    for path, count in imputed:
+        _note_imputed(path, count, notify)
 
     if table.provenance["format"] == "csv":
-        for warning in task.identifier_columns(X_train, table.feature_names):
+        for warning in task.identifier_columns(X_train, schema.encoded_names):
             notify(f"{opts.path}: {warning}")
 
     if test_table is not None:
@@ -143,11 +224,46 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
     prepared = prepare(X_train, y_train_raw, X_test, y_test_raw, likelihood=likelihood,
                        standardize=bool(opts.standardize), name=opts.path, test_name=opts.test or opts.path,
                        train_provenance=table.provenance, test_provenance=test,
-                       feature_names=table.feature_names, options=opts.record(),
+                       feature_names=schema.encoded_names, options=opts.record(),
                        overwrite=True)  # the table is read for this preparation alone: standardised in place
     if train_index is not None:
         prepared.arrays["train_index"], prepared.arrays["test_index"] = train_index, test_index
+    if schema.stored:
+        prepared.data["schema"] = with_target(schema, prepared, table).record()
     return prepared
+
+
+def fit_schema(table: Table, path, *, train=None, missing="error", na_values=NA_VALUES,
+               standardize=False) -> Schema:
+    """The data schema of a training table, fitted on its rows ``train`` (None: all). A CSV file's is stored in the
+    run; the features of LIBSVM, IDX and UCI data are numbers without gaps, and their schema is implied by the
+    run's feature names (nothing to store)."""
+    if table.provenance["format"] != "csv":
+        return Schema(columns=tuple(Column(name, j) for j, name in enumerate(table.feature_names)), missing=missing,
+                      standardize=standardize, stored=False)
+    left_out = table.provenance.get("columns_dropped") or ()
+    return Schema.fit(table.X, table.text, names=table.feature_names, positions=table.columns, train=train,
+                      path=path, left_out=left_out, missing=missing, na_values=na_values, standardize=standardize)
+
+
+def with_target(schema: Schema, prepared: Prepared, table: Table | None = None) -> Schema:
+    """``schema`` with its target as prepared: its name or column, kind and classes."""
+    train = prepared.data["train"]
+    name = train.get("target")
+    position = table.target_column if table is not None else None
+    if isinstance(name, int) and not isinstance(name, bool):
+        name, position = None, name
+    classes = prepared.data["targets"].get("classes")
+    kind = TARGET_NUMERIC if prepared.likelihood == "gaussian" else CLASSES
+    return replace(schema, target=Target(name if isinstance(name, str) else None, position, kind,
+                                         tuple(classes) if classes is not None else None))
+
+
+def _note_imputed(path, count: int, notify) -> None:
+    """Say that ``count`` missing cells of the data ``path`` were filled in (none: nothing)."""
+    if count:
+        notify(f"{path}: {count} missing cell{'s' if count > 1 else ''} imputed with the training rows' mean "
+               "(numbers) or most frequent value (categories)")
 
 
 def _keep_rows(a: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -169,15 +285,17 @@ def _stored_options(run: Run) -> DataOptions:
     return DataOptions(**{key: value for key, value in run.data["options"].items() if key in known})
 
 
-def transform(run: Run, X, y_raw, path) -> tuple[np.ndarray, np.ndarray | None]:
-    """Apply the run's feature standardisation and target coding to raw ``(X, y)`` read from ``path`` (``y``
-    may be None: data without a target column)."""
-    width = run.model.sizes[0]
+def transform(run: Run, X, y_raw, path, *, text=None, where=None,
+              impute: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """Apply the run's data schema (encoding, imputation with ``impute``, standardisation) and target coding to raw
+    ``(X, y)`` read from ``path`` (``y`` may be None: data without a target column); ``text`` holds the raw text
+    columns and ``where(i, k)`` names a cell in messages (``slangcli.schema``)."""
+    schema = schema_of(run)
+    width = len(schema.columns)
     if X.shape[1] != width:
         raise DataError(f"{path}: {X.shape[1]} feature columns, but the model was trained on {width}"
                         + (" (is the target column missing? scoring needs it)" if X.shape[1] == width - 1 else ""))
-    if "feature_mean" in run.arrays:
-        X = Standardizer(mean=run.arrays["feature_mean"], scale=run.arrays["feature_scale"]).apply(X, path=path)
+    X = schema.apply(X, text, path=path, impute=impute, where=where)
     if y_raw is None:
         return X, None
     if run.model.likelihood == "gaussian":
@@ -189,6 +307,40 @@ def transform(run: Run, X, y_raw, path) -> tuple[np.ndarray, np.ndarray | None]:
         dtype = float if run.model.likelihood == "bernoulli" else np.int64
         y = LabelMap(tuple(run.data["labels"]["classes"])).encode(y_raw, path=path, dtype=dtype)
     return X, y
+
+
+def _transform_table(run: Run, table: Table, path, index=None, *, impute: bool = False, features_only=False):
+    """:func:`transform` of a table read from ``path`` (of its rows ``index``, None: all)."""
+    if index is not None:
+        table = _subset(table, index)
+    return transform(run, table.X, None if features_only else table.y, path, text=table.text,
+                     where=_where(path, table), impute=impute)
+
+
+def _subset(table: Table, index) -> Table:
+    """The rows ``index`` of ``table`` (its features, targets, text and lines)."""
+    return Table(X=table.X[index], y=table.y[index] if table.y is not None else None,
+                 feature_names=table.feature_names, provenance=table.provenance,
+                 text={k: v[index] for k, v in table.text.items()} if table.text else None,
+                 lines=table.lines[index] if table.lines is not None else None, columns=table.columns,
+                 target_column=table.target_column)
+
+
+def _schema_text_columns(run: Run) -> list | None:
+    """The training file's columns that the run reads as text (None: not recorded, a run without a stored
+    schema; the file is then read as at its fit)."""
+    schema = schema_of(run)
+    if not schema.stored:
+        return None
+    return [schema.columns[k].position for k in schema.text_columns]
+
+
+def _check_impute(run: Run, path, missing: str) -> None:
+    """Refuse ``--missing impute`` for a run that stores no values to impute."""
+    if missing == "impute" and not schema_of(run).can_impute:
+        raise DataError(f"{path}: --missing impute needs the values a missing cell gets, and the run stores none (it "
+                        "was written before slang imputed missing values, or fitted to LIBSVM, IDX or UCI data); "
+                        "--missing drop leaves such rows out")
 
 
 def _rows(k: int) -> str:
@@ -215,7 +367,8 @@ def _verify(run_name: str, what: str, path: str, expected: str | None) -> None:
 
 
 def _reread_training(run: Run, run_name: str):
-    """The run's training source re-read, refusing files whose contents changed since the fit."""
+    """The run's training source re-read, refusing files whose contents changed since the fit; its rows as the fit
+    had them (those without a target left out, as --missing impute leaves them)."""
     opts = _stored_options(run)
     info = run.data["train"]
     if info["format"] == ARRAYS:
@@ -223,7 +376,9 @@ def _reread_training(run: Run, run_name: str):
     _verify(run_name, "training", info["path"], info.get("sha256"))
     if info["format"] == "uci":
         return read_uci_folder(info["folder"], opts.uci_split)[0]
-    return _read(info["path"], opts, n_features=info.get("widened_from") and info["features"])
+    table = _read(info["path"], opts, n_features=info.get("widened_from") and info["features"],
+                  text_columns=_schema_text_columns(run))
+    return _without_missing_targets(table, info["path"])
 
 
 def _read_given(run: Run, data_path, opts: DataOptions, *, need_target: bool, layout: str | None, notify):
@@ -240,11 +395,16 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
               notify: Callable[[str], None] = lambda msg: None):
     """The evaluation data ``(X, y, description)``: ``data_path``, else the run's own test set. ``missing``
     overrides the fit's ``--missing`` for ``data_path``; ``layout`` (``full`` or ``features``) says how a CSV file
-    without a header row is laid out when its width alone does not (``slangcli.columns``)."""
+    without a header row is laid out when its width alone does not (``slangcli.columns``). With ``impute``, a row
+    without a target is left out (with a note): it cannot be scored."""
+    opts = _stored_options(run)
+    # (a fit to LIBSVM, IDX or UCI data with --missing impute had nothing to impute, and stores nothing to)
+    impute = opts.missing == "impute" and schema_of(run).can_impute
     if data_path is not None:
-        opts = _stored_options(run)
         if missing is not None:
+            _check_impute(run, data_path, missing)
             opts = replace(opts, missing=missing)
+            impute = missing == "impute"
         if os.path.isdir(data_path):
             if opts.uci_split is None:
                 raise DataError(f"{data_path}: a folder; this run was not fitted on a UCI folder")
@@ -252,7 +412,13 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
             X, y = transform(run, table.X[idx], table.y[idx], data_path)
             return X, y, {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
         table = _read_given(run, data_path, opts, need_target=True, layout=layout, notify=notify)
-        X, y = transform(run, table.X, table.y, data_path)
+        notes = []
+        table = _without_missing_targets(table, data_path, notes.append)
+        count = schema_of(run).count_missing(table.X, table.text) if impute else 0
+        X, y = _transform_table(run, table, data_path, impute=impute)
+        for note in notes:
+            notify(note)
+        _note_imputed(data_path, count, notify)
         return X, y, {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"],
                       **_dropped(table)}
     test = run.data.get("test")
@@ -262,22 +428,21 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
         raise DataError(f"{run_name}: its test data were arrays passed from Python; pass a data file")
     if test["source"] == "file":
         _verify(run_name, "test", test["path"], test["sha256"])
-        opts = _stored_options(run)
-        table = _read(test["path"], opts, n_features=test.get("widened_from") and test["features"])
-        X, y = transform(run, table.X, table.y, test["path"])
+        table = _read(test["path"], opts, n_features=test.get("widened_from") and test["features"],
+                      text_columns=_schema_text_columns(run))
+        X, y = _transform_table(run, _without_missing_targets(table, test["path"]), test["path"], impute=impute)
         return X, y, {"source": "file", "path": test["path"], "sha256": test["sha256"]}
     table = _reread_training(run, run_name)
     idx = run.arrays["test_index"]
-    X, y = transform(run, table.X[idx], table.y[idx], run.data["train"]["path"])
+    X, y = _transform_table(run, table, run.data["train"]["path"], idx, impute=impute)
     return X, y, {"source": "split", "path": run.data["train"]["path"], "rows": int(len(idx))}
 
 
 def load_train(run: Run, run_name: str):
     """The run's training data ``(X, y)`` as used in the fit."""
     table = _reread_training(run, run_name)
-    idx = run.arrays.get("train_index")
-    X, y_raw = (table.X, table.y) if idx is None else (table.X[idx], table.y[idx])
-    return transform(run, X, y_raw, run.data["train"]["path"])
+    impute = _stored_options(run).missing == "impute" and schema_of(run).can_impute
+    return _transform_table(run, table, run.data["train"]["path"], run.arrays.get("train_index"), impute=impute)
 
 
 def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str | None = None,
@@ -291,49 +456,75 @@ def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str 
     ``layout`` (``full`` or ``features``) says which when its width alone does not. LIBSVM, IDX and UCI-folder
     data always carry their targets.
 
-    ``missing`` says what becomes of a row with a missing value: ``keep`` (the default) keeps its place, with no
-    prediction (``source["rows_missing"]`` counts such rows and ``source["rows"]`` is every data row, so the
-    caller fills them in); ``drop`` leaves it out (``source["rows_dropped"]``); ``error`` refuses the file.
+    ``missing`` says what becomes of a row with a missing value: ``keep`` keeps its place, with no prediction
+    (``source["rows_missing"]`` counts such rows and ``source["rows"]`` is every data row, so the caller fills them
+    in); ``drop`` leaves it out (``source["rows_dropped"]``); ``error`` refuses the file; ``impute`` fills a missing
+    feature in as the fit would have (the training rows' mean or most frequent value), and a row whose target is
+    missing is predicted, its target left empty. The default is ``impute`` when the fit imputed, else ``keep``.
     """
     opts = _stored_options(run)
-    missing = missing or "keep"
+    if missing is None:
+        missing = "impute" if opts.missing == "impute" and schema_of(run).can_impute else "keep"
     if missing not in PREDICT_MISSING:
         raise ConfigError(f"--missing must be one of {', '.join(PREDICT_MISSING)}, got {missing!r}")
+    _check_impute(run, data_path, missing)
     # a kept row is read as a dropped one; its place is known from the rows that are left
     opts = replace(opts, missing="drop" if missing == "keep" else missing)
+    notes = []  # said once the data are encoded, so that an error comes alone
     if os.path.isdir(data_path):
         if opts.uci_split is None:
             raise DataError(f"{data_path}: a folder; this run was not fitted on a UCI folder")
         table, _, idx = read_uci_folder(data_path, opts.uci_split)
-        X_raw, y_raw = table.X[idx], table.y[idx]
+        table = _subset(table, idx)
         source = {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
         rows = np.arange(len(idx))
     else:
         table = _read_given(run, data_path, opts, need_target=False, layout=layout, notify=notify)
-        X_raw, y_raw = table.X, table.y
         source = {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"],
-                  "rows": int(len(X_raw))}
-        rows = table.rows if table.rows is not None else np.arange(len(X_raw))
+                  "rows": int(len(table.X))}
+        rows = table.rows if table.rows is not None else np.arange(len(table.X))
         dropped = table.provenance.get("rows_dropped", 0)
         if dropped:
             lines = table.provenance["dropped_lines"]
             listed = f"line{'s' if dropped > 1 else ''} {', '.join(map(str, lines))}"
             listed += ", ..." if dropped > len(lines) else ""
             if missing == "keep":
-                source.update(rows=int(len(X_raw)) + dropped, rows_missing=dropped)
-                notify(f"{data_path}: {_rows(dropped)} with a missing value ({listed}) "
-                       f"{'has its' if dropped == 1 else 'have their'} predictions left empty (--missing drop leaves "
-                       "such rows out, --missing error refuses them)")
+                source.update(rows=int(len(table.X)) + dropped, rows_missing=dropped)
+                notes.append(f"{data_path}: {_rows(dropped)} with a missing value ({listed}) "
+                             f"{'has its' if dropped == 1 else 'have their'} predictions left empty (--missing drop "
+                             "leaves such rows out, --missing impute fills them in, --missing error refuses them)")
             else:
                 source["rows_dropped"] = dropped
-                notify(f"{data_path}: {_rows(dropped)} with a missing value left out (--missing drop), {listed}: "
-                       "there are no predictions for them (the row column says which rows there are)")
-    X, y = transform(run, X_raw, y_raw, data_path)
-    if y is None:
-        target = None
-    elif run.model.likelihood == "gaussian":
-        target = y_raw.astype(float)
-    else:
-        # the stored label values (a file's "1" and the class 1.0 are the same label), as in the predicted column
-        target = LabelMap(tuple(run.data["labels"]["classes"])).decode(y)
+                notes.append(f"{data_path}: {_rows(dropped)} with a missing value left out (--missing drop), {listed}: "
+                             "there are no predictions for them (the row column says which rows there are)")
+    count = schema_of(run).count_missing(table.X, table.text) if missing == "impute" else 0
+    X, _ = _transform_table(run, table, data_path, impute=missing == "impute", features_only=True)
+    for note in notes:
+        notify(note)
+    _note_imputed(data_path, count, notify)
+    target = None if table.y is None else _target_values(run, table.y, data_path)
     return X, target, dict(source, has_target=target is not None), rows
+
+
+def _target_values(run: Run, y_raw: np.ndarray, path) -> np.ndarray:
+    """The target values of data to predict on, as the fit knows them: numbers (regression), or the stored label
+    values (a file's "1" and the class 1.0 are the same label, as in the predicted column); a missing one (kept by
+    ``impute``) stays empty: NaN, or "" among text labels."""
+    if run.model.likelihood == "gaussian":
+        if y_raw.dtype.kind not in "fiu":
+            raise DataError(f"{path}: a regression target must be numeric")
+        values = y_raw.astype(float)
+        # (a value that overflows once standardised as in the fit is refused, as when it is scored)
+        target = Standardizer(mean=run.arrays["target_mean"], scale=run.arrays["target_scale"])
+        target.apply(values[~np.isnan(values)][:, None], path=path)
+        return values
+    labels = LabelMap(tuple(run.data["labels"]["classes"]))
+    gaps = _target_gaps(y_raw)
+    if not gaps.any():
+        return labels.decode(labels.encode(y_raw, path=path))
+    present = np.flatnonzero(~gaps)
+    values = labels.decode(labels.encode(y_raw[present], path=path))
+    out = np.full(len(y_raw), "" if values.dtype.kind == "U" else np.nan,
+                  dtype=values.dtype if values.dtype.kind == "U" else np.float64)
+    out[present] = values
+    return out

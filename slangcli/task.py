@@ -1,8 +1,9 @@
 """What ``slang fit`` is about to do, said before it trains: the task inferred from the data and the options that
 change it, and warnings about data that would otherwise mislead without a sound.
 
-- :func:`describe`: the likelihood, the classes or the target's scale, the feature and parameter counts, whether
-  the features were standardised, the rows left out for a missing value, and the options that change each.
+- :func:`describe`: the likelihood, the classes or the target's scale, the feature and parameter counts, the
+  columns of text encoded as categories or booleans, whether the features were standardised, the rows left out for
+  a missing value, and the options that change each.
 - :func:`integer_target_hint`: an integer target with more than a handful of values, which ``auto`` fits as
   classes, may be a quantity (a quality score, a count); ``--likelihood gaussian`` fits it as regression.
 - :func:`identifier_columns`: a feature that holds distinct integers on (nearly) every row over a huge range,
@@ -61,17 +62,39 @@ def describe(data: dict, arrays: dict, likelihood: str, n_features: int, n_param
         kind = "binary classification" if likelihood == "bernoulli" else f"{len(classes)}-class classification"
         what = f"{kind} ({likelihood} likelihood) of {target}, classes {_listing(classes)}"
     parts = [f"task: {what}; {n_features} features, {n_params} parameters"]
+    encoded = _encoded_columns((data.get("schema") or {}).get("columns") or [])
+    if encoded:
+        parts.append(encoded)
     if data.get("standardize"):
         parts.append("features standardised (--no-standardize keeps them as read)")
     else:
         parts.append("features as read (--standardize scales them)")
+    impute = (data.get("options") or {}).get("missing") == "impute"
     for part in ("train", "test"):
         source = data.get(part) or {}
         if source.get("rows_dropped"):
             where = "" if part == "train" or source.get("source") != "file" else " of the test file"
             k = source["rows_dropped"]
-            parts.append(f"{k} row{'s' if k != 1 else ''}{where} with a missing value dropped (--missing drop)")
+            why = "a missing target left out (a target is never imputed)" if impute else \
+                "a missing value dropped (--missing drop)"
+            parts.append(f"{k} row{'s' if k != 1 else ''}{where} with {why}")
     return ["; ".join(parts), "change the task with --likelihood, --target, --drop-columns or --columns"]
+
+
+def _encoded_columns(columns: list) -> str | None:
+    """``island, sex one-hot (3, 2 levels); 'smoker' boolean (0/1)`` for a schema's columns of text, or None."""
+    categorical = [c for c in columns if c.get("kind") == "categorical"]
+    boolean = [c for c in columns if c.get("kind") == "boolean"]
+    parts = []
+    if categorical:
+        names = ", ".join(repr(c["name"]) for c in categorical[:8]) + (
+            f" and {len(categorical) - 8} more" if len(categorical) > 8 else "")
+        counts = ", ".join(str(len(c.get("levels") or ())) for c in categorical[:8])
+        parts.append(f"{names} one-hot ({counts} levels)")
+    if boolean:
+        parts.append(", ".join(repr(c["name"]) for c in boolean[:8]) + (
+            f" and {len(boolean) - 8} more" if len(boolean) > 8 else "") + " boolean (0/1)")
+    return "; ".join(parts) or None
 
 
 def integer_target_hint(classes, target) -> str | None:

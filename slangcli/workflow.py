@@ -4,8 +4,9 @@ scores, predictions and compressions.
 The command-line layer parses options into :class:`DataOptions` and keyword arguments and calls these; each lives
 in the module of its concern:
 
-- ``slangcli.sources``: :class:`DataOptions`, reading data files for a fit (:func:`load_training`) and a stored
-  run's data (:func:`load_test`, :func:`load_train`, :func:`load_inputs`, :func:`transform`);
+- ``slangcli.sources``: :class:`DataOptions`, reading data files for a fit (:func:`load_training`, which fits the
+  data schema: :func:`fit_schema`, :func:`with_target`) and a stored run's data (:func:`load_test`,
+  :func:`load_train`, :func:`load_inputs`, :func:`transform`);
 - ``slangcli.prepare``: label coding, splits, standardisation of arrays (:func:`prepare`);
 - ``slangcli.options``: :class:`FitOptions`, the fit's options declared and checked once;
 - ``slangcli.fitting``: :func:`fit`, :func:`fit_prepared`, :func:`resume`;
@@ -27,12 +28,13 @@ from slangcli.options import FitOptions, default_method, parse_hidden
 from slangcli.prepare import Prepared, choose_likelihood, prepare
 from slangcli.provenance import meta, versions
 from slangcli.restarts import restart_seed
-from slangcli.sources import DataOptions, load_inputs, load_test, load_train, load_training, transform
+from slangcli.sources import (DataOptions, fit_schema, load_inputs, load_test, load_train, load_training, transform,
+                              with_target)
 
 __all__ = [
     "Checkpointing", "Compressed", "DataOptions", "FitOptions", "Predictions", "Prepared", "check_comparable",
     "choose_likelihood", "compare", "compress", "compressed_run", "default_method", "evaluate", "fit",
     "fit_prepared", "load_inputs", "load_test", "load_train", "load_training", "meta", "parse_hidden",
     "parse_ranks", "predict", "predict_arrays", "prepare", "rank_outputs", "resume", "restart_seed", "score",
-    "transform", "versions",
+    "transform", "versions", "fit_schema", "with_target",
 ]

@@ -458,7 +458,9 @@ def test_console_script_exit_codes_and_json(train_csv, tmp_path):
     done = slang("fit", bad, "-o", tmp_path / "bad.h5", cwd=tmp_path)
     assert done.returncode == 1
     assert done.stdout == ""
-    assert done.stderr.splitlines() == [f"slang: error: {bad}:3: column 1 ('b'): cannot parse 'x' as a number"]
+    assert done.stderr.splitlines() == [f"slang: error: {bad}:3: column 1 ('b'): cannot parse 'x' as a number (the "
+                                        "column's other cells are numbers: '2' on line 2; a missing-value token goes in "
+                                        "--na-values; --categorical b reads every cell of the column as a category)"]
 
     done = slang("fit", train_csv, "-o", tmp_path / "x.h5", "--beta", "1.5", cwd=tmp_path)
     assert done.returncode == 2

@@ -43,7 +43,7 @@ def gappy(write_file):
 
 def test_missing_value_error_names_line_column_token_count_and_option(gappy):
     message = (re.escape(f"{gappy}:3: column 2: missing value '?' (2 rows have a missing value; --missing drop "
-                         "leaves such rows out)") + "$")
+                         "leaves such rows out, --missing impute fills such cells in)") + "$")
     with pytest.raises(DataError, match=message):
         read_table(gappy)
 
@@ -181,7 +181,7 @@ def test_missing_value_message_on_the_command_line(gappy, tmp_path):
     assert done.exit_code == 1
     assert done.stderr.splitlines() == [
         f"slang: error: {gappy}:3: column 2: missing value '?' (2 rows have a missing value; --missing drop leaves "
-        "such rows out)"]
+        "such rows out, --missing impute fills such cells in)"]
     assert not (tmp_path / "run.h5").exists()
     done = invoke("fit", gappy, "-o", tmp_path / "run.h5", "--na-values", "?", "--missing", "drop", *FAST)
     assert done.exit_code == 1 and "column 2: cannot parse 'NA' as a number" in done.stderr

@@ -230,8 +230,27 @@ def test_unparsable_cell_without_header(tmp_path):
 
 def test_empty_cell(tmp_path):
     path = write(tmp_path, "data.csv", "a,b,y\n1,2,0\n3,,1\n")
-    with pytest.raises(DataError, match=where(path, 3) + r" column 1 \('b'\): empty cell, a missing value \(the only row with a missing value; --missing drop leaves such rows out\)$"):
+    with pytest.raises(DataError, match=where(path, 3) + r" column 1 \('b'\): empty cell, a missing value \(the only row with a missing value; --missing drop leaves such rows out, --missing impute fills such cells in\)$"):
         read_table(path)
+
+
+def test_columns_of_text_and_missing_values_kept(tmp_path):
+    """Columns of text read as such (``categorical``, ``detect_categories``): their cells stripped, "" where
+    missing, the line of each row kept; with ``missing="impute"`` a missing number is NaN and a row without its
+    target kept, counted in the provenance."""
+    path = write(tmp_path, "data.csv", "a,colour,smoker,y\n1, red ,yes,0\n2,NA,no,NA\n3,blue,NA,1\n\n4,red,no,0\n")
+    table = read_table(path, missing="impute", detect_categories=True, na_values=["NA"])
+    np.testing.assert_array_equal(table.X[:, 0], [1, 2, 3, 4])
+    assert np.isnan(table.X[:, 1:]).all()
+    assert list(table.text[1]) == ["red", "", "blue", "red"] and list(table.text[2]) == ["yes", "no", "", "no"]
+    assert list(table.lines) == [2, 3, 4, 6] and table.columns == [0, 1, 2] and table.target_column == 3
+    assert np.isnan(table.y[1]) and table.provenance["targets_missing"] == 1
+    assert table.provenance["target_missing_lines"] == [3]
+    # without detection every feature is a number, as always; named, a column of numbers is text too
+    with pytest.raises(DataError, match=where(path, 2) + r" column 1 \('colour'\): cannot parse 'red' as a number$"):
+        read_table(path, missing="impute", na_values=["NA"])
+    table = read_table(path, missing="drop", categorical="a,colour,smoker", na_values=["NA"])
+    assert list(table.text[0]) == ["1", "4"] and table.provenance["rows_dropped"] == 2
 
 
 def test_empty_target_cell(tmp_path):
@@ -781,3 +800,22 @@ def test_mirror_uci_whitespace_text():
     table = read_table(mirror_file("uci/bostonHousing/data.txt"))
     assert table.X.shape == (506, 13)
     assert table.provenance["delimiter"] == "whitespace" and table.provenance["header"] is False
+
+
+def test_text_found_in_a_later_block(tmp_path, monkeypatch):
+    """The reader converts a block of rows at a time: a column missing in the first blocks becomes text when text
+    comes (its earlier cells missing), and a column that held a number before a text cell is refused, whichever
+    block either is in."""
+    monkeypatch.setattr(slangcli.readers.text, "_CELLS", 6)  # blocks of two rows of three cells
+    data = tmp_path / "late.csv"
+    data.write_text("a,colour,y\n1,NA,0\n2,NA,1\n3,NA,0\n4,red,1\n5,blue,0\n6,NA,1\n")
+    table = read_table(data, missing="impute", detect_categories=True)
+    assert list(table.text[1]) == ["", "", "", "red", "blue", ""] and list(table.lines[3:]) == [5, 6, 7]
+    data.write_text("a,colour,y\n1,2,0\n2,NA,1\n3,NA,0\n4,red,1\n")
+    with pytest.raises(DataError, match=re.escape(f"{data}:5: column 1 ('colour'): cannot parse 'red' as a number "
+                                                  "(the column's other cells are numbers: '2' on line 2;")):
+        read_table(data, missing="impute", detect_categories=True)
+    data.write_text("a,colour,y\n1,red,0\n2,blue,1\n3,NA,0\n4,7,1\n")
+    with pytest.raises(DataError, match=re.escape(f"{data}:2: column 1 ('colour'): cannot parse 'red' as a number "
+                                                  "(the column's other cells are numbers: '7' on line 5;")):
+        read_table(data, missing="impute", detect_categories=True)

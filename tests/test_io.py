@@ -17,7 +17,7 @@ import slangcli.io
 from slangcli.errors import FormatError
 from slangcli.io import FORMAT_VERSION, read_run, write_run
 
-GROUPS = {"/", "/data", "/model", "/posterior", "/history", "/metrics"}
+GROUPS = {"/", "/data", "/data/schema", "/model", "/posterior", "/history", "/metrics"}
 
 
 def assert_arrays_identical(a, b):

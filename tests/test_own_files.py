@@ -102,7 +102,8 @@ def test_breast_cancer_first_try_names_the_missing_value_option(files, tmp_path)
     assert done.exit_code == 1
     [line] = done.stderr.splitlines()
     assert re.fullmatch(rf"slang: error: {re.escape(str(data))}:\d+: column 6: missing value '\?' \(16 rows have a "
-                        r"missing value; --missing drop leaves such rows out\)", line), line
+                        r"missing value; --missing drop leaves such rows out, --missing impute fills such cells "
+                        r"in\)", line), line
     assert not (tmp_path / "bc.h5").exists()
 
 

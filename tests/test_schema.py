@@ -1,16 +1,114 @@
-"""The data schema (``slangcli.schema``): what a model expects of its input, fitted on raw columns (numbers, and
-text made categories and booleans) and applied to them.
+"""The data schema (``slangcli.schema``): columns of text as categories and booleans, ``--missing impute``, and one
+reading of a model's input by every command: ``slang fit``, ``slang evaluate`` and ``slang predict``; and run files
+of format 1.3, which have no schema, read as before.
+
+The data have the shape of Palmer penguins (``penguins.csv`` of the ``palmerpenguins`` package): the columns
+``species,island,bill_length_mm,bill_depth_mm,flipper_length_mm,body_mass_g,sex,year``, text in species, island
+and sex, ``NA`` for a missing value: a row with every measurement and the sex missing, rows with the sex missing, a
+row with the body mass missing. The values are drawn here (seeded), each species with its own measurements.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
+from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
-from slangcli.errors import DataError
+from slangcli.cli import main
+from slangcli.errors import DataError, FormatError
+from slangcli.io import read_run
 from slangcli.schema import Schema, check_record
+from test_cli import assert_error, assert_ok
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+COLUMNS = ("species", "island", "bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "sex", "year")
+ISLANDS = {"Adelie": ("Biscoe", "Dream", "Torgersen"), "Chinstrap": ("Dream",), "Gentoo": ("Biscoe",)}
+# each species' mean bill length, bill depth, flipper length and body mass, and their spread within a species
+MEANS = {"Adelie": (38.8, 18.3, 190.0, 3700.0), "Chinstrap": (48.8, 18.4, 196.0, 3730.0),
+         "Gentoo": (47.5, 15.0, 217.0, 5080.0)}
+SPREAD = (2.5, 1.1, 6.5, 300.0)
+# 1-based data rows with gaps: every measurement and the sex; the sex alone; the body mass alone
+ALL_MISSING, SEX_MISSING, MASS_MISSING = (4,), (9, 22), (13,)
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def penguins_rows(n=80, seed=0, gaps=True) -> list[list[str]]:
+    """``n`` rows of penguin cells (header not included); with ``gaps``, the ``NA`` cells described above."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        species = ("Adelie", "Chinstrap", "Gentoo")[i % 3]
+        islands = ISLANDS[species]
+        island = islands[int(rng.integers(len(islands)))]
+        sex = ("female", "male")[int(rng.integers(2))]
+        male = 1.0 if sex == "male" else -1.0
+        bill, depth, flipper, mass = (m + 0.5 * male * s + s * rng.standard_normal()
+                                      for m, s in zip(MEANS[species], SPREAD))
+        year = 2007 + int(rng.integers(3))
+        row = [species, island, f"{bill:.1f}", f"{depth:.1f}", f"{flipper:.0f}", f"{mass:.0f}", sex, str(year)]
+        if gaps and i + 1 in ALL_MISSING:
+            row[2:7] = ["NA"] * 5
+        if gaps and i + 1 in SEX_MISSING:
+            row[6] = "NA"
+        if gaps and i + 1 in MASS_MISSING:
+            row[5] = "NA"
+        rows.append(row)
+    return rows
+
+
+def write_rows(path, rows, columns=COLUMNS, order=None, header=True) -> Path:
+    """The rows (cells in the order of ``columns``) written as CSV, their columns in ``order`` (default: as they
+    are)."""
+    order = list(order or columns)
+    take = [list(columns).index(c) for c in order]
+    lines = [",".join(order)] if header else []
+    lines += [",".join(row[j] for j in take) for row in rows]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def readme_command(target: str, files: Path, output: Path, *extra) -> list[str]:
+    """The README's one command that fits ``penguins.csv`` to ``target``, with its paths put in ``files`` and at
+    ``output``."""
+    [line] = [line for line in README.read_text().splitlines()
+              if line.startswith("slang fit penguins.csv ") and f"--target {target} " in line]
+    args = shlex.split(line)[2:]
+    args = [str(files / a) if a == "penguins.csv" else a for a in args]
+    args[args.index("-o") + 1] = str(output)
+    return [*args, *extra]
+
+
+def predictions(run, data, *extra) -> dict:
+    """``slang predict``'s arrays (from its HDF5 output, float64) for the data file ``data``."""
+    out = Path(data).with_name(Path(data).stem + "-pred.h5")
+    assert_ok(invoke("predict", run, data, "-o", out, *extra))
+    with h5py.File(out, "r") as f:
+        return {name: f[name].asstr()[()] if h5py.check_string_dtype(f[name].dtype) else f[name][()] for name in f}
+
+
+@pytest.fixture(scope="module")
+def penguins(tmp_path_factory):
+    """``{"dir", "data", "species", "mass", "mass50"}``: the penguin file and the README's fits of it (species,
+    body mass, body mass with ``--hidden 50``), each with its standard error."""
+    d = tmp_path_factory.mktemp("penguins")
+    data = write_rows(d / "penguins.csv", penguins_rows())
+    out = {"dir": d, "data": data}
+    for name, target, extra in (("species", "species", []), ("mass", "body_mass_g", []),
+                                ("mass50", "body_mass_g", ["--hidden", "50"])):
+        out[name] = d / f"{name}.h5"
+        done = invoke("fit", *readme_command(target, d, out[name], *extra, "--json"))
+        assert_ok(done)
+        out[f"{name}_stderr"] = done.stderr
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ the schema itself
@@ -47,3 +145,251 @@ def test_levels_of_numbers_sort_and_match_by_value():
     assert schema.columns[0].levels == ("4", "6.0", "10")
     np.testing.assert_array_equal(schema.encode(X[:3], {0: np.array(["4.0", "6", "1e1"])}),
                                   [[1, 0, 0], [0, 1, 0], [0, 0, 1]])
+
+
+# ------------------------------------------------------------------------------------------------ the README's fits
+
+
+def test_the_readme_commands_fit_penguins(penguins):
+    """Every column but the target is a feature: island and sex one-hot (and species, for the body mass), the
+    measurements and the year numbers; the missing cells are imputed, a row without its target left out."""
+    species = read_run(penguins["species"])
+    assert species.data["feature_names"] == [
+        "island=Biscoe", "island=Dream", "island=Torgersen", "bill_length_mm", "bill_depth_mm", "flipper_length_mm",
+        "body_mass_g", "sex=female", "sex=male", "year"]
+    assert species.model.sizes[0] == 10 and species.data["labels"]["classes"] == ["Adelie", "Chinstrap", "Gentoo"]
+    kinds = {c["name"]: c["kind"] for c in species.data["schema"]["columns"]}
+    assert kinds == {"island": "categorical", "bill_length_mm": "numeric", "bill_depth_mm": "numeric",
+                     "flipper_length_mm": "numeric", "body_mass_g": "numeric", "sex": "categorical",
+                     "year": "numeric"}
+    assert species.metrics["test"]["accuracy"] >= 0.9
+    assert "penguins.csv: 8 missing cells imputed" in penguins["species_stderr"]
+    assert "'island', 'sex' one-hot (3, 2 levels)" in penguins["species_stderr"]
+
+    mass = read_run(penguins["mass"])
+    assert mass.data["feature_names"][:3] == ["species=Adelie", "species=Chinstrap", "species=Gentoo"]
+    assert mass.data["train"]["rows"] == 78 and mass.data["train"]["rows_dropped"] == 2
+    assert mass.data["train"]["dropped_lines"] == [5, 14]
+    assert ("penguins.csv: 2 rows with a missing target left out (lines 5, 14): a target is never imputed"
+            in penguins["mass_stderr"])
+    for name in ("mass", "mass50"):
+        run = read_run(penguins[name])
+        # clearly better than the constant predictor (the training mean)
+        assert run.metrics["test"]["rmse"] < 0.6 * run.metrics["constant"]["rmse"], name
+
+
+def test_predict_reads_columns_in_any_order_with_or_without_the_target(penguins):
+    d, run = penguins["dir"], penguins["species"]
+    rows = penguins_rows()
+    expected = predictions(run, penguins["data"])
+    assert len(expected["row"]) == 80  # every row predicted, its gaps imputed as in the fit
+    order = ["year", "sex", "body_mass_g", "flipper_length_mm", "species", "bill_depth_mm", "island",
+             "bill_length_mm"]
+    shuffled = predictions(run, write_rows(d / "shuffled.csv", rows, order=order))
+    features = predictions(run, write_rows(d / "features.csv", rows, order=[c for c in order if c != "species"]))
+    for got in (shuffled, features):
+        for name in ("probabilities", "entropy_total", "entropy_epistemic"):
+            assert np.array_equal(got[name], expected[name]), name
+        assert np.array_equal(got["predicted"], expected["predicted"])
+    assert "target" not in features and list(shuffled["target"]) == [r[0] for r in rows]
+
+
+def test_evaluate_scores_the_run_and_other_files(penguins):
+    done = invoke("evaluate", penguins["species"], "--json")
+    assert_ok(done)
+    stored = read_run(penguins["species"]).metrics["test"]
+    assert json.loads(done.stdout)["metrics"]["test"]["nll"] == pytest.approx(stored["nll"], rel=1e-12)
+    done = invoke("evaluate", penguins["mass"], penguins["data"], "--json")
+    assert_ok(done)
+    assert json.loads(done.stdout)["metrics"]["test"]["n"] == 78
+    assert "2 rows with a missing target left out (lines 5, 14)" in done.stderr
+
+
+def test_an_unseen_level_is_refused_naming_file_line_column_and_level(penguins):
+    rows = penguins_rows(5, seed=3, gaps=False)
+    rows[1][1] = "Atlantis"
+    data = write_rows(penguins["dir"] / "atlantis.csv", rows)
+    message = (f"slang: error: {data}:3: column 1 ('island'): level 'Atlantis' was not seen in training (known "
+               "levels: Biscoe, Dream, Torgersen)")
+    for command in (["predict", penguins["species"], data, "-o", penguins["dir"] / "a.csv"],
+                    ["evaluate", penguins["species"], data]):
+        stderr = assert_error(invoke(*command), 1)
+        assert stderr.splitlines() == [message]
+    assert not (penguins["dir"] / "a.csv").exists()
+
+
+# ------------------------------------------------------------------------------------------------ kinds of columns
+
+
+def test_booleans_are_one_column(tmp_path):
+    rng = np.random.default_rng(1)
+    words = ["yes", "no", "Yes", "NO"]
+    lines = ["x,smoker,y"] + [f"{rng.normal():.3f},{words[i % 4]},{'ab'[i % 2]}" for i in range(30)]
+    data = tmp_path / "smokers.csv"
+    data.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "run.h5"
+    assert_ok(invoke("fit", data, "--epochs", "2", "-o", out))
+    run = read_run(out)
+    assert run.data["feature_names"] == ["x", "smoker"]
+    assert run.data["schema"]["columns"][1] == {"name": "smoker", "position": 1, "kind": "boolean", "fill": 0.0}
+    new = tmp_path / "new.csv"
+    new.write_text("x,smoker\n0.5,TRUE\n0.5,yes\n0.5,No\n")
+    got = predictions(out, new)
+    assert np.array_equal(got["probabilities"][0], got["probabilities"][1])
+    assert not np.array_equal(got["probabilities"][0], got["probabilities"][2])
+    new.write_text("x,smoker\n0.5,yes\n0.5,maybe\n")
+    stderr = assert_error(invoke("predict", out, new, "-o", "-"), 1)
+    assert stderr.splitlines() == [f"slang: error: {new}:3: column 1 ('smoker'): 'maybe' is not a boolean (the "
+                                   "column holds true and false, or yes and no)"]
+
+
+def test_categorical_makes_an_integer_column_categories_matched_by_value(tmp_path):
+    rng = np.random.default_rng(2)
+    cylinders = [4, 6, 8, 10]
+    lines = ["cyl,weight,mpg"] + [f"{cylinders[i % 4]},{rng.normal(3, 0.5):.2f},{rng.normal(20, 4):.1f}"
+                                  for i in range(40)]
+    data = tmp_path / "cars.csv"
+    data.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "run.h5"
+    assert_ok(invoke("fit", data, "--categorical", "cyl", "--likelihood", "gaussian", "--epochs", "2", "-o", out))
+    run = read_run(out)
+    # the levels in numeric order, not as text ("10" before "4")
+    assert run.data["feature_names"] == ["cyl=4", "cyl=6", "cyl=8", "cyl=10", "weight"]
+    new = tmp_path / "new.csv"
+    new.write_text("cyl,weight\n6,3.1\n6.0,3.1\n8,3.1\n")
+    got = predictions(out, new)
+    assert got["mean"][0] == got["mean"][1] != got["mean"][2]
+    new.write_text("cyl,weight\n5,3.1\n")
+    assert_error(invoke("predict", out, new, "-o", "-"), 1,
+                 f"{new}:2: column 0 ('cyl'): level '5' was not seen in training (known levels: 4, 6, 8, 10)")
+    # without --categorical the column is a number
+    assert_ok(invoke("fit", data, "--likelihood", "gaussian", "--epochs", "2", "-o", out))
+    assert read_run(out).data["feature_names"] == ["cyl", "weight"]
+
+
+def test_a_column_of_numbers_and_text_is_refused_naming_both(tmp_path):
+    data = tmp_path / "typo.csv"
+    data.write_text("a,b,y\n1,2.5,0\n3,4.5,1\n5,x,0\n")
+    stderr = assert_error(invoke("fit", data, "-o", tmp_path / "r.h5"), 1)
+    assert stderr.splitlines() == [
+        f"slang: error: {data}:4: column 1 ('b'): cannot parse 'x' as a number (the column's other cells are "
+        "numbers: '2.5' on line 2; a missing-value token goes in --na-values; --categorical b reads every cell of "
+        "the column as a category)"]
+    assert_ok(invoke("fit", data, "--categorical", "b", "--epochs", "2", "-o", tmp_path / "r.h5"))
+    assert read_run(tmp_path / "r.h5").data["feature_names"] == ["a", "b=2.5", "b=4.5", "b=x"]
+
+
+def test_a_headerless_file_with_a_text_column(tmp_path):
+    rows = penguins_rows(45, seed=4, gaps=False)
+    # the island, the measurements, then the species last (the default target)
+    data = write_rows(tmp_path / "bare.csv", rows, order=COLUMNS[1:6] + ("species",), header=False)
+    out = tmp_path / "run.h5"
+    assert_ok(invoke("fit", data, "--epochs", "3", "-o", out))
+    run = read_run(out)
+    assert run.data["train"]["header"] is False
+    assert run.data["feature_names"] == ["x0=Biscoe", "x0=Dream", "x0=Torgersen", "x1", "x2", "x3", "x4"]
+    expected = predictions(out, data)
+    features = write_rows(tmp_path / "features.csv", rows, order=COLUMNS[1:6], header=False)
+    assert np.array_equal(predictions(out, features)["probabilities"], expected["probabilities"])
+
+
+# ------------------------------------------------------------------------------------------------ missing values
+
+
+def test_imputed_values_are_stored_and_applied(penguins):
+    """The values a missing cell gets are the training rows' mean and most frequent level, stored in the run; a row
+    with a gap is predicted as the same row with the value written in."""
+    run = read_run(penguins["species"])
+    train = run.arrays["train_index"]
+    rows = penguins_rows()
+    columns = {c["name"]: c for c in run.data["schema"]["columns"]}
+    present = [float(rows[i][2]) for i in train if rows[i][2] != "NA"]
+    assert columns["bill_length_mm"]["fill"] == pytest.approx(np.mean(present), rel=1e-12)
+    sexes = [rows[i][6] for i in train if rows[i][6] != "NA"]
+    assert columns["sex"]["fill"] == max(("female", "male"), key=lambda s: (sexes.count(s), s == "female"))
+    gap = [list(rows[0]), list(rows[0])]
+    gap[0][2], gap[0][6] = "NA", "NA"
+    gap[1][2], gap[1][6] = repr(columns["bill_length_mm"]["fill"]), columns["sex"]["fill"]
+    got = predictions(penguins["species"], write_rows(penguins["dir"] / "gap.csv", gap))
+    assert np.array_equal(got["probabilities"][0], got["probabilities"][1])
+    # --missing keep (predict's default for a fit that did not impute) leaves the row empty instead
+    kept = predictions(penguins["species"], penguins["dir"] / "gap.csv", "--missing", "keep")
+    assert np.isnan(kept["probabilities"][0]).all() and not np.isnan(kept["probabilities"][1]).any()
+
+
+def test_predict_makes_a_prediction_for_a_row_without_its_target(penguins):
+    got = predictions(penguins["mass"], penguins["data"])
+    assert len(got["mean"]) == 80 and not np.isnan(got["mean"]).any()
+    assert np.isnan(got["target"][[3, 12]]).all() and not np.isnan(np.delete(got["target"], [3, 12])).any()
+
+
+def test_impute_for_a_fit_that_did_not_impute(tmp_path):
+    """A fit with --missing drop stores the values to impute too: predict and evaluate impute when told."""
+    data = write_rows(tmp_path / "penguins.csv", penguins_rows())
+    out = tmp_path / "run.h5"
+    assert_ok(invoke("fit", data, "--target", "species", "--missing", "drop", "--epochs", "2", "-o", out))
+    assert read_run(out).data["train"]["rows_dropped"] == 4
+    assert len(predictions(out, data)["row"]) == 80  # (keep: four rows left empty)
+    got = predictions(out, data, "--missing", "impute")
+    assert not np.isnan(got["probabilities"]).any()
+    assert_ok(invoke("evaluate", out, data, "--missing", "impute"))
+
+
+# ------------------------------------------------------------------------------------------------ run files
+
+
+def as_format_1_3(path) -> None:
+    """The run file at ``path`` made what slang's format 1.3 wrote for the same fit: no data schema, no
+    ``categorical`` data option, every group's version 1.3."""
+    with h5py.File(path, "r+") as f:
+        del f["data/schema"]
+        provenance = json.loads(f["data"].attrs["provenance"])
+        del provenance["options"]["categorical"]
+        f["data"].attrs["provenance"] = json.dumps(provenance, sort_keys=True)
+
+        def downgrade(name, obj):
+            if "encoding-version" in obj.attrs:
+                obj.attrs["encoding-version"] = "1.3"
+
+        f.attrs["encoding-version"] = "1.3"
+        f.visititems(downgrade)
+
+
+@pytest.mark.parametrize("extra", [[], ["--drop-columns", "a", "--missing", "drop"]], ids=["plain", "dropped"])
+def test_a_format_1_3_run_file_reads_and_predicts_as_before(make_csv, tmp_path, extra):
+    data = make_csv("data.csv")
+    new, old = tmp_path / "new.h5", tmp_path / "old.h5"
+    assert_ok(invoke("fit", data, "--test-fraction", "0.25", "--epochs", "2", "-o", new, *extra))
+    old.write_bytes(new.read_bytes())
+    as_format_1_3(old)
+    run = read_run(old)
+    assert "schema" not in run.data and run.data["feature_names"] == read_run(new).data["feature_names"]
+    for name, values in predictions(new, data).items():
+        assert np.array_equal(predictions(old, data)[name], values), name
+    scores = [json.loads(invoke("evaluate", path, "--json").stdout)["metrics"] for path in (new, old)]
+    assert scores[0] == scores[1]
+    stderr = assert_error(invoke("predict", old, data, "-o", "-", "--missing", "impute"), 1)
+    assert "the run stores none (it was written before slang imputed missing values" in stderr
+
+
+def test_a_schema_that_is_not_one_is_refused(penguins, tmp_path):
+    path = tmp_path / "bad.h5"
+    path.write_bytes(penguins["species"].read_bytes())
+    with h5py.File(path, "r+") as f:
+        record = json.loads(f["data/schema/json"][()])
+        record["columns"][0]["levels"] = record["columns"][0]["levels"][:2]
+        del f["data/schema/json"]
+        f["data/schema"].create_dataset("json", data=json.dumps(record))
+    with pytest.raises(FormatError, match=re.escape(f"{path}: /data/schema encodes 9 model inputs, but the model "
+                                                    "takes 10")):
+        read_run(path)
+
+
+def test_a_test_file_with_a_level_the_training_file_lacks(tmp_path):
+    train = write_rows(tmp_path / "train.csv", penguins_rows(30, gaps=False))
+    rows = penguins_rows(6, seed=5, gaps=False)
+    rows[3][6] = "unknown"
+    test = write_rows(tmp_path / "test.csv", rows)
+    stderr = assert_error(invoke("fit", train, "--test", test, "--target", "species", "-o", tmp_path / "r.h5"), 1)
+    assert stderr.splitlines() == [f"slang: error: {test}:5: column 6 ('sex'): level 'unknown' was not seen in "
+                                   "training (known levels: female, male)"]

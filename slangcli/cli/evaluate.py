@@ -30,7 +30,8 @@ from slangcli.workflow import evaluate as evaluate_run
               help="A run of the same model on the same training data: also report the symmetric KL divergence "
                    "between the two posteriors and both directed KLs.")
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
-              help="A row of DATA with a missing value: an error, or left out (default: as in the fit).")
+              help="A row of DATA with a missing value: an error, left out, or imputed as the fit would (a row "
+                   "without its target is left out) (default: as in the fit).")
 @click.option("--layout", type=click.Choice(LAYOUTS), default=None,
               help="A CSV file without a header row holds the training file's columns (full) or the model's "
                    "features alone (features), then the target; needed only when its width fits both.")

@@ -96,8 +96,13 @@ def _target_note(target: str | None, run) -> str | None:
               help="Comma-separated cell texts that mean a missing value (an empty item: the empty cell) "
                    f"[default: empty cell, {', '.join(NA_VALUES[1:])}].")
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default="error", show_default=True,
-              help="A row with a missing value: stop with an error naming it, or drop the row (counted on stderr "
-                   "and in the run file).")
+              help="A row with a missing value: stop with an error naming it, drop the row (counted on stderr "
+                   "and in the run file), or impute: fill a missing feature with the training rows' mean (numbers) "
+                   "or most frequent value (categories), stored and reapplied by evaluate and predict; a row whose "
+                   "target is missing is left out.")
+@click.option("--categorical", metavar="COLS", default=None,
+              help="CSV columns of numbers to one-hot encode as categories (integer codes), like a column of text: "
+                   "header names or 0-based indices, comma-separated.")
 @click.option("--n-features", type=click.IntRange(min=1), default=None,
               help="LIBSVM width (default: the highest index in the training and test files).")
 @click.option("--test", "test_path", type=click.Path(readable=False, dir_okay=False, path_type=str), default=None,
@@ -117,9 +122,9 @@ def _target_note(target: str | None, run) -> str | None:
                    "finished run to it.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal only).")
 @click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print the run summary as one JSON object on stdout.")
-def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_values, missing, n_features,
-        test_path, test_fraction, split_seed, uci_split, scheduler, checkpoint_every, checkpoint_seconds, resume_path,
-        progress, as_json, **given):
+def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_values, missing, categorical,
+        n_features, test_path, test_fraction, split_seed, uci_split, scheduler, checkpoint_every, checkpoint_seconds,
+        resume_path, progress, as_json, **given):
     """Fit a Gaussian posterior to DATA and write it, with metrics, to OUTPUT.
 
     DATA is a CSV-like or LIBSVM file (- reads it from standard input), an MNIST-style IDX images file (its
@@ -155,7 +160,7 @@ def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_
                        standardize=options.standardize, uci_split=uci_split,
                        drop_columns=drop_columns, columns=columns,
                        na_values=NA_VALUES if na_values is None else tuple(v.strip() for v in na_values.split(",")),
-                       missing=missing)
+                       missing=missing, categorical=categorical)
     checkpoint = checkpoints.schedule(options, checkpoint_every, checkpoint_seconds)
     resolved = options.resolved_method  # (None for a network whose likelihood the data decide)
     if scheduler is not None and not options.tune and options.restarts == 1:

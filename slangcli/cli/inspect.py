@@ -6,6 +6,7 @@ import dataclasses
 
 import click
 import numpy as np
+from rich.markup import escape
 
 from slangcli.cli import main
 from slangcli.cli.output import emit_json, needs_stdout, stderr
@@ -62,6 +63,16 @@ def _left_out(source: dict) -> str:
         text += f"; {source['rows_dropped']} rows with a missing value dropped"
     return text
 
+def _columns(schema: dict, inputs: int) -> str:
+    """``columns    7 feature columns -> 10 inputs; island categorical (3 levels), sex categorical (2 levels);
+    missing values: impute`` for a run's stored data schema."""
+    text = [f"{c['name']} {c['kind']}" + (f" ({len(c['levels'])} levels)" if c["kind"] == "categorical" else "")
+            for c in schema["columns"] if c["kind"] != "numeric"]
+    shown = ", ".join(text[:8]) + (f" and {len(text) - 8} more" if len(text) > 8 else "")
+    return (f"columns    {len(schema['columns'])} feature columns -> {inputs} inputs" + (f"; {shown}" if text else "")
+            + f"; missing values: {schema['missing']}")
+
+
 def _compression_source(source: dict) -> str:
     """``/runs/a.h5 (sha256 0e3e66ffd0801673…, lowrank-gaussian)``; a run compressed in Python
     (``FitResult.compress``) has no file checksum, and no path unless it was saved or loaded."""
@@ -99,6 +110,8 @@ def inspect(run_file, as_json):
         + f"{d['train']['rows']} rows x {d['train']['features']} features ({d['train']['format']})"
         + _left_out(d["train"]),
     ]
+    if d.get("schema"):
+        lines.append(escape(_columns(d["schema"], s["model"]["sizes"][0])))
     t = d.get("test")
     if t:
         lines.append(f"test data  {t['path']} ({t['rows']} rows)" if t["source"] == "file"

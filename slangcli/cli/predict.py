@@ -26,9 +26,10 @@ from slangcli.workflow import predict as predict_run
               help="Seed of the Monte-Carlo weight samples.")
 @click.option("--interval", type=FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.95,
               show_default=True, help="Probability of the central predictive interval (regression).")
-@click.option("--missing", type=click.Choice(PREDICT_MISSING), default="keep", show_default=True,
+@click.option("--missing", type=click.Choice(PREDICT_MISSING), default=None,
               help="A row of DATA with a missing value: kept, its predictions empty; left out (the row column "
-                   "says which rows are there); or an error.")
+                   "says which rows are there); an error; or imputed as the fit would (the training rows' mean or "
+                   "most frequent value).  [default: impute when the fit imputed, else keep]")
 @click.option("--layout", type=click.Choice(LAYOUTS), default=None,
               help="A CSV file without a header row holds the training file's columns (full) or the model's "
                    "features alone (features), with or without the target; needed only when its width fits both.")

@@ -41,7 +41,7 @@ __all__ = [
 
 def read_table(path, *, format="auto", target=None, delimiter=None, header=None, n_features=None,
                targetless_width=None, drop_columns=None, columns=None, na_values=None, missing="error",
-               layout=None) -> Table:
+               layout=None, categorical=None, detect_categories=False) -> Table:
     """Read a CSV-like, LIBSVM or IDX file, optionally gzip-compressed, into a dense ``Table``.
 
     Parameters
@@ -76,15 +76,25 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     na_values : None or sequence of str
         CSV only: cell texts (after stripping blanks) that mean a missing value; None: ``NA_VALUES`` (an empty
         cell, ``NA``, ``NaN``, ``?``).
-    missing : {"error", "drop"}
+    missing : {"error", "drop", "impute"}
         CSV only: a missing value in a feature or the target is an error naming its place and token, or its row
-        is left out (counted in the provenance; ``Table.rows`` says which rows are left).
+        is left out (counted in the provenance; ``Table.rows`` says which rows are left), or (``impute``) the row is
+        kept with the cell missing: NaN in ``X``, "" in a text column, for ``slangcli.schema`` to fill in; a missing
+        target is NaN or "" too, and the provenance counts such rows (``targets_missing``, and the first lines,
+        ``target_missing_lines``): a fit leaves them out, a prediction makes one for them.
     layout : None or callable
         CSV only: data read against a stored run (``slangcli.columns``). ``layout(names, ncols, line)`` returns
-        the target column (None: the file has none) and the feature columns in the model's order, from the header
-        names (None without a header row), the number of columns and the first line's number, or raises
-        ``DataError``; ``target`` then only helps detect the header, and ``targetless_width``, ``drop_columns``
-        and ``columns`` are not used.
+        the target column (None: the file has none), the feature columns in the model's order and the positions
+        among them of the columns read as text, from the header names (None without a header row), the number of
+        columns and the first line's number, or raises ``DataError``; ``target`` then only helps detect the header,
+        and ``targetless_width``, ``drop_columns``, ``columns``, ``categorical`` and ``detect_categories`` are not
+        used.
+    categorical : None, str or sequence
+        CSV only: feature columns (names or 0-based indices, as ``drop_columns``) read as text, every cell a
+        category (``Table.text``).
+    detect_categories : bool
+        CSV only: a feature column none of whose cells is a number is read as text too; one that holds numbers and
+        text is refused, naming a cell of each. False (the default): every feature cell must be a number.
 
     Returns
     -------
@@ -113,7 +123,7 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     source = Input(name)
     try:
         if fmt == "idx" or (fmt == "auto" and _looks_like_idx(source.head)):
-            _reject_text_options(name, "IDX", target, delimiter, header, drop_columns, columns)
+            _reject_text_options(name, "IDX", target, delimiter, header, drop_columns, columns, categorical)
             table = _read_idx(name, source.read_all(), None)
             if n_features is not None and table.X.shape[1] != n_features:
                 raise DataError(f"{name}: {table.X.shape[1]} feature columns, but n_features is {n_features}")
@@ -121,12 +131,13 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         try:
             fmt, X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_text(
                 name, source, fmt, target, delimiter, header, n_features, targetless_width, drop_columns, columns,
-                na_values, missing, layout=layout)
+                na_values, missing, layout=layout, categorical=categorical, detect=detect_categories)
         except _TextTargets:  # read again, the targets as text (labels) from the first row
             source.restart()
             fmt, X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_text(
                 name, source, fmt, target, delimiter, header, n_features, targetless_width, drop_columns, columns,
-                na_values, missing, text_targets=True, layout=layout)
+                na_values, missing, text_targets=True, layout=layout, categorical=categorical,
+                detect=detect_categories)
         digest = source.sha256()
     finally:
         source.close()
@@ -147,11 +158,16 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     if info.get("rows_dropped"):
         provenance["rows_dropped"] = info["rows_dropped"]
         provenance["dropped_lines"] = info["dropped_lines"]
-    return Table(X=X, y=y, feature_names=feature_names, provenance=provenance, rows=info.get("rows"))
+    if info.get("targets_missing"):
+        provenance["targets_missing"] = info["targets_missing"]
+        provenance["target_missing_lines"] = info["target_missing_lines"]
+    return Table(X=X, y=y, feature_names=feature_names, provenance=provenance, rows=info.get("rows"),
+                 text=info.get("text"), lines=info.get("lines"), columns=info.get("feature_columns"),
+                 target_column=info.get("target_column"))
 
 
 def _parse_text(name, source, fmt, target, delimiter, header, n_features, targetless_width, drop_columns, columns,
-                na_values, missing, text_targets=False, layout=None):
+                na_values, missing, text_targets=False, layout=None, categorical=None, detect=False):
     """Parse the text of ``source``, a block of lines at a time: ``(format, X, y, feature_names, header, delimiter,
     target, info)`` (the last four None and {} for LIBSVM)."""
     batches = (batch for batch in text_batches(source.blocks(), name) if batch[1])
@@ -162,20 +178,21 @@ def _parse_text(name, source, fmt, target, delimiter, header, n_features, target
     if fmt == "auto":
         fmt = "libsvm" if _looks_like_libsvm(first[1][0]) else "csv"
     if fmt == "libsvm":
-        _reject_text_options(name, "LIBSVM", target, delimiter, header, drop_columns, columns)
+        _reject_text_options(name, "LIBSVM", target, delimiter, header, drop_columns, columns, categorical)
         X, y = _parse_libsvm(name, batches, n_features)
         return fmt, X, y, tuple(f"f{j + 1}" for j in range(X.shape[1])), None, None, None, {}
     X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_csv(
         name, batches, target, delimiter, header, targetless_width, drop_columns=drop_columns, columns=columns,
-        na_values=na_values, missing=missing, text_targets=text_targets, layout=layout)
+        na_values=na_values, missing=missing, text_targets=text_targets, layout=layout, categorical=categorical,
+        detect_categories=detect)
     if n_features is not None and X.shape[1] != n_features:
         raise DataError(f"{name}: {X.shape[1]} feature columns, but n_features is {n_features}")
     return fmt, X, y, feature_names, header_used, delimiter_used, target_used, info
 
 
-def _reject_text_options(name, kind, target, delimiter, header, drop_columns=None, columns=None):
+def _reject_text_options(name, kind, target, delimiter, header, drop_columns=None, columns=None, categorical=None):
     for option, value in (("target", target), ("delimiter", delimiter), ("drop-columns", drop_columns),
-                          ("columns", columns)):
+                          ("columns", columns), ("categorical", categorical)):
         if value is not None:
             raise DataError(f"{name}: the {option} option applies to CSV input, and this file is {kind}")
     if header:

@@ -66,7 +66,8 @@ class Table:
     Attributes
     ----------
     X : (N, P) float64 ndarray
-        C-contiguous, all finite.
+        C-contiguous, all finite, except the NaN of a text column (``text``) and of a missing cell kept by
+        ``missing="impute"``.
     y : (N,) ndarray or None
         The target as read: float64 when every target cell is a number, else a str array (``<U...``). None for a
         CSV file read with ``targetless_width`` that has no target column.
@@ -87,6 +88,15 @@ class Table:
     rows : (N,) int64 ndarray or None
         The 0-based data row (after any header) each row was read from, when rows were left out for a missing
         value; None when every data row is there, in order.
+    text : dict or None
+        CSV feature columns read as text (categories): ``{j: (N,) str ndarray}`` for feature ``j``, its cells
+        stripped, "" where missing (``X[:, j]`` is NaN); None when every feature is a number.
+    lines : (N,) int64 ndarray or None
+        The 1-based line each row was read from, when some feature is text (for messages about a cell).
+    columns : list of int or None
+        CSV: the 0-based file column of each feature.
+    target_column : int or None
+        CSV: the 0-based file column of the target (None: the file has none).
     """
 
     X: np.ndarray
@@ -94,6 +104,10 @@ class Table:
     feature_names: tuple[str, ...]
     provenance: dict
     rows: np.ndarray | None = None
+    text: dict | None = None
+    lines: np.ndarray | None = None
+    columns: list | None = None
+    target_column: int | None = None
 
 
 def sha256_file(path) -> str:

@@ -2,7 +2,10 @@
 
 - **CSV-like text**: one example per line, cells separated by ``,``, tab, ``;`` or runs of whitespace
   (detected unless given), an optional header row (detected unless forced), one target column (the last
-  unless chosen by name or index), every other column a feature that must parse as a finite number.
+  unless chosen by name or index), every other column a feature that must parse as a finite number, unless it is
+  read as text: a column the caller names (``categorical``), or one none of whose cells is a number
+  (``detect_categories``). The text is kept only for such columns; a file of numbers takes the path it always
+  took (``slangcli.schema`` makes categories of the text).
 - **LIBSVM**: ``label idx:val idx:val ... [# comment]`` with 1-based, strictly increasing integer indices and
   zeros omitted (a first line of ``idx:val`` tokens alone is recognised as LIBSVM that lacks its label). The dense width is the caller's ``n_features`` or else the highest index present; because
   absent entries are zeros, a table can be widened to a larger width without changing its data (``widen``).
@@ -45,9 +48,10 @@ _TWO_COLONS = re.compile(r":\S*:")
 _INDEX_VALUE = re.compile(r"\d+:[^:]+")
 _X_NAME = re.compile(r"x\d+")
 # What a missing cell looks like unless --na-values says otherwise (compared after stripping blanks), and what
-# to do about a row that has one.
+# to do about a row that has one: refuse the file, leave the row out, or keep it with the cell missing (impute: NaN,
+# or "" in a text column, for the data schema to fill in; a missing target stays missing, for the caller to decide).
 NA_VALUES = ("", "NA", "NaN", "?")
-MISSING_POLICIES = ("error", "drop")
+MISSING_POLICIES = ("error", "drop", "impute")
 # the dropped rows' line numbers kept in the provenance (their count is always kept)
 _LISTED_LINES = 20
 # Indices above this cannot address a dense column anyway; it keeps int64 parsing from overflowing.
@@ -133,20 +137,25 @@ def _looks_like_libsvm(line):
 
 
 def _parse_csv(name, batches, target, delimiter, header, width_without_target=None, *, drop_columns=None,
-               columns=None, na_values=NA_VALUES, missing="error", text_targets=False, layout=None):
+               columns=None, na_values=NA_VALUES, missing="error", text_targets=False, layout=None, categorical=None,
+               detect_categories=False):
     """Parse the lines of a CSV-like file: ``batches`` yields ``(linenos, texts)`` of its lines, a block at a time
     (``_common.text_batches``). ``width_without_target``: the file may lack its target column, and does when it has
     exactly this many. ``text_targets``: the targets are labels, kept as text (else numbers while every one is; one
     that is not after blocks of numbers raises ``_TextTargets``). ``layout``: a function ``(names, ncols, line) ->
-    (target, features)`` that chooses the target column (None: there is none) and the feature columns, in the
+    (target, features, text)`` that chooses the target column (None: there is none) and the feature columns, in the
     order wanted, from the header names (None without a header), the number of columns and the first line's
-    number; ``target`` then only helps detect a header row.
+    number, and the positions among those features of the ones read as text; ``target`` then only helps detect a
+    header row. ``categorical``: feature columns (names or indices, as ``drop_columns``) read as text, every cell
+    a category; ``detect_categories``: so is a feature column none of whose cells is a number (one holding numbers
+    and text is refused, naming both).
 
     Returns ``(X, y, feature_names, header, delimiter, target, info)``; ``info`` holds ``feature_columns`` (the
     0-based file column of each feature), ``columns_dropped`` (names of the columns left out by
     ``drop_columns``/``columns``, or not chosen by ``layout``), ``rows_dropped`` and ``dropped_lines`` (the first
-    lines dropped for a missing value, ``missing="drop"``) and ``rows`` (the 0-based data row of each row kept,
-    when some were dropped).
+    lines dropped for a missing value, ``missing="drop"``), ``rows`` (the 0-based data row of each row kept,
+    when some were dropped), and those of :meth:`_CsvTable.result`: the cells of the text columns and the lines of
+    the rows, the rows whose target is missing (``missing="impute"``).
     """
     if missing not in MISSING_POLICIES:
         raise DataError(f"{name}: missing must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
@@ -171,7 +180,7 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
         if header is None:
             header = _detect_header(rows, target, ncols)
         names = [cell.strip() for cell in rows[0]] if header else None
-        t, keep = layout(names, ncols, row_lines[0])
+        t, keep, text = layout(names, ncols, row_lines[0])
         has_target = t is not None
     elif width_without_target is None:
         has_target = True
@@ -202,6 +211,7 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
     if layout is None:
         t = _resolve_target(name, target, names, ncols) if has_target else ncols
         keep = _feature_columns(name, ncols, t, names, drop_columns, columns)
+        text = _categorical_columns(name, categorical, names, ncols, t, keep)
     elif t is None:
         t = ncols
     p = len(keep)
@@ -211,12 +221,14 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
     if header:
         rows, row_lines = rows[1:], row_lines[1:]
 
-    table = _CsvTable(name, ncols, t if has_target else None, keep, names, na, missing, text_targets)
+    table = _CsvTable(name, ncols, t if has_target else None, keep, names, na, missing, text_targets, text,
+                      detect_categories and layout is None)
     for data, data_lines in itertools.chain([(rows, row_lines)], groups):
         table.add(data, data_lines)
     X, y, info = table.result()
     feature_names = tuple(names[c] for c in keep) if names is not None else tuple(f"x{c}" for c in keep)
-    info.update(feature_columns=keep, columns_dropped=_dropped_names(ncols, t, names, keep))
+    info.update(feature_columns=keep, columns_dropped=_dropped_names(ncols, t, names, keep),
+                target_column=t if has_target else None)
     if not has_target:
         return X, None, feature_names, header, delim, None, info
     target_used = names[t] if names is not None else t
@@ -226,9 +238,11 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
 class _CsvTable:
     """The rows of a CSV file converted and checked a block at a time (:meth:`add`), and the table they make
     (:meth:`result`). ``t`` is the target's file column (None: the file has none), ``keep`` the feature
-    columns."""
+    columns. ``text`` holds the positions in ``keep`` of the columns read as text (categories: every cell is one,
+    numbers too); with ``detect``, a column whose cells are not numbers becomes a text column as it is met, and such
+    a column may then hold no number."""
 
-    def __init__(self, name, ncols, t, keep, names, na, missing, text_targets):
+    def __init__(self, name, ncols, t, keep, names, na, missing, text_targets, text=(), detect=False):
         self.name, self.ncols, self.t, self.keep, self.names, self.na = name, ncols, t, keep, names, na
         self.missing, self.text_targets = missing, text_targets
         self.X, self.y = Rows(), Rows()  # the rows kept (self.y: a list of blocks when the targets are text)
@@ -236,11 +250,21 @@ class _CsvTable:
         self.dropped_lines = []
         self.kept = []  # (first data row, rows, rows kept) of each block that lost a row
         # problems reported once the whole file is read (their message counts rows, or their kind ranks below
-        # one that a later block may hold): (where, what) of the first missing value, then messages
+        # one that a later block may hold): (where, what, in a feature) of the first missing value, then messages
         self.first_missing = None
         self.non_finite = None
         self.bad_target = None
         self.numeric_blocks = 0  # blocks whose targets were read as numbers
+        self.declared, self.detect = frozenset(text), detect
+        self.text = {k: [] for k in sorted(self.declared)}  # position in keep -> the blocks of its cells
+        # the line of each row kept, once a feature column is text (the schema names the line of a level it does not
+        # know)
+        self.lines = Rows() if self.text else None
+        # with detect: a number and a text cell met in each column (line, cell), for the message about a column of
+        # both
+        self.a_number, self.a_text = {}, {}
+        # the rows with a missing target, which --missing impute keeps (their target NaN or ""): the caller decides
+        self.targets_missing, self.target_missing_lines = 0, []
 
     def where(self, line, col):
         label = f" ({self.names[col]!r})" if self.names is not None else ""
@@ -252,22 +276,131 @@ class _CsvTable:
         for i, row in enumerate(data):
             if len(row) != ncols:
                 raise DataError(f"{name}:{data_lines[i]}: expected {ncols} cells, found {len(row)}")
-        n, p = len(data), len(keep)
+        n = len(data)
         if n == 0:
             return
         first_row = self.rows_read
         self.rows_read += n
-        if keep == list(range(ncols - 1)):
+        X, cell_missing, texts = self._features(data, data_lines)
+        target_cells = [row[t].strip() for row in data] if t is not None else None
+        target_missing = None
+        if t is not None:
+            target_missing = np.fromiter((cell in na for cell in target_cells), dtype=bool, count=n)
+            if not target_missing.any():
+                target_missing = None
+
+        row_missing = np.zeros(n, dtype=bool)
+        if self.missing == "impute":
+            # a missing feature cell stays missing (NaN, or "" in a text column) for the schema to fill in; a row
+            # whose target is missing is kept, its target NaN or "": a fit leaves it out, a prediction makes one
+            if target_missing is not None:
+                lines = [data_lines[i] for i in np.flatnonzero(target_missing)]
+                self.targets_missing += len(lines)
+                self.target_missing_lines += lines[: _LISTED_LINES - len(self.target_missing_lines)]
+        else:
+            if cell_missing is not None:
+                row_missing |= cell_missing.any(axis=1)
+            if target_missing is not None:
+                row_missing |= target_missing
+        if row_missing.any():
+            dropped = np.flatnonzero(row_missing)
+            self.rows_missing += len(dropped)
+            if self.missing == "error":
+                if self.first_missing is None:
+                    i = int(dropped[0])
+                    file_cols = [keep[j] for j in np.flatnonzero(cell_missing[i])] if cell_missing is not None else []
+                    if target_missing is not None and target_missing[i]:
+                        file_cols.append(t)
+                    col = min(file_cols)
+                    token = data[i][col].strip()
+                    what = f"missing value {token!r}" if token else "empty cell, a missing value"
+                    self.first_missing = (self.where(data_lines[i], col), what, col != t)
+                return  # the file is refused once it is read: its rows need not be kept
+            self.dropped_lines += [data_lines[i] for i in dropped[: _LISTED_LINES - len(self.dropped_lines)]]
+            kept = ~row_missing
+            self.kept.append((first_row, n, np.flatnonzero(kept)))
+            X = X[kept]
+            texts = {k: values[kept] for k, values in texts.items()}
+            if target_cells is not None:
+                target_cells = [cell for cell, k in zip(target_cells, kept) if k]
+            data_lines = [line for line, k in zip(data_lines, kept) if k]
+            cell_missing = target_missing = None  # (the rows left hold none)
+        if self.first_missing is not None or self.non_finite is not None or not len(X):
+            return
+        bad = ~np.isfinite(X)
+        if bad.any() and cell_missing is not None:
+            bad &= ~cell_missing
+        if bad.any() and self.text:
+            bad[:, list(self.text)] = False  # (a text column is NaN throughout)
+        if bad.any():
+            i, j = (int(k) for k in np.argwhere(bad)[0])
+            self.non_finite = f"{self.where(data_lines[i], keep[j])}: value is {_nonfinite_word(X[i, j])}"
+            return
+        if self.lines is not None:
+            self.lines.add(np.array(data_lines, dtype=np.int64))
+        for k, values in texts.items():
+            self.text[k].append(values)
+        self.X.add(X)
+        if t is not None:
+            y = self._targets(target_cells, data_lines, target_missing)
+            if not self.text_targets:
+                self.y.add(y)
+            elif isinstance(self.y, list):
+                self.y.append(y)
+            else:  # text from the first block kept: blocks of strings of their own widths, joined at the end
+                self.y = [y]
+
+    def _features(self, data, data_lines):
+        """The feature cells of a block: ``(X, missing, texts)``: ``X : (n, p)`` float64, NaN in a missing cell and
+        throughout a text column; ``missing`` the missing cells (None: there are none); ``texts`` the cells of each
+        text column (stripped, "" where missing). With ``detect``, a column whose cells are not numbers becomes a
+        text column here, unless it held a number before."""
+        n, p, keep = len(data), len(self.keep), self.keep
+        while True:
+            numeric = [k for k in range(p) if k not in self.text]
+            X, cell_missing, bad = self._numbers(data, data_lines, [keep[k] for k in numeric])
+            if not bad:
+                break
+            for j in bad:  # (detect only) the columns that hold a cell that is not a number
+                k = numeric[j]
+                self.a_text[k] = next((line, row[keep[k]].strip()) for row, line in zip(data, data_lines)
+                                      if not _is_number(row[keep[k]]) and row[keep[k]].strip() not in self.na)
+                if k in self.a_number:
+                    self._mixed(k)
+                self._become_text(k)
+        if self.detect:  # a number of each numeric column, for a later message
+            for j, k in enumerate(numeric):
+                if k not in self.a_number:
+                    present = range(n) if cell_missing is None else np.flatnonzero(~cell_missing[:, j])
+                    if len(present):
+                        i = int(present[0])
+                        self.a_number[k] = (data_lines[i], data[i][keep[k]].strip())
+        if not self.text:
+            return X, cell_missing, {}
+        full = np.full((n, p), np.nan)
+        full[:, numeric] = X
+        missing = np.zeros((n, p), dtype=bool)
+        if cell_missing is not None:
+            missing[:, numeric] = cell_missing
+        texts = {k: self._text_cells(data, data_lines, k, missing) for k in self.text}
+        return full, (missing if missing.any() else None), texts
+
+    def _numbers(self, data, data_lines, columns):
+        """``(X, missing, bad)``: the cells of the file ``columns`` as numbers and the missing cells (None: none);
+        with ``detect``, ``bad`` lists the positions in ``columns`` of those holding a cell that is not a number (X
+        is then None), which without ``detect`` is a ``DataError`` naming the cell."""
+        n, p, ncols, na = len(data), len(columns), self.ncols, self.na
+        if p == 0:
+            return np.empty((n, 0)), None, []
+        if columns == list(range(ncols - 1)):
             cells = [cell for row in data for cell in row[:-1]]
-        elif keep == list(range(ncols)):
+        elif columns == list(range(ncols)):
             cells = [cell for row in data for cell in row]
         elif p == 1:
-            cells = [row[keep[0]] for row in data]
+            cells = [row[columns[0]] for row in data]
         else:
-            take = operator.itemgetter(*keep)
+            take = operator.itemgetter(*columns)
             cells = [cell for row in data for cell in take(row)]
-        target_cells = [row[t].strip() for row in data] if t is not None else None
-
         # The fast path converts every cell in one call; missing-value tokens are looked for only when it fails
         # or yields a non-finite number ("NaN" is both a number and a token).
         try:
@@ -282,93 +415,106 @@ class _CsvTable:
                 X = np.array(["nan" if m else c for c, m in zip(stripped, cell_missing.ravel())],
                              dtype=np.float64).reshape(n, p)
             except ValueError:
+                bad = []
                 for i in range(n):
                     for j in range(p):
                         cell = stripped[i * p + j]
-                        if not cell_missing[i, j] and not _is_number(cell):
-                            where = self.where(data_lines[i], keep[j])
-                            if not cell:
-                                raise DataError(f"{where}: empty cell (not among --na-values)") from None
+                        if cell_missing[i, j] or j in bad or _is_number(cell):
+                            continue
+                        where = self.where(data_lines[i], columns[j])
+                        if not cell:
+                            raise DataError(f"{where}: empty cell (not among --na-values)") from None
+                        if not self.detect:
                             raise DataError(f"{where}: cannot parse {cell!r} as a number") from None
-                raise DataError(f"{name}: cannot parse the feature cells as numbers") from None
-        del cells
-        target_missing = None
-        if t is not None:
-            target_missing = np.fromiter((cell in na for cell in target_cells), dtype=bool, count=n)
-            if not target_missing.any():
-                target_missing = None
+                        bad.append(j)
+                if bad:
+                    return None, None, bad
+                raise DataError(f"{self.name}: cannot parse the feature cells as numbers") from None
+        return X, cell_missing, []
 
-        row_missing = np.zeros(n, dtype=bool)
-        if cell_missing is not None:
-            row_missing |= cell_missing.any(axis=1)
-        if target_missing is not None:
-            row_missing |= target_missing
-        if row_missing.any():
-            dropped = np.flatnonzero(row_missing)
-            self.rows_missing += len(dropped)
-            if self.missing == "error":
-                if self.first_missing is None:
-                    i = int(dropped[0])
-                    file_cols = [keep[j] for j in np.flatnonzero(cell_missing[i])] if cell_missing is not None else []
-                    if target_missing is not None and target_missing[i]:
-                        file_cols.append(t)
-                    col = min(file_cols)
-                    token = data[i][col].strip()
-                    what = f"missing value {token!r}" if token else "empty cell, a missing value"
-                    self.first_missing = (self.where(data_lines[i], col), what)
-                return  # the file is refused once it is read: its rows need not be kept
-            self.dropped_lines += [data_lines[i] for i in dropped[: _LISTED_LINES - len(self.dropped_lines)]]
-            kept = ~row_missing
-            self.kept.append((first_row, n, np.flatnonzero(kept)))
-            X = X[kept]
-            if target_cells is not None:
-                target_cells = [cell for cell, k in zip(target_cells, kept) if k]
-            data_lines = [line for line, k in zip(data_lines, kept) if k]
-        if self.first_missing is not None or self.non_finite is not None or not len(X):
-            return
-        bad = ~np.isfinite(X)
-        if bad.any():
-            i, j = (int(k) for k in np.argwhere(bad)[0])
-            self.non_finite = f"{self.where(data_lines[i], keep[j])}: value is {_nonfinite_word(X[i, j])}"
-            return
-        self.X.add(X)
-        if t is not None:
-            y = self._targets(target_cells, data_lines)
-            if not self.text_targets:
-                self.y.add(y)
-            elif isinstance(self.y, list):
-                self.y.append(y)
-            else:  # text from the first block kept: blocks of strings of their own widths, joined at the end
-                self.y = [y]
+    def _text_cells(self, data, data_lines, k, missing):
+        """The stripped cells of the text column at position ``k`` of ``keep`` ("" for a missing one, marked in
+        ``missing``). An empty cell that is not a missing-value token is an error, and so is a number in a column
+        found to be text (``detect``; a column the caller declared text may hold numbers: they are categories)."""
+        col, na = self.keep[k], self.na
+        cells = [row[col].strip() for row in data]
+        gaps = np.fromiter((cell in na for cell in cells), dtype=bool, count=len(cells))
+        if gaps.any():
+            missing[:, k] = gaps
+            cells = ["" if gap else cell for cell, gap in zip(cells, gaps)]
+        if "" in cells:  # (the search runs in C; the loop only when there is something to find)
+            for i, (cell, gap) in enumerate(zip(cells, gaps)):
+                if not cell and not gap:
+                    raise DataError(f"{self.where(data_lines[i], col)}: empty cell (not among --na-values)")
+        if k not in self.declared and k not in self.a_text:
+            i = next((i for i, cell in enumerate(cells) if cell), None)
+            if i is not None:
+                self.a_text[k] = (data_lines[i], cells[i])
+        if k not in self.declared:
+            # (the distinct cells of a column of categories are few: each is tested once)
+            numbers = {cell for cell in set(cells) if cell and _is_number(cell)}
+            if numbers:
+                i = next(i for i, cell in enumerate(cells) if cell in numbers)
+                self.a_number[k] = (data_lines[i], cells[i])
+                self._mixed(k)
+        return np.array(cells, dtype=str)
 
-    def _targets(self, cells, lines) -> np.ndarray:
-        """The target cells of a block: numbers while every cell of the file so far is one, else text."""
+    def _become_text(self, k):
+        """The column at position ``k`` of ``keep`` is text from this block on. The rows kept before hold no value
+        in it (a number there would make it a column of both): their cells are missing."""
+        self.text[k] = [np.full(self.X.n, "")] if self.X.n else []
+        if self.lines is None:
+            self.lines = Rows()
+            if self.X.n:
+                self.lines.add(np.zeros(self.X.n, dtype=np.int64))  # (lines never named: no text is there)
+
+    def _mixed(self, k):
+        """Refuse the column at position ``k`` of ``keep``: it holds numbers and text (``a_number``, ``a_text``)."""
+        col = self.keep[k]
+        (text_line, text), (number_line, number) = self.a_text[k], self.a_number[k]
+        key = self.names[col] if self.names is not None else col
+        # (no comma in it: a sweep's table quotes it, and tables are read by eye)
+        raise DataError(f"{self.where(text_line, col)}: cannot parse {text!r} as a number (the column's other cells "
+                        f"are numbers: {number!r} on line {number_line}; a missing-value token goes in --na-values; "
+                        f"--categorical {key} reads every cell of the column as a category)")
+
+    def _targets(self, cells, lines, missing=None) -> np.ndarray:
+        """The target cells of a block: numbers while every cell of the file so far is one, else text. A missing
+        target (``missing``, --missing impute) is NaN, or "" among text."""
+        numbers = cells
+        if missing is not None:
+            numbers = ["nan" if gap else cell for cell, gap in zip(cells, missing)]
+            cells = ["" if gap else cell for cell, gap in zip(cells, missing)]
         if not self.text_targets:
             try:
-                y = np.array(cells, dtype=np.float64)
+                y = np.array(numbers, dtype=np.float64)
             except ValueError:
                 if self.numeric_blocks:
                     raise _TextTargets() from None
                 self.text_targets = True
             else:
                 self.numeric_blocks += 1
-                bad = np.flatnonzero(~np.isfinite(y))
+                bad = np.flatnonzero(~np.isfinite(y) if missing is None else ~np.isfinite(y) & ~missing)
                 if bad.size and self.bad_target is None:
                     self.bad_target = f"{self.where(lines[bad[0]], self.t)}: value is {_nonfinite_word(y[bad[0]])}"
                 return y
         y = np.array(cells, dtype=str)
-        empty = np.flatnonzero(y == "")
+        empty = np.flatnonzero(y == "" if missing is None else (y == "") & ~missing)
         if empty.size and self.bad_target is None:
             self.bad_target = f"{self.where(lines[int(empty[0])], self.t)}: empty target cell (missing label)"
         return y
 
     def result(self):
-        """``(X, y, info)`` once every block is added; the problems found on the way are raised here."""
+        """``(X, y, info)`` once every block is added; the problems found on the way are raised here. ``info``
+        holds ``text`` (the cells of each text column, by position in ``keep``) and ``lines`` (the line of each
+        row) when a column is text, and ``targets_missing``, ``target_missing_lines`` when --missing impute kept
+        rows without a target."""
         if self.first_missing is not None:
-            where, what = self.first_missing
+            where, what, in_feature = self.first_missing
             others = (f"{self.rows_missing} rows have a missing value" if self.rows_missing > 1
                       else "the only row with a missing value")
-            raise DataError(f"{where}: {what} ({others}; --missing drop leaves such rows out)")
+            fill = ", --missing impute fills such cells in" if in_feature else ""
+            raise DataError(f"{where}: {what} ({others}; --missing drop leaves such rows out{fill})")
         if self.rows_read and self.rows_missing == self.rows_read:
             raise DataError(f"{self.name}: every data row has a missing value: nothing is left to read")
         if self.non_finite is not None:
@@ -383,6 +529,12 @@ class _CsvTable:
                 done = first_row + n
             rows.append(np.arange(done, self.rows_read))
             info["rows"] = np.concatenate(rows)
+        if self.text:
+            info["text"] = {k: np.concatenate(blocks) if blocks else np.zeros(0, dtype=str)
+                            for k, blocks in sorted(self.text.items())}
+            info["lines"] = self.lines.result(dtype=np.int64)
+        if self.targets_missing:
+            info.update(targets_missing=self.targets_missing, target_missing_lines=self.target_missing_lines)
         X = self.X.result((len(self.keep),))
         if self.t is None:
             return X, None, info
@@ -461,6 +613,25 @@ def _feature_columns(name, ncols, t, names, drop_columns, columns):
         option = "--columns" if columns is not None else "--drop-columns"
         raise DataError(f"{name}: no feature column left after {option}")
     return keep
+
+
+def _categorical_columns(name, categorical, names, ncols, t, keep) -> list:
+    """The positions in ``keep`` of the ``--categorical`` columns (names or 0-based indices, as ``--drop-columns``);
+    the target (whose labels are classes anyway) and a column that is not a feature are refused."""
+    if categorical is None:
+        return []
+    position = {c: k for k, c in enumerate(keep)}
+    chosen = []
+    for key in _column_list(name, "--categorical", categorical):
+        c = _resolve_column(name, "--categorical", key, names, ncols)
+        if c == t:
+            raise DataError(f"{name}: --categorical {key}: column {c} is the target, whose values are classes of a "
+                            "classification already (--likelihood decides)")
+        if c not in position:
+            raise DataError(f"{name}: --categorical {key}: column {c} is not a feature (--drop-columns or --columns "
+                            "left it out)")
+        chosen.append(position[c])
+    return sorted(set(chosen))
 
 
 def _dropped_names(ncols, t, names, keep):
