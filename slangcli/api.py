@@ -7,8 +7,10 @@ reads any run file the commands write.
 
 Inputs are anything ``numpy.asarray`` accepts; a pandas DataFrame's column names become the feature names and a
 Series' name the target's (read through the ``columns`` and ``name`` attributes, without importing pandas).
-Features are converted to float64 and must be finite (and, unless standardised, within 1e150 in magnitude);
-targets are label values of any kind (classification) or numbers (regression), as in the files.
+Features are numbers, converted to float64, that must be finite (and, unless standardised, within 1e150 in
+magnitude), or text: a column of strings is categorical (one indicator per level) or, when all its values are
+true/false or yes/no, boolean, as in a CSV file (``slangcli.schema``, stored with the run); targets are label values
+of any kind (classification) or numbers (regression), as in the files.
 
 Features given to a fitted posterior are matched to its own as ``slang predict`` matches a file's columns
 (``slangcli.columns``): a DataFrame's columns by name when the fit knows its features by name (a header row, or a
@@ -32,12 +34,14 @@ from slangcli.errors import DataError, DataTypeError
 from slangcli.io import POSTERIOR_NAMES, Run, read_run, write_run
 from slangcli.metrics import check_draws, weight_samples
 from slangcli.options import FitOptions, signature
+from slangcli.schema import Schema, schema_of
 
 __all__ = ["fit", "load", "FitResult"]
 
 
-def _features(X, what: str = "X") -> tuple[np.ndarray, tuple[str, ...] | None]:
-    """``X`` as a C-ordered float64 ``(N, P)`` array, and its column names if it has them (a DataFrame)."""
+def _features(X, what: str = "X", allow_missing: bool = False) -> tuple[np.ndarray, tuple[str, ...] | None]:
+    """``X`` as a C-ordered float64 ``(N, P)`` array, and its column names if it has them (a DataFrame);
+    ``allow_missing``: a NaN is a missing value (to impute), not an error."""
     if hasattr(X, "tocsr") or hasattr(X, "todense"):
         raise DataTypeError(f"{what}: sparse input is not supported; pass a dense array ({what}.toarray())")
     columns = getattr(X, "columns", None)
@@ -63,11 +67,98 @@ def _features(X, what: str = "X") -> tuple[np.ndarray, tuple[str, ...] | None]:
     if A.shape[0] == 0:
         raise DataError(f"{what}: 0 sample(s) (shape={A.shape}) while a minimum of 1 is required.")
     bad = ~np.isfinite(A)
+    if allow_missing and bad.any():
+        bad &= ~np.isnan(A)
     if bad.any():
         row, col = np.argwhere(bad)[0]
         word = "NaN" if np.isnan(A[row, col]) else "inf"
         raise DataError(f"{what}: row {row}, column {col} is {word} (the features must be finite)")
     return A, names
+
+
+def _is_missing(value) -> bool:
+    """Whether a DataFrame's or an object array's cell is a missing value: None, NaN, pandas' NA or NaT."""
+    return value is None or (isinstance(value, float) and value != value) or type(value).__name__ in ("NAType",
+                                                                                                         "NaTType")
+
+
+def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False):
+    """``X``'s raw feature columns for a data schema (``slangcli.schema``): ``(A, text, names)``, ``A : (N, P)``
+    float64 (NaN where missing and in a column of text), ``text = {k: (N,) str}`` ("" where missing) and the column
+    names (None for an array).
+
+    ``kinds`` (a schema's, one per column) says which columns are text; without them (a fit) a column of strings is
+    text and one of numbers numeric (booleans among them: 1 and 0, as NumPy converts them), and one holding both is
+    refused. An array of numbers takes :func:`_features`' path."""
+    A = None
+    numbers = kinds is not None and all(kind == "numeric" for kind in kinds)
+    if not numbers and not (hasattr(X, "tocsr") or hasattr(X, "todense")):
+        try:
+            A = np.asarray(X)
+        except Exception:  # noqa: BLE001 - the numeric path names the problem
+            A = None
+    if A is None or A.ndim != 2 or (A.dtype.kind not in "OUS" and kinds is None):
+        A, names = _features(X, what, allow_missing=allow_missing)
+        return A, {}, names
+    columns = getattr(X, "columns", None)
+    names = tuple(str(c) for c in columns) if columns is not None else None
+    n, p = A.shape
+    if p == 0 or n == 0:
+        _features(X, what)  # (its message)
+    label = (lambda j: repr(names[j])) if names is not None else (lambda j: str(j))
+    if kinds is not None and len(kinds) != p:
+        return _features(X, what, allow_missing=allow_missing)[0], {}, names  # (the caller names the width)
+    out = np.full((n, p), np.nan)
+    text = {}
+    for j in range(p):
+        cells = A[:, j].tolist()
+        missing = [_is_missing(v) for v in cells]
+        kind = None if kinds is None else kinds[j]
+        if kind is None:
+            is_number = [not gap and isinstance(v, (int, float, np.number, np.bool_)) for v, gap in zip(cells, missing)]
+            numbers = [i for i, number in enumerate(is_number) if number]
+            texts = [i for i, number in enumerate(is_number) if not number and not missing[i]]
+            if numbers and texts:
+                i, k = texts[0], numbers[0]
+                raise DataError(f"{what}: row {i}, column {label(j)}: {cells[i]!r} is not a number (other rows of the "
+                                f"column are numbers, such as {cells[k]!r} in row {k}); a column of strings is read "
+                                "as categories")
+            kind = "numeric" if numbers or not texts else "text"
+        if not allow_missing and any(missing):
+            i = missing.index(True)
+            how = ("slangcli.fit takes complete data (slang fit --missing impute fills such cells in)"
+                   if kinds is None else "missing='impute' fills it in as the fit's --missing impute would")
+            raise DataError(f"{what}: row {i}, column {label(j)}: missing value ({cells[i]!r}); {how}")
+        if kind == "numeric":
+            present = [i for i, gap in enumerate(missing) if not gap]
+            try:
+                out[present, j] = np.array([cells[i] for i in present], dtype=np.float64)
+            except (TypeError, ValueError):
+                for i in present:
+                    try:
+                        float(cells[i])
+                    except (TypeError, ValueError):
+                        raise DataTypeError(f"{what}: row {i}, column {label(j)}: {cells[i]!r} is not a number (the "
+                                            "column is numeric in the fit)") from None
+                raise DataTypeError(f"{what}: column {label(j)}: the values are not numbers") from None
+            bad = np.flatnonzero(np.isinf(out[:, j]))
+            if bad.size:
+                raise DataError(f"{what}: row {bad[0]}, column {label(j)} is inf (the features must be finite)")
+        else:
+            values = ["" if missing[i] else _cell_text(v) for i, v in enumerate(cells)]
+            empty = [i for i, v in enumerate(values) if v == "" and not missing[i]]
+            if empty:
+                raise DataError(f"{what}: row {empty[0]}, column {label(j)}: an empty string is not a value (a missing "
+                                "one is None or NaN)")
+            text[j] = np.array(values, dtype=str)
+    return out, text, names
+
+
+def _cell_text(value) -> str:
+    """A cell of a text column as the CSV reader would read it: stripped text; a boolean as ``True``/``False``."""
+    if isinstance(value, (bytes, np.bytes_)):
+        value = value.decode("utf-8", "replace")
+    return str(value).strip()
 
 
 def string_columns(X) -> tuple[str, ...] | None:
@@ -168,10 +259,14 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     """
     fit_options = FitOptions.of(**options)
     given_names, target_name = string_columns(X), getattr(y, "name", None)
-    X, names = _features(X, "X")
+    X, text, names = _raw_features(X, "X")
     y = _targets(y, len(X), "y")
     if (X_test is None) != (y_test is None):
         raise DataError("give both X_test and y_test, or neither")
+    names = names or tuple(f"x{j}" for j in range(X.shape[1]))
+    standardize = bool(fit_options.standardize)
+    # the data schema, as slang fit fits a file's: columns of text become categories (or booleans)
+    schema = Schema.fit(X, text, names=names, path="X", standardize=standardize)
     test = None
     if X_test is not None:
         test_names = string_columns(X_test)
@@ -181,23 +276,23 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
             if missing:
                 raise DataError(f"X_test: column {missing[0]!r} of X is missing")
             X_test = X_test[list(given_names)]
-        X_test, _ = _features(X_test, "X_test")
+        X_test, test_text, _ = _raw_features(X_test, "X_test", kinds=[column.kind for column in schema.columns])
         y_test = _targets(y_test, len(X_test), "y_test")
         if X_test.shape[1] != X.shape[1]:
             raise DataError(f"X_test: {X_test.shape[1]} features, but X has {X.shape[1]}")
+        X_test = schema.encode(X_test, test_text, where=_where("X_test", names))
         test = {"source": "arrays", **_provenance(X_test, y_test)}
+    X = schema.encode(X, text, where=_where("X", names))
     train = _provenance(X, y)
     train["target"] = target_name if isinstance(target_name, str) else None
     # features known by name, as a header row names a file's: matched by name by every prediction
     train["header"] = given_names is not None
-    names = names or tuple(f"x{j}" for j in range(X.shape[1]))
-    standardize = bool(fit_options.standardize)
     data_options = workflow.DataOptions(path=None, standardize=standardize).record()
     prepared = workflow.prepare(X, y, X_test, y_test, likelihood=fit_options.likelihood, standardize=standardize,
-                                name="y",
-                                test_name="y_test", train_provenance=train, test_provenance=test,
-                                feature_names=names, options=data_options, features_name="X",
+                                name="y", test_name="y_test", train_provenance=train, test_provenance=test,
+                                feature_names=schema.encoded_names, options=data_options, features_name="X",
                                 test_features_name="X_test")
+    prepared.data["schema"] = workflow.with_target(schema, prepared).record()
     notify = notify or (lambda msg: None)
     run = workflow.fit_prepared(prepared, fit_options, command=[], progress=progress, notify=notify)
     return FitResult(run)
@@ -208,6 +303,11 @@ fit.__signature__ = signature(
     [*(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in ("X", "y")),
      *(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in ("X_test", "y_test"))],
     [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in ("progress", "notify")])
+
+
+def _where(what: str, names) -> Callable[[int, int], str]:
+    """The place of a cell of array data in messages: ``X: row 3, column 'island'``."""
+    return lambda i, k: f"{what}: row {i}, column {names[k]!r}"
 
 
 def load(path) -> FitResult:
@@ -271,10 +371,12 @@ class FitResult:
                 f"{self.model.n_params} parameters>")
 
     # ------------------------------------------------------------------ using it
-    def _columns(self, X, what="X", stacklevel=3) -> np.ndarray:
-        """The features of ``X`` in the model's order, as read (not standardised): a DataFrame's columns by name
+    def _columns(self, X, what="X", stacklevel=3, allow_missing: bool = False):
+        """The feature columns of ``X`` in the model's order, as read (not encoded): ``(A, text)`` as
+        ``_raw_features`` makes them, the kinds the run's data schema says. A DataFrame's columns are taken by name
         when the fit knows its features by name, else by position (``slangcli.columns``). Columns ignored are
         warned about (``stacklevel``: the user's call)."""
+        schema = schema_of(self.run)
         names = string_columns(X)
         if names is not None and columns.named(self.run):
             match = columns.match_names(self.run, names, what)
@@ -283,23 +385,37 @@ class FitResult:
                 warnings.warn(f"{what}: {columns.ignored_message(ignored)}", UserWarning, stacklevel=stacklevel)
             if match.features != list(range(len(names))):
                 try:
-                    X = X[[names[j] for j in match.features]]  # only these columns need to be numbers
+                    X = X[[names[j] for j in match.features]]  # only these columns need to be read
                 except (TypeError, KeyError, IndexError):  # an array-like with names but no column selection
-                    X = _features(X, what)[0][:, match.features]
-        A, _ = _features(X, what)
-        P = self.n_features
+                    X = np.asarray(X)[:, match.features]
+        kinds = [column.kind for column in schema.columns]
+        A, text, _ = _raw_features(X, what, kinds=kinds, allow_missing=allow_missing)
+        P = len(schema.columns)
         if A.shape[1] != P:
-            shown = f": {', '.join(self.feature_names)}" if columns.named(self.run) and P <= 20 else ""
+            shown = f": {', '.join(schema.names)}" if columns.named(self.run) and P <= 20 else ""
             raise DataError(f"{what}: {A.shape[1]} columns, but the model takes {P} features{shown}")
-        return A
+        return A, text
 
-    def _inputs(self, X, what="X") -> np.ndarray:
-        return workflow.transform(self.run, self._columns(X, what, stacklevel=4), None, what)[0]
+    def _inputs(self, X, what="X", missing: str | None = None) -> np.ndarray:
+        """The model's inputs of ``X``, its columns encoded, imputed (``missing="impute"``; the default when the
+        fit imputed) and standardised as in the fit."""
+        fitted = (self.run.data.get("options") or {}).get("missing")
+        missing = missing or ("impute" if fitted == "impute" else "error")
+        if missing not in ("impute", "error"):
+            raise DataError(f"missing must be 'impute' or 'error', got {missing!r}")
+        impute = missing == "impute"
+        A, text = self._columns(X, what, stacklevel=4, allow_missing=impute)
+        names = schema_of(self.run).names
+        return workflow.transform(self.run, A, None, what, text=text, where=_where(what, names), impute=impute)[0]
 
-    def predict(self, X, *, samples: int = 1000, seed: int = 0, interval: float = 0.95) -> Predictions:
+    def predict(self, X, *, samples: int = 1000, seed: int = 0, interval: float = 0.95,
+                missing: str | None = None) -> Predictions:
         """Predictions with their uncertainty for every row of ``X``, the same as ``slang predict`` (same
-        ``samples`` and ``seed``: the same numbers)."""
-        inputs = self._inputs(X)
+        ``samples`` and ``seed``: the same numbers). Columns of text are read as the fit read them (categories,
+        booleans). ``missing``: ``"impute"`` fills a missing value (None, NaN) in with the training rows' mean or
+        most frequent value, as ``slang predict --missing impute``; ``"error"`` refuses it; by default, ``impute``
+        when the fit imputed (``--missing impute``), else ``error``."""
+        inputs = self._inputs(X, missing=missing)
         out = workflow.predict_arrays(self.run, inputs, samples=samples, seed=seed, interval=interval)
         return Predictions(arrays=out.arrays, classes=out.classes, info=out.info)
 
@@ -313,9 +429,9 @@ class FitResult:
         """Test scores of the posterior predictive on ``(X, y)``, as ``slang evaluate`` computes them:
         classification ``nll``, ``accuracy``, ``ece`` and its bins; regression ``rmse``, ``loglik`` and interval
         ``coverage`` (original units)."""
-        X = self._columns(X, "X")
-        y = _targets(y, len(X), "y")
-        X, y = workflow.transform(self.run, X, y, "y")
+        A, text = self._columns(X, "X")
+        y = _targets(y, len(A), "y")
+        X, y = workflow.transform(self.run, A, y, "y", text=text, where=_where("X", schema_of(self.run).names))
         target_scale = float(self.run.arrays["target_scale"][0]) if "target_scale" in self.run.arrays else 1.0
         out = workflow.score(self.model, self.posterior, self.run.prior_precision, X_train=None, y_train=None,
                              X_test=X, y_test=y, target_scale=target_scale, predictive=predictive,

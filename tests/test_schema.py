@@ -1,6 +1,6 @@
 """The data schema (``slangcli.schema``): columns of text as categories and booleans, ``--missing impute``, and one
-reading of a model's input by every command: ``slang fit``, ``slang evaluate`` and ``slang predict``; and run files
-of format 1.3, which have no schema, read as before.
+reading of a model's input by every door: ``slang fit``, ``slang evaluate``, ``slang predict``,
+``FitResult.predict`` and ``slangcli.fit``; and run files of format 1.3, which have no schema, read as before.
 
 The data have the shape of Palmer penguins (``penguins.csv`` of the ``palmerpenguins`` package): the columns
 ``species,island,bill_length_mm,bill_depth_mm,flipper_length_mm,body_mass_g,sex,year``, text in species, island
@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import slangcli
 from slangcli.cli import main
 from slangcli.errors import DataError, FormatError
 from slangcli.io import read_run
@@ -93,6 +94,21 @@ def predictions(run, data, *extra) -> dict:
     assert_ok(invoke("predict", run, data, "-o", out, *extra))
     with h5py.File(out, "r") as f:
         return {name: f[name].asstr()[()] if h5py.check_string_dtype(f[name].dtype) else f[name][()] for name in f}
+
+
+def frame_of(path):
+    """The CSV file at ``path`` as a pandas DataFrame: a column of numbers as float64 (parsed as slang parses them;
+    ``NA`` is NaN), any other of strings (``NA`` is None)."""
+    pd = pytest.importorskip("pandas")
+    header, *rows = [line.split(",") for line in Path(path).read_text().splitlines()]
+    columns = {}
+    for j, name in enumerate(header):
+        cells = [row[j] for row in rows]
+        if all(cell == "NA" or re.fullmatch(r"-?[\d.]+", cell) for cell in cells):
+            columns[name] = np.array([np.nan if cell == "NA" else float(cell) for cell in cells])
+        else:
+            columns[name] = [None if cell == "NA" else cell for cell in cells]
+    return pd.DataFrame(columns)
 
 
 @pytest.fixture(scope="module")
@@ -216,6 +232,47 @@ def test_an_unseen_level_is_refused_naming_file_line_column_and_level(penguins):
         stderr = assert_error(invoke(*command), 1)
         assert stderr.splitlines() == [message]
     assert not (penguins["dir"] / "a.csv").exists()
+    result = slangcli.load(penguins["species"])
+    frame = pytest.importorskip("pandas").DataFrame(rows, columns=COLUMNS).drop(columns="species")
+    with pytest.raises(DataError, match=re.escape("X: row 1, column 'island': level 'Atlantis' was not seen in "
+                                                  "training (known levels: Biscoe, Dream, Torgersen)")):
+        result.predict(frame)
+
+
+def test_fitresult_predict_on_a_dataframe_with_text_equals_slang_predict(penguins):
+    """The file as a DataFrame (its numbers parsed as slang parses them, ``NA`` missing): text columns and gaps
+    included, ``FitResult.predict`` gives ``slang predict``'s numbers bit for bit."""
+    frame = frame_of(penguins["data"])
+    for name in ("species", "mass50"):
+        expected = predictions(penguins[name], penguins["data"])
+        got = slangcli.load(penguins[name]).predict(frame[list(reversed(frame.columns))])
+        for key, values in got.arrays.items():
+            if key == "predicted":
+                assert list(values) == list(expected[key].astype(str))
+            else:
+                assert np.array_equal(values, expected[key]), (name, key)
+    with pytest.raises(DataError, match=r"X: row 3, column 'bill_length_mm': missing value"):
+        slangcli.load(penguins["species"]).predict(frame, missing="error")
+
+
+def test_the_command_line_and_python_fit_the_same_posterior_from_text_columns(tmp_path):
+    """``slang fit`` on a CSV file and ``slangcli.fit`` on the same rows as a DataFrame with text columns: the same
+    schema and the same posterior, bit for bit."""
+    data = write_rows(tmp_path / "penguins.csv", penguins_rows(gaps=False))
+    frame = frame_of(data)
+    for target, extra in (("species", []), ("body_mass_g", ["--hidden", "8"])):
+        out = tmp_path / f"{target}.h5"
+        assert_ok(invoke("fit", data, "--target", target, "--epochs", "5", "-o", out, *extra))
+        cli = read_run(out)
+        api = slangcli.fit(frame.drop(columns=target), frame[target], epochs=5, hidden=tuple(map(int, extra[1:]))).run
+        assert api.data["feature_names"] == cli.data["feature_names"]
+        # (their positions differ: the file's columns count the target, the DataFrame's do not)
+        assert ([{**c, "position": None} for c in api.data["schema"]["columns"]]
+                == [{**c, "position": None} for c in cli.data["schema"]["columns"]])
+        for name, values in cli.posterior.stored_arrays().items():
+            assert np.array_equal(api.posterior.stored_arrays()[name], values), (target, name)
+        for name in ("feature_mean", "feature_scale"):
+            assert np.array_equal(api.arrays[name], cli.arrays[name])
 
 
 # ------------------------------------------------------------------------------------------------ kinds of columns
