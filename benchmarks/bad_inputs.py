@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import html
+import json
 import os
 import shlex
 import shutil
@@ -67,6 +68,12 @@ REGRESSION_CSV = "a,b,y\n" + "".join(
 TUNE_CSV = "a,b,c,label\n" + "".join(
     f"{a:.4f},{b:.4f},{c:.4f},{'yes' if a - b + 0.5 * c + 0.3 * e > 0 else 'no'}\n"
     for a, b, c, e in np.random.default_rng(7).standard_normal((200, 4)))
+
+# columns of text: a category (colour) and a boolean (smoker), with an NA cell in each
+CATEGORY_CSV = "a,colour,smoker,label\n" + "".join(
+    f"{x:.2f},{('red', 'green', 'blue')[k % 3] if k != 4 else 'NA'},{('yes', 'no')[k % 2] if k != 7 else 'NA'},"
+    f"{'yes' if x + (k % 3 == 0) > 0.5 else 'no'}\n"
+    for k, x in enumerate(np.random.default_rng(8).standard_normal(16)))
 
 
 def scaled_csv(power: int, target: bool = False) -> str:
@@ -256,6 +263,24 @@ def link_mean(kind):
     return edit
 
 
+def as_format_1_3(f):
+    """The run file as slang's format 1.3 wrote it: no data schema."""
+    del f["data/schema"]
+    for name in ("/", "/data", "/model", "/posterior", "/history", "/metrics"):
+        f[name].attrs["encoding-version"] = "1.3"
+
+
+def schema_edit(change):
+    """An edit of the run file's stored data schema (its JSON) by ``change(record)``."""
+    def edit(f):
+        record = json.loads(f["data/schema/json"][()])
+        change(record)
+        del f["data/schema/json"]
+        f["data/schema"].create_dataset("json", data=json.dumps(record))
+
+    return h5edit(edit)
+
+
 def train_on_test_rows(f):
     """/data/train_index replaced by a copy of /data/test_index."""
     test = f["data/test_index"][()]
@@ -408,6 +433,18 @@ CASES = [
     csv_fit("text that is not a --na-values token", "a,b,label\n1,2,no\n1,?,yes\n3,NA,no\n", "--na-values", "?",
             "--missing", "drop"),
     csv_fit("every row has a missing value, --missing drop", "a,b,label\n1,?,no\n,2,yes\n", "--missing", "drop"),
+    csv_fit("columns of text (accepted: a categorical column one-hot, a yes/no column boolean), --missing impute",
+            CATEGORY_CSV, "--missing", "impute", code=0),
+    csv_fit("a column of numbers and text (a typo in a column of numbers is not made a category)",
+            "a,b,label\n1,2.5,no\n3,4.5,yes\n5,4.x,no\n"),
+    csv_fit("a column of text with more than 1000 levels (an identifier, not a category)",
+            "name,a,label\n" + "".join(f"p{k},{k % 7},{'yes' if k % 2 else 'no'}\n" for k in range(1001))),
+    csv_fit("--categorical names the target", GOOD_CSV, "--categorical", "label"),
+    csv_fit("--categorical names a column left out", GOOD_CSV, "--categorical", "a", "--drop-columns", "a"),
+    csv_fit("a column without a value in any training row, --missing impute",
+            "a,b,label\n1,NA,no\n2,NA,yes\n3,NA,no\n", "--missing", "impute"),
+    csv_fit("every target missing, --missing impute (a target is never imputed)",
+            "a,b,label\n1,2,NA\n2,3,?\n", "--missing", "impute"),
     csv_fit("--drop-columns names the target", GOOD_CSV, "--drop-columns", "label"),
     csv_fit("--drop-columns index out of range", GOOD_CSV, "--drop-columns", "3"),
     csv_fit("--columns names no column", GOOD_CSV, "--columns", "a,c"),
@@ -437,6 +474,10 @@ CASES = [
     Case("CSV data", "test file with another number of features",
          ["fit", "train.csv", "--test", "test.csv", "-o", "run.h5", *FAST], 1,
          both(text("train.csv", GOOD_CSV), text("test.csv", "a,b,c,label\n1,2,3,no\n"))),
+    Case("CSV data", "test file with a level of a categorical column unseen in the training file",
+         ["fit", "train.csv", "--test", "test.csv", "-o", "run.h5", *FAST, "--missing", "impute"], 1,
+         both(text("train.csv", CATEGORY_CSV),
+              text("test.csv", "a,colour,smoker,label\n1,red,no,no\n2,pink,yes,no\n"))),
     Case("CSV data", "test file with a label unseen in training",
          ["fit", "train.csv", "--test", "test.csv", "-o", "run.h5", *FAST], 1,
          both(text("train.csv", GOOD_CSV), text("test.csv", "a,b,label\n1,2,no\n1,2,maybe\n"))),
@@ -546,6 +587,22 @@ CASES = [
          ["predict", "run.h5", "gap.csv", "-o", "p.csv"], 0,
          both(fitted(), text("gap.csv", "".join(("?," + line.split(",", 1)[1] if k == 3 else line) + "\n"
                                                for k, line in enumerate(GOOD_CSV.splitlines()))))),
+    Case("Run files", "prediction data with a level of a categorical column the fit never saw",
+         ["predict", "run.h5", "new.csv", "-o", "p.csv"], 1,
+         both(fitted(data=CATEGORY_CSV, data_options={"missing": "impute"}),
+              text("new.csv", "a,colour,smoker\n0.5,red,yes\n0.5,purple,no\n"))),
+    Case("Run files", "prediction data whose boolean column holds another word",
+         ["predict", "run.h5", "new.csv", "-o", "p.csv"], 1,
+         both(fitted(data=CATEGORY_CSV, data_options={"missing": "impute"}),
+              text("new.csv", "a,colour,smoker\n0.5,red,maybe\n"))),
+    Case("Run files", "prediction data with missing values, fit with --missing impute (accepted: imputed as in the "
+         "fit, the default)", ["predict", "run.h5", "new.csv", "-o", "p.csv"], 0,
+         both(fitted(data=CATEGORY_CSV, data_options={"missing": "impute"}),
+              text("new.csv", "a,colour,smoker\nNA,red,NA\n0.5,NA,no\n"))),
+    run_case("predict --missing impute on a run written before 1.4 (no values stored to impute)",
+             h5edit(as_format_1_3), "predict", "run.h5", "train.csv", "-o", "p.csv", "--missing", "impute"),
+    run_case("a stored data schema whose inputs are not the model's",
+             schema_edit(lambda record: record["columns"].pop()), "inspect", "run.h5"),
     Case("Run files", "evaluation data without the target column",
          ["evaluate", "run.h5", "features.csv"], 1,
          both(fitted(), text("features.csv", "\n".join(",".join(r.split(",")[:2])
