@@ -15,22 +15,20 @@ A method's own hyperparameters (``--rank``, ``--lr``, ...) are declared by the m
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 
+from slangcli.declare import AUTO, MAX_SEED, check_value, option
 from slangcli.errors import ConfigError
 from slangcli.methods import METHODS
-from slangcli.methods.base import hyper_names, is_solver, listing, methods_help, takers
+from slangcli.methods.base import hyper_names, is_solver, listing, methods_help, option_specs, takers
 from slangcli.metrics import MAX_SAMPLES
 from slangcli.models import ACTIVATIONS, LIKELIHOODS
 from slangcli.posteriors import MAX_ABS_VALUE
+from slangcli.sources import DataOptions
 
-# the value of --noise-precision and --prior-precision that learns them (slangcli.learned)
-AUTO = "auto"
-# the largest seed every consumer takes (NumPy's generators take any, an HDF5 attribute an int64)
-MAX_SEED = 2**63 - 1
 
 # The method of a fit that names none. A linear model: SLANG, the method of the SLANG paper's logistic-regression
 # protocol. A classification network: IVON, which reaches a given test NLL in a fraction of SLANG's time there
@@ -55,25 +53,6 @@ STEP_DEFAULTS = {"batch_size": 32, "epochs": 200}
 # yacht 1 -1.61 (docs/LEARNED.md has the tables).
 NETWORK_RATES = {"beta": 0.005, "decay": 0.0}
 NETWORK_RATES_WHEN = "a regression network with --noise-precision auto"
-
-
-def option(default, help: str, *, kind: str, least=None, most=None, choices=None, flag: str | None = None,
-           short: str | None = None, metavar: str | None = None, estimator: str | None = "",
-           applied: str | None = None):
-    """A field of :class:`FitOptions` with what every door needs to know of it.
-
-    ``help`` is its help text, or a function returning it (text that names the registered methods is made from the
-    registry when asked for, :func:`help_of`). ``kind`` says which values it takes (:func:`check_value`):
-    ``choice`` (one of ``choices``, a tuple or a function returning one), ``widths`` (hidden-layer widths),
-    ``switch`` (True or False), ``count`` (a whole number from ``least`` to ``most``), ``positive`` (a positive
-    finite number), ``precision`` (``positive`` or ``auto``) or ``text``. ``flag`` and ``short`` are its
-    command-line spellings (default ``--name``), ``estimator`` its estimator parameter's name ("": the field's own,
-    None: the estimators do not take it), and ``applied`` the default as applied where the declared default (None)
-    leaves it to the task or the method.
-    """
-    return field(default=default, metadata={
-        "help": help, "kind": kind, "least": least, "most": most, "choices": choices, "flag": flag, "short": short,
-        "metavar": metavar, "estimator": estimator, "applied": applied})
 
 
 def _methods() -> tuple:
@@ -113,8 +92,11 @@ class FitOptions:
                                "as given.", kind="switch")
     prior_precision: Any = option(1.0, "Precision lambda of the Gaussian prior on the weights, or auto: learned per "
                                   "weight matrix (empirical Bayes, the ELBO's optimum given the posterior, updated "
-                                  "every epoch).", kind="precision")
-    bias_prior_precision: float = option(1e-5, "Prior precision of the bias terms.", kind="positive")
+                                  "every epoch).", kind="precision", bound=MAX_ABS_VALUE)
+    # (a run file holds the prior precisions, and the posterior precisions they bound from below, within
+    # [1 / MAX_ABS_VALUE, MAX_ABS_VALUE] (slangcli.io): a fit must not write what slang cannot read back)
+    bias_prior_precision: float = option(1e-5, "Prior precision of the bias terms.", kind="positive",
+                                         bound=MAX_ABS_VALUE)
     hidden: tuple = option((), "Hidden-layer widths, e.g. 50 or 400,400 (none: a linear model).", kind="widths")
     activation: str = option("relu", "Activation of the hidden layers.", kind="choice",
                              choices=tuple(sorted(ACTIVATIONS)))
@@ -258,6 +240,25 @@ class FitOptions:
         return dict(self.hyper)
 
 
+def command_line() -> list:
+    """``slang fit``'s declared options in the command's order: the data options (``DataOptions``' fields), then
+    the fit's (``FitOptions``' fields) with the registered methods' hyperparameters
+    (``slangcli.methods.base.OptionSpec``) after ``method``. ``slang fit`` and a sweep's grid are made from it."""
+    out = [f for f in fields(DataOptions) if f.metadata]
+    for f in fields(FitOptions):
+        if f.name == "hyper":
+            continue
+        out.append(f)
+        if f.name == "method":
+            out += option_specs(METHODS)
+    return out
+
+
+def is_data_option(item) -> bool:
+    """Whether an item of :func:`command_line` is a data option (a field of ``DataOptions``)."""
+    return any(item is f for f in fields(DataOptions))
+
+
 def network_rates(module) -> dict:
     """:data:`NETWORK_RATES` for the methods that take them (the natural-gradient ones)."""
     names = set(hyper_names(module))
@@ -274,56 +275,6 @@ def flag(name: str) -> str:
         if f.name == name and f.metadata["flag"]:
             return f.metadata["flag"]
     return "--" + name.replace("_", "-")
-
-
-def help_of(f) -> str:
-    """A field's help text (made now, where it names the registered methods)."""
-    text = f.metadata["help"]
-    return text() if callable(text) else text
-
-
-def choices_of(f) -> tuple:
-    choices = f.metadata["choices"]
-    return tuple(choices() if callable(choices) else choices or ())
-
-
-def check_value(f, value, name: str | None = None) -> None:
-    """Refuse a value that is not of ``f``'s kind (one ConfigError naming the option ``name``, by default its
-    command-line flag)."""
-    meta, name = f.metadata, name or flag(f.name)
-    kind = meta["kind"]
-    if value is None and f.default is None:
-        return
-    if kind == "choice":
-        if not isinstance(value, str) or value not in choices_of(f):
-            raise ConfigError(f"unknown {f.name.replace('_', ' ')} {value!r} (choose from "
-                              f"{', '.join(choices_of(f))})")
-    elif kind == "switch":
-        if not isinstance(value, (bool, np.bool_)):
-            raise ConfigError(f"{name} must be True or False, got {value!r}")
-    elif kind == "count":
-        least, most = meta["least"], meta["most"]
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least or (
-                most is not None and value > most):
-            bound = f">= {least}" if most is None else f"from {least} to {most}"
-            raise ConfigError(f"{name} must be a whole number {bound}, got {value!r}")
-    elif kind in ("positive", "precision"):
-        if kind == "precision" and isinstance(value, str) and value == AUTO:
-            return
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
-                or not 0 < value < np.inf:
-            raise ConfigError(f"{name} must be positive and finite" + (" or auto" if kind == "precision" else "")
-                              + f", got {value}")
-        # a run file holds the prior precisions, and the posterior precisions they bound from below, within
-        # [1 / MAX_ABS_VALUE, MAX_ABS_VALUE] (slangcli.io): a fit must not write what slang cannot read back
-        if f.name != "noise_precision" and not 1 / MAX_ABS_VALUE <= value <= MAX_ABS_VALUE:
-            raise ConfigError(f"{name} must lie between {1 / MAX_ABS_VALUE:g} and {MAX_ABS_VALUE:g}, got {value}")
-    elif kind == "text":
-        if not isinstance(value, str):
-            raise ConfigError(f"{name} takes a text, got {value!r}")
-    elif kind == "hyper":
-        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-            raise ConfigError(f"the method's hyperparameters must be a dict by name, got {value!r}")
 
 
 def parse_hidden(hidden) -> tuple[int, ...]:

@@ -18,6 +18,7 @@ import numpy as np
 
 from slangcli import task
 from slangcli.columns import file_layout
+from slangcli.declare import DELIMITERS, MAX_SEED, check_value, option
 from slangcli.errors import ConfigError, DataError
 from slangcli.io import ARRAYS, Run
 from slangcli.prepare import LabelMap, Prepared, Standardizer, prepare, train_test_split
@@ -30,30 +31,72 @@ from slangcli.schema import CLASSES, TARGET_NUMERIC, Column, Schema, Target, sch
 PREDICT_MISSING = ("keep", *MISSING_POLICIES)
 
 
+FORMATS = ("auto", "csv", "libsvm", "idx", "uci")
+
+
 @dataclass(frozen=True)
 class DataOptions:
-    """How to read the training data and where the test data come from."""
+    """How to read the training data and where the test data come from: ``slang fit``'s data options, declared
+    here once (``slangcli.declare.option``; ``slang fit`` and ``slang sweep`` generate their options from these
+    fields, in this order). Built through :meth:`of`, which reads them as the command line writes them and checks
+    them. A run file written before an option existed lacks it, and its default reads that run's data as they were
+    read then."""
 
-    path: str
-    format: str = "auto"
-    target: str | int | None = None
-    delimiter: str | None = None
-    header: bool | None = None
-    n_features: int | None = None
-    test: str | None = None
-    test_fraction: float | None = None
-    split_seed: int = 0
-    standardize: bool | None = None  # None: fitting.standardize_by_default, resolved by fitting.fit
-    uci_split: int | None = None
-    # CSV columns and missing values (``slangcli.readers.read_table``); a run file written before these existed
-    # lacks them, and these defaults read its data as it was read then
-    drop_columns: str | list | None = None
-    columns: str | list | None = None
-    na_values: tuple | list = NA_VALUES
-    missing: str = "error"
+    path: str | None
+    format: str = option("auto", "Input format of DATA (and --test); a folder is read as a Gal-layout UCI set.",
+                         kind="choice", choices=FORMATS)
+    uci_split: int | None = option(None, "Train/test split K of a Gal-layout UCI folder (index_train_K.txt, "
+                                   "index_test_K.txt).", kind="count", least=0)
+    target: str | int | None = option(None, "Target column: a header name (wins when one matches exactly), a 0-based "
+                                      "index, or #N for the index even when a header cell is named N.", kind="text",
+                                      applied="the last column")
+    delimiter: str | None = option(None, "CSV delimiter: ',', ';', 'tab' (or '\\t') or 'whitespace'.",
+                                   kind="delimiter", applied="detect")
+    header: bool | None = option(None, "Whether the CSV has a header row.", kind="switch", applied="detect")
+    # CSV columns (``slangcli.readers.read_table``)
+    drop_columns: str | list | None = option(None, "CSV columns not to use as features: header names or 0-based "
+                                             "indices, comma-separated.", kind="text", metavar="COLS")
+    columns: str | list | None = option(None, "Use only these CSV columns as features (names or 0-based indices, "
+                                        "comma-separated).", kind="text", metavar="COLS")
+    na_values: tuple | list = option(NA_VALUES, "Comma-separated cell texts that mean a missing value (an empty item: "
+                                     "the empty cell).", kind="tokens", metavar="TOKENS",
+                                     applied=f"empty cell, {', '.join(NA_VALUES[1:])}")
+    missing: str = option("error", "A row with a missing value: stop with an error naming it, drop the row (counted "
+                          "on stderr and in the run file), or impute: fill a missing feature with the training rows' "
+                          "mean (numbers) or most frequent value (categories), stored and reapplied by evaluate and "
+                          "predict; a row whose target is missing is left out.", kind="choice",
+                          choices=MISSING_POLICIES)
     # CSV columns read as categories although their cells are numbers (names or indices, as drop_columns); a column
     # of text is one anyway. A run file written before it existed lacks it (its features were all numbers).
-    categorical: str | list | None = None
+    categorical: str | list | None = option(None, "CSV columns of numbers to one-hot encode as categories (integer "
+                                            "codes), like a column of text: header names or 0-based indices, "
+                                            "comma-separated.", kind="text", metavar="COLS")
+    n_features: int | None = option(None, "LIBSVM width.", kind="count", least=1,
+                                    applied="the highest index in the training and test files")
+    test: str | None = option(None, "Test data file (same format as DATA).", kind="path", metavar="FILE")
+    test_fraction: float | None = option(None, "Hold out this fraction of DATA as the test set.", kind="fraction")
+    split_seed: int = option(0, "Seed of the --test-fraction split.", kind="count", least=0, most=MAX_SEED)
+    # (a fit option, FitOptions.standardize, recorded here with the data's; None: not resolved yet)
+    standardize: bool | None = None
+
+    @classmethod
+    def of(cls, path, **values) -> "DataOptions":
+        """The options from keywords as the command line writes them (``delimiter="tab"``, ``na_values="NA,?"``;
+        None: not given, the declared default), each checked (one ConfigError naming the option)."""
+        if isinstance(values.get("delimiter"), str):
+            if values["delimiter"] not in DELIMITERS:
+                raise ConfigError(f"--delimiter: {values['delimiter']!r} is not one of ',', ';', 'tab', 'whitespace'")
+            values["delimiter"] = DELIMITERS[values["delimiter"]]
+        if isinstance(values.get("na_values"), str):
+            values["na_values"] = tuple(v.strip() for v in values["na_values"].split(","))
+        given = {name: value for name, value in values.items() if value is not None or name == "standardize"}
+        options = cls(path=path, **given)
+        for f in fields(cls):
+            if f.metadata:
+                check_value(f, getattr(options, f.name))
+        if options.drop_columns is not None and options.columns is not None:
+            raise ConfigError("give either --drop-columns or --columns, not both")
+        return options
 
     def record(self) -> dict:
         """The options as stored in a run file (JSON: sequences as lists)."""

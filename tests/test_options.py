@@ -25,9 +25,10 @@ from slangcli.options import (DEFAULT_METHOD, NETWORK_RATES, STEP_DEFAULTS, FitO
                               estimator_fields, flag, shown_default)
 
 DECLARED = {f.name: f for f in fields(FitOptions)}
-# slang fit's options that are not a fit's: how to read the data, where the run goes, how the command runs
-DATA_OPTIONS = {"data", "fmt", "uci_split", "target", "delimiter", "header", "drop_columns", "columns", "na_values",
-                "missing", "n_features", "test_path", "test_fraction", "split_seed"}
+# slang fit's options that are not a fit's: how to read the data (DataOptions), where the run goes, how the
+# command runs
+DATA_OPTIONS = {"data", "format", "uci_split", "target", "delimiter", "header", "drop_columns", "columns",
+                "na_values", "missing", "categorical", "n_features", "test", "test_fraction", "split_seed"}
 RUNNING_OPTIONS = {"output", "scheduler", "checkpoint_every", "checkpoint_seconds", "resume_path", "progress",
                    "as_json"}
 METHOD_OPTIONS = {name for module in METHODS.values() for name in hyper_names(module)}
@@ -55,6 +56,23 @@ def test_slang_fit_takes_the_declared_options_with_their_defaults():
 
 def _parsed(param, value):
     return param.type.convert(value, param, None) if not isinstance(value, bool) else value
+
+
+def test_the_data_options_of_slang_fit_and_of_a_sweep_are_those_declared_with_their_defaults():
+    """slang fit's data options and a sweep's are generated from DataOptions' fields, in their order, with their
+    defaults: a fit of a file with none given reads it as DataOptions' defaults say."""
+    from slangcli.sources import DataOptions
+    from slangcli.sweep.grid import parameters
+
+    declared = [f for f in fields(DataOptions) if f.metadata]
+    params = _params(fit_command)
+    assert [name for name in params if name in DATA_OPTIONS] == ["data"] + [f.name for f in declared]
+    GRID = [p for p in parameters().values() if p.part == "data"]
+    assert [p.name for p in GRID] == [f.name for f in declared]
+    given = {f.name: params[f.name].default for f in declared}
+    assert DataOptions.of("x.csv", **given) == DataOptions(path="x.csv")
+    for f in declared:
+        assert params[f.name].opts[0] == GRID[[p.name for p in GRID].index(f.name)].flag
 
 
 def test_slang_sweep_varies_every_option_of_slang_fit():

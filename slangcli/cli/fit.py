@@ -6,12 +6,13 @@ import contextlib
 import signal
 import sys
 import threading
+from dataclasses import fields
 
 import click
 
 from slangcli import checkpoints
 from slangcli.cli import main
-from slangcli.cli.options import SEED, FloatRange, check_delimiter, check_output, fit_options, invocation
+from slangcli.cli.options import FloatRange, check_output, fit_options, invocation
 from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
 from slangcli.cluster import cluster_map
 from slangcli.errors import DivergenceError, Interrupted
@@ -20,18 +21,17 @@ from slangcli.outputs import Terminated
 from slangcli.methods import METHODS
 from slangcli.methods.base import rank_symbol
 from slangcli.options import FitOptions
-from slangcli.readers import MISSING_POLICIES, NA_VALUES
 from slangcli.workflow import Checkpointing, DataOptions, fit as fit_run, resume as resume_run
 
 
 class FitCommand(click.Command):
-    """``slang fit``: the options of the fit itself are generated from their declaration whenever they are asked
-    for (parsing, ``--help``, ``slang sweep``'s grid), placed after the data options (``--split-seed``)."""
+    """``slang fit``: the options that say how to read the data and how to fit are generated from their
+    declarations whenever they are asked for (parsing, ``--help``), placed after ``--output``."""
 
     @property
     def params(self):
         base = self._base_params
-        at = next((i + 1 for i, p in enumerate(base) if p.name == "split_seed"), len(base))
+        at = next((i + 1 for i, p in enumerate(base) if p.name == "output"), len(base))
         return _Params(base[:at] + fit_options() + base[at:], base)
 
     @params.setter
@@ -56,12 +56,6 @@ class _Params(list):
         return super().pop(*index)
 
 
-def _target(value):
-    """The --target text as given: the reader decides (a header name that matches exactly wins, else a number is
-    a 0-based index; "#3" is always an index), and the fit says which column it took."""
-    return value
-
-
 def _target_note(target: str | None, run) -> str | None:
     chosen = run.data.get("train", {}).get("target")
     if target is None or chosen is None:
@@ -79,37 +73,6 @@ def _target_note(target: str | None, run) -> str | None:
 @click.argument("data", required=False, type=click.Path(readable=False, path_type=str))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=str),
               help="Run file to write (HDF5).")
-@click.option("--format", "fmt", type=click.Choice(["auto", "csv", "libsvm", "idx", "uci"]), default="auto",
-              show_default=True, help="Input format of DATA (and --test); a folder is read as a Gal-layout UCI set.")
-@click.option("--uci-split", type=click.IntRange(min=0), default=None,
-              help="Train/test split K of a Gal-layout UCI folder (index_train_K.txt, index_test_K.txt).")
-@click.option("--target", default=None, help="Target column: a header name (wins when one matches exactly), a 0-based index, or #N for "
-                   "the index even when a header cell is named N (default: last).")
-@click.option("--delimiter", default=None, callback=check_delimiter,
-              help="CSV delimiter: ',', ';', 'tab' (or '\\t') or 'whitespace' (default: detect).")
-@click.option("--header/--no-header", default=None, help="Whether the CSV has a header row (default: detect).")
-@click.option("--drop-columns", metavar="COLS", default=None,
-              help="CSV columns not to use as features: header names or 0-based indices, comma-separated.")
-@click.option("--columns", metavar="COLS", default=None,
-              help="Use only these CSV columns as features (names or 0-based indices, comma-separated).")
-@click.option("--na-values", metavar="TOKENS", default=None,
-              help="Comma-separated cell texts that mean a missing value (an empty item: the empty cell) "
-                   f"[default: empty cell, {', '.join(NA_VALUES[1:])}].")
-@click.option("--missing", type=click.Choice(MISSING_POLICIES), default="error", show_default=True,
-              help="A row with a missing value: stop with an error naming it, drop the row (counted on stderr "
-                   "and in the run file), or impute: fill a missing feature with the training rows' mean (numbers) "
-                   "or most frequent value (categories), stored and reapplied by evaluate and predict; a row whose "
-                   "target is missing is left out.")
-@click.option("--categorical", metavar="COLS", default=None,
-              help="CSV columns of numbers to one-hot encode as categories (integer codes), like a column of text: "
-                   "header names or 0-based indices, comma-separated.")
-@click.option("--n-features", type=click.IntRange(min=1), default=None,
-              help="LIBSVM width (default: the highest index in the training and test files).")
-@click.option("--test", "test_path", type=click.Path(readable=False, dir_okay=False, path_type=str), default=None,
-              help="Test data file (same format as DATA).")
-@click.option("--test-fraction", type=FloatRange(0, 1, min_open=True, max_open=True), default=None,
-              help="Hold out this fraction of DATA as the test set.")
-@click.option("--split-seed", type=SEED, default=0, show_default=True, help="Seed of the --test-fraction split.")
 @click.option("--scheduler", metavar="ADDRESS", default=None,
               help="Run the candidate fits of --tune and the fits of --restarts on this dask.distributed cluster "
                    "(e.g. tcp://host:8786), with the same results as here.")
@@ -122,9 +85,7 @@ def _target_note(target: str | None, run) -> str | None:
                    "finished run to it.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal only).")
 @click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print the run summary as one JSON object on stdout.")
-def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_values, missing, categorical,
-        n_features, test_path, test_fraction, split_seed, uci_split, scheduler, checkpoint_every, checkpoint_seconds,
-        resume_path, progress, as_json, **given):
+def fit(data, output, scheduler, checkpoint_every, checkpoint_seconds, resume_path, progress, as_json, **given):
     """Fit a Gaussian posterior to DATA and write it, with metrics, to OUTPUT.
 
     DATA is a CSV-like or LIBSVM file (- reads it from standard input), an MNIST-style IDX images file (its
@@ -148,19 +109,17 @@ def fit(data, output, fmt, target, delimiter, header, drop_columns, columns, na_
         raise click.UsageError("missing argument DATA (or --resume RUN.h5)")
     if output is None:
         raise click.UsageError("missing option -o / --output")
-    check_output(output, [data, test_path])
-    if drop_columns is not None and columns is not None:
-        raise click.UsageError("give either --drop-columns or --columns, not both")
-    if data == "-" and test_path == "-":
+    data_names = {f.name for f in fields(DataOptions) if f.metadata}
+    read = {name: value for name, value in given.items() if name in data_names}
+    check_output(output, [data, read["test"]])
+    if data == "-" and read["test"] == "-":
         raise click.UsageError("standard input (-) can be read only once: give it as DATA or as --test, not both")
-    # the fit's own options and the methods' (not given: None, the method's default), checked once, here
-    options = FitOptions.of(**{name: value for name, value in given.items() if value is not None})
-    opts = DataOptions(path=data, format=fmt, target=_target(target), delimiter=delimiter, header=header,
-                       n_features=n_features, test=test_path, test_fraction=test_fraction, split_seed=split_seed,
-                       standardize=options.standardize, uci_split=uci_split,
-                       drop_columns=drop_columns, columns=columns,
-                       na_values=NA_VALUES if na_values is None else tuple(v.strip() for v in na_values.split(",")),
-                       missing=missing, categorical=categorical)
+    # the fit's own options and the methods' (not given: None, the method's default), and the data's, checked once,
+    # here
+    options = FitOptions.of(**{name: value for name, value in given.items()
+                               if value is not None and name not in data_names})
+    opts = DataOptions.of(data, **read, standardize=options.standardize)
+    target = read["target"]
     checkpoint = checkpoints.schedule(options, checkpoint_every, checkpoint_seconds)
     resolved = options.resolved_method  # (None for a network whose likelihood the data decide)
     if scheduler is not None and not options.tune and options.restarts == 1:

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import os
-from dataclasses import fields
 
 import click
 
 from slangcli.methods import METHODS
-from slangcli.methods.base import option_specs
+from slangcli.methods.base import OptionSpec
 from slangcli.metrics import MAX_SAMPLES
-from slangcli.options import (AUTO, MAX_SEED, NETWORK_RATES, NETWORK_RATES_WHEN, FitOptions, choices_of, flag,
-                              help_of, shown_default)
+from slangcli.declare import AUTO, DELIMITERS, MAX_SEED, choices_of, flag_of, help_of
+from slangcli.options import NETWORK_RATES, NETWORK_RATES_WHEN, command_line, shown_default
 from slangcli.outputs import UnusableOutput, check_output_path
 
-DELIMITERS = {",": ",", ";": ";", "tab": "\t", "\\t": "\t", "\t": "\t", "whitespace": "whitespace", " ": "whitespace"}
 
 
 # the largest seed every consumer takes (NumPy's generators take any, an HDF5 attribute an int64)
@@ -107,11 +105,18 @@ def _click_type(f):
         return Precision()
     if kind == "positive":
         return float
+    if kind == "fraction":
+        return FloatRange(0, 1, min_open=True, max_open=True)
+    if kind == "path":
+        return click.Path(readable=False, dir_okay=False, path_type=str)
     return str
 
 
 def _command_line_default(f):
-    """A field's default as the command line writes it (the declaration's, in its text form)."""
+    """A field's default as the command line writes it (the declaration's, in its text form; None for a list of
+    texts: not given)."""
+    if f.metadata["kind"] == "tokens":
+        return None
     if f.metadata["kind"] == "widths":
         return ",".join(str(w) for w in f.default)
     if f.metadata["kind"] == "precision" and isinstance(f.default, float):
@@ -119,16 +124,17 @@ def _command_line_default(f):
     return f.default
 
 
-def _fit_option(f) -> click.Option:
-    """The command-line option of a field of :class:`slangcli.options.FitOptions`."""
+def _declared_option(f) -> click.Option:
+    """The command-line option of a declared field (``slangcli.declare.option``): of
+    :class:`slangcli.options.FitOptions` or of ``slangcli.sources.DataOptions``."""
     meta = f.metadata
     shown = shown_default(f)
     help_text = help_of(f) + (f"  [default: {shown}]" if shown is not None else "")
     if meta["kind"] == "switch":
-        return click.Option([f"{flag(f.name)}/--no-{flag(f.name)[2:]}", f.name], default=f.default, help=help_text)
-    declarations = [flag(f.name), *([meta["short"]] if meta["short"] else []), f.name]
+        return click.Option([f"{flag_of(f)}/--no-{flag_of(f)[2:]}", f.name], default=f.default, help=help_text)
+    declarations = [flag_of(f), *([meta["short"]] if meta["short"] else []), f.name]
     return click.Option(declarations, type=_click_type(f), default=_command_line_default(f), metavar=meta["metavar"],
-                        help=help_text)
+                        help=help_text, callback=check_delimiter if meta["kind"] == "delimiter" else None)
 
 
 def _method_option(spec) -> click.Option:
@@ -145,17 +151,13 @@ def _method_option(spec) -> click.Option:
 
 
 def fit_options() -> list[click.Option]:
-    """The options of a fit, generated from its declaration (:class:`slangcli.options.FitOptions`), with the
-    registered methods' own options after ``--method``; built again when the registry changes."""
+    """``slang fit``'s options that say how to read the data and how to fit, generated from their declarations
+    in the command's order (``slangcli.options.command_line``); built again when the registry of methods
+    changes."""
     key = tuple((name, id(method)) for name, method in METHODS.items())
     if _FIT_OPTIONS.get("key") != key:
-        options = []
-        for f in fields(FitOptions):
-            if f.name == "hyper":
-                continue
-            options.append(_fit_option(f))
-            if f.name == "method":
-                options += [_method_option(spec) for spec in option_specs(METHODS)]
+        options = [_method_option(item) if isinstance(item, OptionSpec) else _declared_option(item)
+                   for item in command_line()]
         _FIT_OPTIONS.update(key=key, options=options)
     return _FIT_OPTIONS["options"]
 

@@ -3,7 +3,7 @@ and the options of each fit.
 
 A sweep's grid speaks ``slang fit``'s command line: ``{"data": [...], "rank": ["1,2,4"], "seed": ["0-9"]}``.
 :func:`parameters` lists the options it may vary, in the command's order of options, read from their
-declarations: the data options of ``slang fit`` (:data:`DATA_OPTIONS`), the fit's own
+declarations (``slangcli.options.command_line``): the data options of ``slang fit`` (``DataOptions``), the fit's own
 (``slangcli.options.FitOptions``, each registered method's hyperparameters after ``--method``) and
 ``--checkpoint-every``. :func:`expand` reads one given value as the command line reads it (lists, integer ranges,
 each item checked by the option's kind and written canonically), :func:`product` makes every combination, and
@@ -16,8 +16,8 @@ holds names computed by earlier versions).
 
 :func:`options_of` turns a point's parameters into the ``DataOptions`` and ``FitOptions`` of its fit, as
 ``slang fit`` turns the same command line into them; the sweep builds them once, in its own process
-(``slangcli.sweep.tasks``). Nothing here imports click: ``tests/test_sweep.py`` checks that :data:`DATA_OPTIONS` and
-:func:`parameters` agree with ``slang fit``'s click options (names, order, kinds, defaults).
+(``slangcli.sweep.tasks``). Nothing here imports click: ``tests/test_sweep.py`` checks that :func:`parameters`
+agree with ``slang fit``'s click options (names, order, kinds, defaults).
 """
 
 from __future__ import annotations
@@ -27,20 +27,17 @@ import itertools
 import json
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from slangcli.errors import ConfigError
 from slangcli.methods import METHODS
-from slangcli.methods.base import option_specs
-from slangcli.options import AUTO, MAX_SEED, FitOptions, choices_of, flag
-from slangcli.readers import MISSING_POLICIES
+from slangcli.methods.base import OptionSpec
+from slangcli.declare import AUTO, DELIMITERS, choices_of, flag_of
+from slangcli.options import FitOptions, command_line, is_data_option
 from slangcli.workflow import DataOptions
 
-# the delimiters slang fit's --delimiter takes, and the reader's spelling of each (slangcli.cli.options.DELIMITERS)
-DELIMITERS = {",": ",", ";": ";", "tab": "\t", "\\t": "\t", "\t": "\t", "whitespace": "whitespace", " ": "whitespace"}
-FORMATS = ("auto", "csv", "libsvm", "idx", "uci")
 
 
 @dataclass(frozen=True)
@@ -77,43 +74,33 @@ class Parameter:
         return self.kind in ("int", "float", "precision", "choice")
 
 
-# slang fit's options that say how to read the data (slangcli/cli/fit.py declares them for its command line), in
-# its order of options
-DATA_OPTIONS = (
-    Parameter("format", "--format", "choice", "data", default="auto", choices=FORMATS),
-    Parameter("uci_split", "--uci-split", "int", "data", least=0),
-    Parameter("target", "--target", "text", "data"),
-    Parameter("delimiter", "--delimiter", "delimiter", "data"),
-    Parameter("header", "--header", "switch", "data", off="--no-header"),
-    Parameter("drop_columns", "--drop-columns", "text", "data"),
-    Parameter("columns", "--columns", "text", "data"),
-    Parameter("na_values", "--na-values", "text", "data"),
-    Parameter("missing", "--missing", "choice", "data", default="error", choices=MISSING_POLICIES),
-    Parameter("n_features", "--n-features", "int", "data", least=1),
-    Parameter("test", "--test", "path", "data"),
-    Parameter("test_fraction", "--test-fraction", "float", "data", least=0, most=1, open_range=True),
-    Parameter("split_seed", "--split-seed", "int", "data", default=0, least=0, most=MAX_SEED),
-)
 CHECKPOINT_EVERY = Parameter("checkpoint_every", "--checkpoint-every", "int", "checkpoint", least=1)
 
-# FitOptions' kinds of value (slangcli.options.check_value) -> how the command line reads them; the ranges of
+# the declared kinds of value (slangcli.declare.check_value) -> how the command line reads them; the ranges of
 # "positive" and "precision" values are checked by FitOptions itself
 _FIELD_KINDS = {"switch": "switch", "precision": "precision", "positive": "float", "count": "int",
-                "choice": "choice", "widths": "text", "text": "text"}
+                "choice": "choice", "widths": "text", "text": "text", "tokens": "text", "path": "path",
+                "delimiter": "delimiter", "fraction": "float"}
 
 
-def _field_parameter(f) -> Parameter:
+def _field_parameter(f, part: str) -> Parameter:
+    """The grid's parameter of a declared field (``slangcli.declare.option``) of ``DataOptions`` (``part``
+    "data") or of ``FitOptions`` ("fit"), as ``slang fit``'s command line reads it."""
     meta = f.metadata
     kind = _FIELD_KINDS[meta["kind"]]
-    option = flag(f.name)
+    option = flag_of(f)
     if kind == "switch":
-        return Parameter(f.name, option, kind, off=f"--no-{option[2:]}")
-    default = f.default
+        return Parameter(f.name, option, kind, part, off=f"--no-{option[2:]}")
+    default = None if meta["kind"] == "tokens" else f.default  # (a list of texts: not given)
     if meta["kind"] == "widths":  # as the command line writes a network: "400,400" ("": a linear model)
         default = ",".join(str(w) for w in default)
-    return Parameter(f.name, option, kind, default=default,
+    if meta["kind"] == "fraction":
+        return Parameter(f.name, option, kind, part, least=0, most=1, open_range=True)
+    return Parameter(f.name, option, kind, part, default=default,
                      least=meta["least"] if kind == "int" else None, most=meta["most"] if kind == "int" else None,
                      choices=(lambda f=f: choices_of(f)) if kind == "choice" else None)
+
+
 
 
 def _hyper_parameter(spec) -> Parameter:
@@ -133,14 +120,9 @@ def parameters() -> dict[str, Parameter]:
     made again when the registry of methods changes."""
     key = tuple((name, id(method)) for name, method in METHODS.items())
     if _PARAMETERS.get("key") != key:
-        fit = []
-        for f in fields(FitOptions):
-            if f.name == "hyper":
-                continue
-            fit.append(_field_parameter(f))
-            if f.name == "method":
-                fit += [_hyper_parameter(spec) for spec in option_specs(METHODS)]
-        _PARAMETERS.update(key=key, parameters={p.key: p for p in (*DATA_OPTIONS, *fit, CHECKPOINT_EVERY)})
+        declared = [_hyper_parameter(item) if isinstance(item, OptionSpec)
+                    else _field_parameter(item, "data" if is_data_option(item) else "fit") for item in command_line()]
+        _PARAMETERS.update(key=key, parameters={p.key: p for p in (*declared, CHECKPOINT_EVERY)})
     return _PARAMETERS["parameters"]
 
 
@@ -356,11 +338,6 @@ def options_of(params: dict, given: dict | None = None) -> tuple[DataOptions, Fi
         if key != "data":
             param = given[key]
             parts[param.part][param.name] = convert(param, text)
-    data = parts["data"]
-    if data.get("drop_columns") is not None and data.get("columns") is not None:
-        raise ConfigError("give either --drop-columns or --columns, not both")
-    if "na_values" in data:
-        data["na_values"] = tuple(v.strip() for v in data["na_values"].split(","))
     options = FitOptions.of(**parts["fit"])
-    data = DataOptions(path=os.path.abspath(params["data"]), **data, standardize=options.standardize)
+    data = DataOptions.of(os.path.abspath(params["data"]), **parts["data"], standardize=options.standardize)
     return data, options, parts["checkpoint"].get("checkpoint_every")
