@@ -10,7 +10,8 @@ from typing import Callable
 
 from slangcli import compress as compression
 from slangcli.errors import ConfigError, DataError
-from slangcli.io import ARRAYS, POSTERIOR_NAMES, Run
+from slangcli.io import POSTERIOR_NAMES, Run
+from slangcli.readers import ARRAYS
 from slangcli.readers import sha256_file
 from slangcli.evaluation import _scoring_data, check_finite, computing_with, score
 from slangcli.provenance import meta

@@ -26,6 +26,7 @@ import numpy as np
 
 from slangcli import __version__
 from slangcli.prepare import LabelMap
+from slangcli.readers import ARRAYS
 from slangcli.errors import DataError, FormatError
 from slangcli.models import MLP
 from slangcli.outputs import atomic_output, hdf5_image, temporary_beside  # noqa: F401  (temporary_beside: re-exported)
@@ -35,7 +36,6 @@ from slangcli.schema import check_record
 FORMAT_VERSION = "1.4"
 RUN_TYPE = "slang-run"
 # the data format and test source of a run fitted to arrays from Python (format 1.3)
-ARRAYS = "arrays"
 
 # a dataset may declare up to this many bytes more than MAX_EXPANSION times what the file stores for it
 MAX_UNSTORED_BYTES = 1 << 20

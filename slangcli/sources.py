@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -20,11 +20,13 @@ from slangcli import task
 from slangcli.columns import file_layout
 from slangcli.declare import DELIMITERS, MAX_SEED, check_value, option
 from slangcli.errors import ConfigError, DataError
-from slangcli.io import ARRAYS, Run
 from slangcli.prepare import LabelMap, Prepared, Standardizer, prepare, train_test_split
-from slangcli.readers import (MISSING_POLICIES, NA_VALUES, STDIN, Table, is_uci_folder, read_table, read_uci_folder,
-                              sha256_file, widen)
+from slangcli.readers import (ARRAYS, MISSING_POLICIES, NA_VALUES, STDIN, Table, is_uci_folder, read_table,
+                              read_uci_folder, sha256_file, widen)
 from slangcli.schema import CLASSES, TARGET_NUMERIC, Column, Schema, Target, schema_of
+
+if TYPE_CHECKING:  # (a stored run's data are read here; the run file format sits above the data)
+    from slangcli.io import Run
 
 # what ``slang predict`` does with a row that has a missing value: keep it, with empty predictions (the default,
 # unless the fit imputed), leave it out, refuse the file, or fill it in as the fit would

@@ -19,13 +19,14 @@ import os
 import numpy as np
 
 from slangcli.errors import DataError
-from slangcli.readers._common import STDIN, Input, Table, sha256_file, text_batches
+from slangcli.readers._common import ARRAYS, STDIN, Input, Table, sha256_file, text_batches
 from slangcli.readers.idx import _looks_like_idx, _read_idx, read_idx
 from slangcli.readers.text import (MISSING_POLICIES, NA_VALUES, _looks_like_libsvm, _parse_csv, _parse_libsvm,
                                    _TextTargets, widen)
 from slangcli.readers.uci import _UCI_SPLIT_HINT, _uci_root, is_uci_folder, read_uci_folder
 
 __all__ = [
+    "ARRAYS",
     "MISSING_POLICIES",
     "NA_VALUES",
     "STDIN",

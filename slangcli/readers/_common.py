@@ -54,6 +54,8 @@ _BLOCK = 1 << 18
 _CONTENT_LINE = re.compile(r"^[^\S\n]*[^\s#].*$", re.MULTILINE)
 # the file name that means standard input (read once; a run file records it as such, it cannot be re-read)
 STDIN = "-"
+# the format a run's provenance records for data given as arrays from Python (slangcli.fit), not read from a file
+ARRAYS = "arrays"
 _MAX_LISTED = 10
 
 
