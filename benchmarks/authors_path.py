@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from slangcli import lowrank, noise
 from slangcli.cli import fit as fit_command, main
+from slangcli.gaussian import lowrank
+from slangcli.gaussian import noise
 from slangcli.methods import slang
 
 

@@ -36,8 +36,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from slangcli.io import write_run  # noqa: E402
-from slangcli.workflow import DataOptions, fit  # noqa: E402
+from slangcli.data.sources import DataOptions
+from slangcli.runfile.io import write_run  # noqa: E402
+from slangcli.training.fitting import fit  # noqa: E402
 
 PAGE = REPO / "docs" / "BAD_INPUTS.md"
 HANG_SECONDS = 60  # a command that has not finished by then is stopped and documented as hanging
@@ -326,7 +327,7 @@ def checkpointed(name="ck.h5", cwd=None):
     subdirectory, fitted from there with a relative data path."""
 
     def write(d):
-        from slangcli.workflow import Checkpointing
+        from slangcli.training.checkpoints import Checkpointing
 
         here = d / cwd if cwd else d
         here.mkdir(exist_ok=True)
@@ -379,8 +380,8 @@ def wide_run(d):
     without training it: its compressed files take long enough to write to aim a signal at."""
     import dataclasses
 
-    from slangcli.io import read_run
-    from slangcli.posteriors import DiagonalGaussian
+    from slangcli.gaussian.posteriors import DiagonalGaussian
+    from slangcli.runfile.io import read_run
 
     fitted()(d)
     run = read_run(d / "run.h5")
@@ -420,13 +421,13 @@ CASES = [
     Case("CSV data", "gzip data expanding beyond the limit, max(1 GiB, 1000 x the compressed size) (lowered to 1 MiB "
          "and 100 x for this page, as the tests do)", ["fit", "bomb.csv.gz", "-o", "run.h5", *FAST], 1,
          text("bomb.csv.gz", gzip.compress(b"1,2,0\n" * (1 << 20), mtime=0)),
-         before="import slangcli.readers._common as c; c.GZIP_FLOOR = 1 << 20; c.GZIP_RATIO = 100; "),
+         before="import slangcli.data.readers._common as c; c.GZIP_FLOOR = 1 << 20; c.GZIP_RATIO = 100; "),
     Case("CSV data", "a device as DATA (/dev/urandom: data without end)", ["fit", "/dev/urandom", "-o", "run.h5",
                                                                             *FAST], 1),
     Case("CSV data", "a pipe without end (a FIFO fed by `yes 1,2,0`, as `<(yes 1,2,0)` is) beyond the limit of a "
          "stream, 1 GiB (lowered to 1 MiB for this page, as the tests do)", ["fit", "data.csv", "-o", "run.h5", *FAST],
          1, endless_pipe("data.csv", "1,2,0"),
-         before="import slangcli.readers._common as c; c.STREAM_LIMIT = 1 << 20; "),
+         before="import slangcli.data.readers._common as c; c.STREAM_LIMIT = 1 << 20; "),
     csv_fit("a file name holding a newline (escaped: the message stays one line)", "a,b,label\n1,2,no\n1,x,yes\n",
             name="tr\nain.csv"),
     csv_fit("missing value token in a feature", "a,b,label\n1,2,no\n1,?,yes\n3,NA,no\n"),
@@ -871,7 +872,7 @@ def generate(progress=lambda message: None) -> str:
         "variable-length string attribute whose global-heap object header was overwritten loops forever inside",
         "the C library, where it cannot be interrupted; 1 in 70 to 1 in 200 random byte-level corruptions of a run",
         "file hit it. slang therefore reads every attribute of a run file first in a forked child process that is",
-        "killed after 5 s (`slangcli.io.ATTRIBUTE_PROBE_SECONDS`), and reports such a file as corrupted.",
+        "killed after 5 s (`slangcli.runfile.io.ATTRIBUTE_PROBE_SECONDS`), and reports such a file as corrupted.",
         "",
     ]
     return "\n".join(lines)

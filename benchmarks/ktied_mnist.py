@@ -15,7 +15,7 @@ Protocol (``../shared/reference/README.md`` and the paper's Sections 2-3, Append
   ``--kl-anneal-steps`` steps for every training run (Appendix A.2 uses it for k-tied training: 5e-5 or 5e-6 of
   the KL weight per batch, i.e. 20 000 or 200 000 steps).
 - Post-hoc (Table 2): Bayes by Backprop (``bbb``) trained for ``--epochs``, then its standard deviations compressed
-  to ranks 1, 2, 3 (``slangcli.compress``: truncated SVD per weight matrix, floored at 1e-6 of the layer's largest
+  to ranks 1, 2, 3 (``slangcli.compress.ktied``: truncated SVD per weight matrix, floored at 1e-6 of the layer's largest
   standard deviation).
 - k-tied training (Figure 4): ``ktied`` with k = 1, 2, 3 for the same budget, from the same seed (the same
   initial means as bbb).
@@ -25,7 +25,7 @@ Protocol (``../shared/reference/README.md`` and the paper's Sections 2-3, Append
   NLL and accuracy of the averaged softmax.
 - Curves: every ``--eval-every`` steps, the validation -ELBO per example (``--curve-samples`` weight samples), and
   with ``--snr-every`` the gradient SNR of each weight matrix's standard-deviation parameters
-  (``slangcli.train.gradient_snr``: ``|E g| / std g`` and the paper's footnote-2 ``E[g^2] / Var[g^2]``, from
+  (``slangcli.training.loop.gradient_snr``: ``|E g| / std g`` and the paper's footnote-2 ``E[g^2] / Var[g^2]``, from
   ``--snr-draws`` independent minibatch-and-noise draws at the current parameters; the paper instead takes a
   window of the last 10 training batches). The paper's SNR table is for the second layer ("Dense 2").
 
@@ -48,14 +48,16 @@ import numpy as np
 import scipy.special
 
 from results import write_json
+from slangcli import streams
 from slangcli.cluster import dask_client, run_tasks
-from slangcli import compress, streams, train
-from slangcli.readers import read_idx
-from slangcli.metrics import ACTIVATION_BUDGET
+from slangcli.compress import ktied as compress
+from slangcli.data.readers import read_idx
 from slangcli.methods import METHODS
 from slangcli.methods.base import Problem
 from slangcli.models import MLP
+from slangcli.predictive.metrics import ACTIVATION_BUDGET
 from slangcli.threads import blas_threads, keep_freed_memory
+from slangcli.training import loop as train
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = Path(os.environ.get("SLANG_DATA_DIR", HERE.parents[1] / "shared" / "datasets"))

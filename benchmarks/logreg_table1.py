@@ -39,8 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from results import add_sweep_arguments, sweep_results, table_stream, write_json
-from slangcli.divergence import symmetric_kl
-from slangcli.io import read_run
+from slangcli.gaussian.divergence import symmetric_kl
+from slangcli.runfile.io import read_run
 
 BIAS_PRIOR = 1e-5
 SETS = {  # name: (prior precision, minibatch size, test file or None for 50/50 splits, authors' row label)

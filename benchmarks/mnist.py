@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from results import table_stream, write_json
-from slangcli.io import read_run
+from slangcli.runfile.io import read_run
 
 DECAY = {4: 0.58, 16: 0.56}
 

@@ -12,8 +12,8 @@ Runs, on the same splits, the same network, the same initial mean and the same m
 
 Regression's noise precision (on the standardised target) is ``--noise-precision``: 1 by default, fixed for every
 method (nothing is tuned); ``auto`` lets slang's methods learn it as ``slang fit`` does by default (the learner of
-``slangcli.learned`` attached to the training loop as the fit attaches it, and, for a network, the natural-gradient
-rates ``slangcli.options.NETWORK_RATES`` unless ``--hyper`` gives them). The reference cannot learn it; it uses
+``slangcli.training.learned`` attached to the training loop as the fit attaches it, and, for a network, the natural-gradient
+rates ``slangcli.training.options.NETWORK_RATES`` unless ``--hyper`` gives them). The reference cannot learn it; it uses
 ``--reference-noise-precision`` (repeatable: one reference variant each, named ``ivon-ref@...`` when there are
 several):
 
@@ -35,7 +35,7 @@ Each run records the noise precision it ended with (``noise_precision``, the lea
 was set (``noise_rule``).
 
 Every posterior, the reference's included (its mean and ``sigma = 1 / sqrt(ess (h + delta))``), is scored by the
-same code (``slangcli.workflow.score``): the Monte-Carlo predictive of ``--eval-samples`` weight samples (the
+same code (``slangcli.score``): the Monte-Carlo predictive of ``--eval-samples`` weight samples (the
 test NLL per example and accuracy for classification; RMSE and the per-point log-likelihood in the target's units
 for regression). Seconds are those of the training loop alone, in process CPU time (``cpu_seconds``, what a shared
 machine does not inflate) and wall time (``seconds``), with one thread (``torch.set_num_threads(1)`` and one BLAS
@@ -83,14 +83,18 @@ import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from results import table_stream, write_json  # noqa: E402
-from slangcli import fitsetup, streams, train, workflow  # noqa: E402
+from slangcli import streams
+from slangcli.data.sources import load_training
+from slangcli.data.sources import DataOptions  # noqa: E402
 from slangcli.errors import DivergenceError, SlangError  # noqa: E402
+from slangcli.gaussian.posteriors import DiagonalGaussian  # noqa: E402
 from slangcli.methods import METHODS  # noqa: E402
 from slangcli.methods.base import Problem  # noqa: E402
 from slangcli.models import MLP  # noqa: E402
-from slangcli.options import network_rates  # noqa: E402
-from slangcli.posteriors import DiagonalGaussian  # noqa: E402
-from slangcli.workflow import DataOptions  # noqa: E402
+from slangcli.predictive import evaluation
+from slangcli.training import plan
+from slangcli.training import loop as train  # noqa: E402
+from slangcli.training.options import network_rates  # noqa: E402
 
 BIAS_PRIOR = 1e-5
 REFERENCE = "ivon-ref"
@@ -137,7 +141,7 @@ def load(name: str, opts: DataOptions, hidden: tuple, k: int, noise_precision: f
     """Split ``k`` of data set ``name``; with ``validation``, a seeded fifth of its training part is held out
     and scored instead of its test part (which is then not used at all)."""
     try:
-        p = workflow.load_training(opts)
+        p = load_training(opts)
     except SlangError as exc:
         raise SystemExit(f"peers.py: {exc} (--data-dir or SLANG_DATA_DIR)") from None
     sizes = (p.X_train.shape[1], *hidden, p.n_outputs)
@@ -178,8 +182,8 @@ def fit_slang(method: str, hyper: dict, s: Split, problem: Problem, *, seed: int
               learn_noise: bool = False):
     """slang's ``method`` from its defaults and ``hyper``; with ``learn_noise`` (regression), the noise precision
     is learned from ``problem``'s as ``slang fit --noise-precision auto`` learns it: a network takes the rates of
-    ``slangcli.options.network_rates`` that ``hyper`` does not give, and the fit's learner
-    (``slangcli.fitsetup.Plan.learner``) rides the training loop. Returns ``(posterior, problem it ended with,
+    ``slangcli.training.options.network_rates`` that ``hyper`` does not give, and the fit's learner
+    (``slangcli.training.plan.Plan.learner``) rides the training loop. Returns ``(posterior, problem it ended with,
     CPU s, wall s, hyperparameters used)``; raises DivergenceError as the loop does."""
     module = METHODS[method]
     learn_noise = learn_noise and problem.model.likelihood == "gaussian"
@@ -189,7 +193,7 @@ def fit_slang(method: str, hyper: dict, s: Split, problem: Problem, *, seed: int
     learner = None
     if learn_noise:
         # the fit's plan, with the split in place of the prepared data (its training arrays)
-        planned = fitsetup.Plan(method, module, h, problem.model, problem, s, {"batch_size": batch_size}, [],
+        planned = plan.Plan(method, module, h, problem.model, problem, s, {"batch_size": batch_size}, [],
                                 learn_noise=True)
         learner = planned.learner()
     with threadpool_limits(limits=1):
@@ -273,7 +277,7 @@ def fit_reference(hyper: dict, s: Split, problem: Problem, *, seed: int, batch_s
 
 def score(posterior, s: Split, problem: Problem, *, samples: int, seed: int) -> dict:
     """The held-out scores of ``posterior`` under ``problem.model`` (its noise precision: the one of the fit)."""
-    out = workflow.score(problem.model, posterior, problem.prior_precision, X_train=None, y_train=None,
+    out = evaluation.score(problem.model, posterior, problem.prior_precision, X_train=None, y_train=None,
                          X_test=s.X_test, y_test=s.y_test, target_scale=s.target_scale, predictive="mc",
                          samples=samples, seed=seed)
     test = out["test"]

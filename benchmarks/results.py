@@ -71,8 +71,8 @@ def timed_fits(script: str, jobs: list, fit_options, result_row, *, runs, prefix
     run again, replacing its file there: a measurement) or a temporary folder named ``prefix...``; each finished
     fit is printed on stderr, and a failed one ends the script naming it. Sequential on purpose: two fits at once on two cores would share caches and memory
     bandwidth, and CPU seconds would depend on what else ran."""
-    from slangcli.sweep import points_of
     from slangcli.errors import ConfigError
+    from slangcli.sweep import points_of
 
     rows = []
     if not jobs:

@@ -30,8 +30,8 @@ from slangcli.methods import METHODS
 from slangcli.methods.base import Problem, hyper_names, is_solver
 from slangcli.methods.reparam import adam, adam_moments
 from slangcli.models import MLP
-from slangcli.threads import blas_threads, keep_freed_memory
 from slangcli.streams import derive_rng
+from slangcli.threads import blas_threads, keep_freed_memory
 
 
 @dataclass(frozen=True)

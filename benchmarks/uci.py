@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from results import add_sweep_arguments, sweep_results, table_stream, write_json
-from slangcli.io import read_run
+from slangcli.runfile.io import read_run
 
 LARGE = 5000  # rows above which the authors used S = 2 and rates 0.005
 

@@ -50,8 +50,8 @@ import numpy as np
 
 import uci
 from results import add_sweep_arguments, sweep_results, table_stream, timed_fits
-from slangcli.fitting import far_worse
-from slangcli.io import read_run
+from slangcli.runfile.io import read_run
+from slangcli.training.fitting import far_worse
 
 # the README's tuned SLANG (L = 1) test log-likelihoods (energy: its 19 good splits) and seconds per split of that
 # tuned run (4 450 s of SLANG fits over 80 splits, on a machine loaded differently: --tuned-splits measures it

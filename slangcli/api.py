@@ -1,7 +1,7 @@
 """The Python API: fit a posterior on arrays, then predict, score, sample, compress, save and load.
 
-``slang fit`` reads files and calls the same preparation and fit as :func:`fit` (``workflow.prepare`` and
-``workflow.fit_prepared``), so the same arrays, options and seed give the same posterior bit for bit from the
+``slang fit`` reads files and calls the same preparation and fit as :func:`fit` (``prepare`` and
+``fit_prepared``), so the same arrays, options and seed give the same posterior bit for bit from the
 command line and from Python. A :class:`FitResult` saves to the run files the commands read, and :func:`load`
 reads any run file the commands write.
 
@@ -9,11 +9,11 @@ Inputs are anything ``numpy.asarray`` accepts; a pandas DataFrame's column names
 Series' name the target's (read through the ``columns`` and ``name`` attributes, without importing pandas).
 Features are numbers, converted to float64, that must be finite (and, unless standardised, within 1e150 in
 magnitude), or text: a column of strings is categorical (one indicator per level) or, when all its values are
-true/false or yes/no, boolean, as in a CSV file (``slangcli.schema``, stored with the run); targets are label values
+true/false or yes/no, boolean, as in a CSV file (``slangcli.data.schema``, stored with the run); targets are label values
 of any kind (classification) or numbers (regression), as in the files.
 
 Features given to a fitted posterior are matched to its own as ``slang predict`` matches a file's columns
-(``slangcli.columns``): a DataFrame's columns by name when the fit knows its features by name (a header row, or a
+(``slangcli.data.columns``): a DataFrame's columns by name when the fit knows its features by name (a header row, or a
 DataFrame with string column names), in any order, other columns ignored with a warning and a missing one refused;
 anything else by position, refused unless it has exactly the model's number of features.
 """
@@ -29,12 +29,18 @@ from typing import Callable
 
 import numpy as np
 
-from slangcli import columns, workflow
+from slangcli.compress.runs import compressed_run
+from slangcli.data import columns
+from slangcli.data.prepare import prepare
+from slangcli.data.schema import Schema, schema_of
+from slangcli.data.sources import DataOptions, transform, with_target
 from slangcli.errors import DataError, DataTypeError
-from slangcli.io import POSTERIOR_NAMES, Run, read_run, write_run
-from slangcli.metrics import check_draws, weight_samples
-from slangcli.options import FitOptions, signature
-from slangcli.schema import Schema, schema_of
+from slangcli.predictive.evaluation import Predictions as _Predictions, predict_arrays, score
+from slangcli.predictive.metrics import check_draws, weight_samples
+from slangcli.runfile.io import POSTERIOR_NAMES, Run, read_run, write_run
+from slangcli.runfile.provenance import meta
+from slangcli.training.fitting import fit_prepared
+from slangcli.training.options import FitOptions, signature
 
 __all__ = ["fit", "load", "FitResult"]
 
@@ -83,7 +89,7 @@ def _is_missing(value) -> bool:
 
 
 def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False):
-    """``X``'s raw feature columns for a data schema (``slangcli.schema``): ``(A, text, names)``, ``A : (N, P)``
+    """``X``'s raw feature columns for a data schema (``slangcli.data.schema``): ``(A, text, names)``, ``A : (N, P)``
     float64 (NaN where missing and in a column of text), ``text = {k: (N,) str}`` ("" where missing) and the column
     names (None for an array).
 
@@ -233,7 +239,7 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
         Test data, scored at the end of the fit (stored in ``metrics["test"]``).
     method : str or None
         A name in ``slangcli.methods.METHODS`` (``slang fit --help`` lists them with a line each); None (default):
-        the task's (``slangcli.options.DEFAULT_METHOD``: ``ivon`` for a classification network, ``slang``
+        the task's (``slangcli.training.options.DEFAULT_METHOD``: ``ivon`` for a classification network, ``slang``
         otherwise).
     hidden : int, sequence of int or str
         Hidden-layer widths (``50``, ``(400, 400)`` or ``"400,400"``); none gives a linear model.
@@ -244,12 +250,12 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
         Standardise the features (and a regression target) with training statistics (stored, and applied again
         by every prediction); True by default, for every model, as ``slang fit``; False uses them as given.
     noise_precision, prior_precision : float or "auto"
-        ``"auto"`` learns them along with the posterior (``slangcli.learned``); the noise precision's default.
+        ``"auto"`` learns them along with the posterior (``slangcli.training.learned``); the noise precision's default.
     **hyper
         The method's own hyperparameters by name (``rank=10``, ``samples=4``, ``lr=0.1``); a name the method does
         not have is an error. ``slang fit --help`` lists them with their defaults.
 
-    The options are :class:`slangcli.options.FitOptions`, those of ``slang fit`` with ``-`` written ``_``
+    The options are :class:`slangcli.training.options.FitOptions`, those of ``slang fit`` with ``-`` written ``_``
     (``prior_precision``, ``epochs``, ``tune``, ...), with the same defaults; ``progress(step, n_steps)`` and
     ``notify(message)`` are called during the fit.
 
@@ -287,14 +293,14 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     train["target"] = target_name if isinstance(target_name, str) else None
     # features known by name, as a header row names a file's: matched by name by every prediction
     train["header"] = given_names is not None
-    data_options = workflow.DataOptions(path=None, standardize=standardize).record()
-    prepared = workflow.prepare(X, y, X_test, y_test, likelihood=fit_options.likelihood, standardize=standardize,
+    data_options = DataOptions(path=None, standardize=standardize).record()
+    prepared = prepare(X, y, X_test, y_test, likelihood=fit_options.likelihood, standardize=standardize,
                                 name="y", test_name="y_test", train_provenance=train, test_provenance=test,
                                 feature_names=schema.encoded_names, options=data_options, features_name="X",
                                 test_features_name="X_test")
-    prepared.data["schema"] = workflow.with_target(schema, prepared).record()
+    prepared.data["schema"] = with_target(schema, prepared).record()
     notify = notify or (lambda msg: None)
-    run = workflow.fit_prepared(prepared, fit_options, command=[], progress=progress, notify=notify)
+    run = fit_prepared(prepared, fit_options, command=[], progress=progress, notify=notify)
     return FitResult(run)
 
 
@@ -315,7 +321,7 @@ def load(path) -> FitResult:
     return FitResult(read_run(path), path=str(path))
 
 
-class Predictions(workflow.Predictions):
+class Predictions(_Predictions):
     """Per-example predictions: the arrays of ``slang predict`` as attributes.
 
     Classification: ``probabilities : (N, C)`` (columns in the order of ``classes``), ``predicted`` (label
@@ -337,7 +343,7 @@ class Predictions(workflow.Predictions):
 class FitResult:
     """A fitted posterior with its model, data preparation, history and metrics (one run file's contents).
 
-    Attributes: ``run`` (the :class:`slangcli.io.Run` a run file holds), and from it ``posterior`` (its ``mean``
+    Attributes: ``run`` (the :class:`slangcli.runfile.io.Run` a run file holds), and from it ``posterior`` (its ``mean``
     and ``marginal_variances()``), ``model``, ``metrics``, ``history``, ``config``, ``classes`` (label values of a
     classifier), ``feature_names`` and ``n_features``.
     """
@@ -374,7 +380,7 @@ class FitResult:
     def _columns(self, X, what="X", stacklevel=3, allow_missing: bool = False):
         """The feature columns of ``X`` in the model's order, as read (not encoded): ``(A, text)`` as
         ``_raw_features`` makes them, the kinds the run's data schema says. A DataFrame's columns are taken by name
-        when the fit knows its features by name, else by position (``slangcli.columns``). Columns ignored are
+        when the fit knows its features by name, else by position (``slangcli.data.columns``). Columns ignored are
         warned about (``stacklevel``: the user's call)."""
         schema = schema_of(self.run)
         names = string_columns(X)
@@ -406,7 +412,7 @@ class FitResult:
         impute = missing == "impute"
         A, text = self._columns(X, what, stacklevel=4, allow_missing=impute)
         names = schema_of(self.run).names
-        return workflow.transform(self.run, A, None, what, text=text, where=_where(what, names), impute=impute)[0]
+        return transform(self.run, A, None, what, text=text, where=_where(what, names), impute=impute)[0]
 
     def predict(self, X, *, samples: int = 1000, seed: int = 0, interval: float = 0.95,
                 missing: str | None = None) -> Predictions:
@@ -416,7 +422,7 @@ class FitResult:
         most frequent value, as ``slang predict --missing impute``; ``"error"`` refuses it; by default, ``impute``
         when the fit imputed (``--missing impute``), else ``error``."""
         inputs = self._inputs(X, missing=missing)
-        out = workflow.predict_arrays(self.run, inputs, samples=samples, seed=seed, interval=interval)
+        out = predict_arrays(self.run, inputs, samples=samples, seed=seed, interval=interval)
         return Predictions(arrays=out.arrays, classes=out.classes, info=out.info)
 
     def predict_proba(self, X, *, samples: int = 1000, seed: int = 0):
@@ -431,9 +437,9 @@ class FitResult:
         ``coverage`` (original units)."""
         A, text = self._columns(X, "X")
         y = _targets(y, len(A), "y")
-        X, y = workflow.transform(self.run, A, y, "y", text=text, where=_where("X", schema_of(self.run).names))
+        X, y = transform(self.run, A, y, "y", text=text, where=_where("X", schema_of(self.run).names))
         target_scale = float(self.run.arrays["target_scale"][0]) if "target_scale" in self.run.arrays else 1.0
-        out = workflow.score(self.model, self.posterior, self.run.prior_precision, X_train=None, y_train=None,
+        out = score(self.model, self.posterior, self.run.prior_precision, X_train=None, y_train=None,
                              X_test=X, y_test=y, target_scale=target_scale, predictive=predictive,
                              samples=samples, seed=seed, bins=bins)
         return out["test"]
@@ -462,13 +468,13 @@ class FitResult:
         path = os.path.abspath(self.path) if self.path else None
         source = {"path": path, "sha256": None, "posterior": POSTERIOR_NAMES[type(self.posterior)],
                   "method": self.config.get("method")}
-        return FitResult(workflow.compressed_run(self.run, int(rank), source).run)
+        return FitResult(compressed_run(self.run, int(rank), source).run)
 
     def save(self, path) -> None:
         """Write the run file ``path`` (atomically), readable by every ``slang`` command."""
         run = self.run
         if not run.meta:
-            run = replace(run, meta=workflow.meta())
+            run = replace(run, meta=meta())
         write_run(path, run)
         self.path = str(path)
 

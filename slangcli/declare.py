@@ -1,7 +1,7 @@
 """Options declared once: a dataclass field with what every door needs to know of it (:func:`option`), and the
 check of a value against it (:func:`check_value`).
 
-``slangcli.options.FitOptions`` (how to fit) and ``slangcli.sources.DataOptions`` (how to read the data) are
+``slangcli.training.options.FitOptions`` (how to fit) and ``slangcli.data.sources.DataOptions`` (how to read the data) are
 declared with these fields; ``slang fit``'s and ``slang sweep``'s command-line options, ``slangcli.fit``'s
 signature and the estimators' parameters are generated from them. This module imports nothing from slang but its
 errors, so that every layer can declare its options here.
@@ -15,7 +15,7 @@ import numpy as np
 
 from slangcli.errors import ConfigError
 
-# the value of --noise-precision and --prior-precision that learns them (slangcli.learned)
+# the value of --noise-precision and --prior-precision that learns them (slangcli.training.learned)
 AUTO = "auto"
 # the largest seed every consumer takes (NumPy's generators take any, an HDF5 attribute an int64)
 MAX_SEED = 2**63 - 1

@@ -19,8 +19,9 @@ import warnings
 
 import numpy as np
 
-from slangcli import api, options
+from slangcli import api
 from slangcli.errors import ConfigError
+from slangcli.training import options
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -86,7 +87,7 @@ def _seed(random_state) -> int:
 
 def _init(likelihood: str):
     """The ``__init__`` of an estimator of ``likelihood``: it stores its keyword arguments, the parameters
-    generated from the fit's options (``slangcli.options.estimator_fields``) with the declared defaults, as
+    generated from the fit's options (``slangcli.training.options.estimator_fields``) with the declared defaults, as
     scikit-learn's contract asks; its signature lists them, so ``get_params``, ``clone`` and ``repr`` see them."""
     declared = [(name, options.estimator_default(f)) for name, f in options.estimator_fields(likelihood)]
     names = {name for name, _ in declared}
@@ -143,7 +144,7 @@ class _SLANGEstimator:
 
     # ------------------------------------------------------------------ fitting
     def _check_params(self) -> None:
-        """The parameters, by the declaration's checks (``slangcli.options.check_value``), named as the user set
+        """The parameters, by the declaration's checks (``slangcli.training.options.check_value``), named as the user set
         them."""
         for name, f in options.estimator_fields(self._likelihood):
             value = getattr(self, name)
@@ -232,7 +233,7 @@ class SLANGClassifier(_SLANGEstimator):
     ----------
     method : str or None
         A name in ``slangcli.methods.METHODS`` (``slang fit --help`` lists them with a line each); None (default):
-        the task's (``slangcli.options.DEFAULT_METHOD``: ``ivon`` for a classification network, ``slang``
+        the task's (``slangcli.training.options.DEFAULT_METHOD``: ``ivon`` for a classification network, ``slang``
         otherwise).
     hidden : tuple of int
         Hidden-layer widths; ``()`` is logistic (softmax) regression.
@@ -311,7 +312,7 @@ class SLANGRegressor(_SLANGEstimator):
 
     The parameters are those of :class:`SLANGClassifier`, plus ``noise_precision``: the precision of the
     Gaussian noise on the standardised target (the target is standardised with training statistics), by default
-    ``"auto"``: learned with the posterior (``slangcli.learned``).
+    ``"auto"``: learned with the posterior (``slangcli.training.learned``).
     ``predict(X, return_std=True)`` returns the predictive mean and total standard deviation; ``result_.predict``
     gives the aleatoric/epistemic split and intervals.
     """

@@ -57,7 +57,7 @@ def batch_indices(seed: int, t: int, n_data: int, batch_size: int) -> np.ndarray
 
 class Minibatches:
     """The minibatches of a run's steps, as :func:`batch_indices` gives them, each epoch's order drawn once: the
-    schedule of the training loops (``slangcli.train.run``, and the stacked runs of ``--tune``)."""
+    schedule of the training loops (``slangcli.training.loop.run``, and the stacked runs of ``--tune``)."""
 
     def __init__(self, seed: int, n_data: int, batch_size: int):
         self.seed, self.n_data, self.batch_size = seed, n_data, batch_size

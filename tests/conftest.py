@@ -25,8 +25,9 @@ import click.testing
 import numpy as np
 import pytest
 
-from slangcli.io import write_run
-from slangcli.workflow import DataOptions, fit
+from slangcli.data.sources import DataOptions
+from slangcli.runfile.io import write_run
+from slangcli.training.fitting import fit
 
 N_ROWS, N_FEATURES = 40, 3
 
@@ -41,7 +42,7 @@ if "mix_stderr" in click.testing.CliRunner.__init__.__code__.co_varnames:
     click.testing.CliRunner.__init__ = _separate_stderr
     # and, as from click 8.2 on, a result's output is all the command printed, stdout and stderr
     click.testing.Result.output = property(lambda result: result.stdout + result.stderr)
-# the lines in which slang fit states, before training, the task it inferred (slangcli.task.describe)
+# the lines in which slang fit states, before training, the task it inferred (slangcli.data.task.describe)
 TASK_LINES = ("slang: task: ", "slang: change the task ", "slang: method: ")
 
 
@@ -159,7 +160,7 @@ FITTED_COMMAND = ["slang", "fit", "train.csv", "-o", "run.h5", "--test-fraction"
 
 @pytest.fixture(scope="session")
 def fitted_run(tmp_path_factory):
-    """A real :class:`slangcli.io.Run`: SLANG, L = 2, 2 epochs on 40 standardised rows with a 25% test split.
+    """A real :class:`slangcli.runfile.io.Run`: SLANG, L = 2, 2 epochs on 40 standardised rows with a 25% test split.
 
     Shared by the whole session: tests must not mutate it.
     """

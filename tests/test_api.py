@@ -16,9 +16,9 @@ from click.testing import CliRunner
 import slangcli
 from slangcli.cli import main
 from slangcli.errors import DataError
-from slangcli.io import read_run
 from slangcli.methods import METHODS
 from slangcli.methods.base import is_solver
+from slangcli.runfile.io import read_run
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -243,7 +243,7 @@ def test_malformed_hidden_widths_are_usage_errors(tmp_path, hidden):
 
 
 def test_hidden_widths_are_parsed_alike_everywhere():
-    from slangcli.workflow import parse_hidden
+    from slangcli.training.options import parse_hidden
 
     assert parse_hidden("400,400") == parse_hidden((400, 400)) == parse_hidden(" 400, 400 ") == (400, 400)
     assert parse_hidden("") == parse_hidden(()) == ()
@@ -273,7 +273,7 @@ def test_regression_predict_evaluate_and_the_api_give_the_same_predictive(tmp_pa
     import h5py
     import scipy.special
 
-    from slangcli.workflow import transform
+    from slangcli.data.sources import transform
 
     (train, test), X, y, X_test, y_test = _data(tmp_path, "gaussian")
     out = tmp_path / "run.h5"
@@ -318,8 +318,8 @@ def test_regression_predict_evaluate_and_the_api_give_the_same_predictive(tmp_pa
 def test_compress_in_python_truncates_each_layers_standard_deviations(method):
     """``FitResult.compress(rank)``: a k-tied posterior whose weight standard deviations are the floored rank-k SVD
     truncation of the source's (``min(k, m, n)`` per layer), with the means and bias standard deviations kept."""
-    from slangcli.compress import FLOOR_RELATIVE
-    from slangcli.io import POSTERIOR_NAMES
+    from slangcli.compress.ktied import FLOOR_RELATIVE
+    from slangcli.runfile.io import POSTERIOR_NAMES
 
     rng = np.random.default_rng(1)
     X = rng.normal(size=(40, 3))

@@ -15,12 +15,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slangcli import train
 from slangcli.errors import ConfigError
+from slangcli.gaussian.posteriors import MAX_FULL_PARAMS, DiagonalGaussian, FullGaussian
 from slangcli.methods import METHODS, full, meanfield, natural, slang
 from slangcli.methods.base import Problem
 from slangcli.models import MLP
-from slangcli.posteriors import MAX_FULL_PARAMS, DiagonalGaussian, FullGaussian
+from slangcli.training import loop as train
 
 N_DATA, BATCH = 120, 10
 

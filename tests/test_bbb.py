@@ -18,12 +18,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slangcli import noise, streams, train
+from slangcli import streams
 from slangcli.errors import ConfigError
+from slangcli.gaussian import noise
+from slangcli.gaussian.posteriors import DiagonalGaussian
 from slangcli.methods import METHODS, bbb
 from slangcli.methods.base import Problem
 from slangcli.models import MLP
-from slangcli.posteriors import DiagonalGaussian
+from slangcli.training import loop as train
 
 N, P, TAU = 200, 3, 4.0
 

@@ -64,7 +64,7 @@ def test_uci_defaults_script_runs_its_fits_as_a_sweep(tmp_path, capsys, monkeypa
     budget, through the sweep machinery: one row per fit with its metrics, one summary line per set and method,
     ``--json -`` leaves stdout pure JSON; the run files in ``--runs`` hold the protocol's options, and a rerun with
     the same ``--runs`` fits nothing and gives the same rows."""
-    from slangcli.io import read_run
+    from slangcli.runfile.io import read_run
 
     root = tmp_path / "collection"
     _gal_folder(root, "toy-a", 60, 3, 2, seed=1)
@@ -106,7 +106,7 @@ def test_uci_defaults_validation_scores_held_out_training_rows(tmp_path, capsys,
     """``uci_defaults.py --validation`` never shows a fit the split's test rows: each split trains on a seeded 80 % of
     its training rows and is scored on the other 20 % (the same rows on every run); ``--extra-options`` reach every
     fit's command."""
-    from slangcli.io import read_run
+    from slangcli.runfile.io import read_run
 
     root = tmp_path / "collection"
     folder = _gal_folder(root, "toy-a", 60, 3, 2, seed=1)
@@ -136,7 +136,7 @@ def test_uci_defaults_cpu_times_each_fit_and_the_tuned_fit_in_processes_of_their
     fit's run file holds uci.py's tuning options, and each set's summary gives the default fit as a fraction of the
     tuned one's CPU time. ``--tuned-splits`` without ``--cpu`` is refused."""
     import pytest
-    from slangcli.io import read_run
+    from slangcli.runfile.io import read_run
 
     root = tmp_path / "collection"
     _gal_folder(root, "toy-a", 60, 3, 2, seed=1)
@@ -172,11 +172,12 @@ def test_ktied_snr_window_replays_the_training_steps(monkeypatch):
     its window statistic is the SNR of exactly those gradients."""
     import argparse
 
-    from slangcli import streams, train
+    from slangcli import streams
     from slangcli.methods import METHODS
     from slangcli.methods.base import Problem
     from slangcli.methods.reparam import snr
     from slangcli.models import MLP
+    from slangcli.training import loop as train
 
     script = _load("ktied_snr", monkeypatch)
     rng = np.random.default_rng(0)
@@ -228,7 +229,8 @@ def test_mnist_validation_mode_never_reads_the_test_images(tmp_path, capfd, monk
 def test_authors_path_samples_around_twice_the_mean(monkeypatch):
     """``authors_path.step`` is ``slang.update`` on samples ``2 mu + eps`` (the same ``eps`` ``slang.step`` draws),
     and its posterior has mean ``2 mu`` with SLANG's own precision."""
-    from slangcli import lowrank, noise
+    from slangcli.gaussian import lowrank
+    from slangcli.gaussian import noise
     from slangcli.methods import slang
     from slangcli.methods.base import Problem
     from slangcli.models import MLP

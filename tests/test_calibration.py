@@ -1,4 +1,4 @@
-"""Calibration metrics (``slangcli.metrics``): the expected calibration error of classification and the coverage of
+"""Calibration metrics (``slangcli.predictive.metrics``): the expected calibration error of classification and the coverage of
 central predictive intervals of regression, on hand-worked examples, and as ``slang evaluate`` and ``slang fit``
 report them.
 """
@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slangcli import metrics, mixture
-from slangcli.io import read_run
+from slangcli.gaussian.posteriors import DiagonalGaussian
 from slangcli.models import MLP
-from slangcli.posteriors import DiagonalGaussian
+from slangcli.predictive import metrics
+from slangcli.predictive import mixture
+from slangcli.runfile.io import read_run
 
 from conftest import binary_problem, csv_text
 from test_cli import FAST, assert_error, assert_ok, invoke, parse_one_json_object

@@ -21,11 +21,13 @@ from click.testing import CliRunner
 
 from conftest import binary_problem, csv_text, message_lines
 from slangcli.cli import main
+from slangcli.data.sources import DataOptions
 from slangcli.errors import ConfigError, DataError, FormatError, Interrupted
-from slangcli.io import read_run, write_run
 from slangcli.methods import METHODS
 from slangcli.methods.base import is_solver
-from slangcli.workflow import Checkpointing, DataOptions, fit, resume
+from slangcli.runfile.io import read_run, write_run
+from slangcli.training.checkpoints import Checkpointing
+from slangcli.training.fitting import fit, resume
 
 # every registered step method, read from the registry when the tests are collected (a method added there gets its
 # resume test), with the hyperparameters its test sets (a small rank), and variants of the state's precision

@@ -28,7 +28,7 @@ from rich.console import Console
 import slangcli.cli.output
 from conftest import message_lines
 from slangcli.cli import main
-from slangcli.io import read_run
+from slangcli.runfile.io import read_run
 
 FAST = ["--epochs", "2", "--rank", "2", "--batch-size", "8"]
 PROGRESS_MARKS = ("\r", "\x1b[", "╸", "╺", "slang L=")

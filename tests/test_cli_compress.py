@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import slangcli.io
+import slangcli.runfile.io
 from slangcli.cli import main
-from slangcli.compress import FLOOR_RELATIVE
-from slangcli.io import read_run
-from slangcli.posteriors import KTiedGaussian
+from slangcli.compress.ktied import FLOOR_RELATIVE
+from slangcli.gaussian.posteriors import KTiedGaussian
+from slangcli.runfile.io import read_run
 
 STEP = ["--epochs", "3", "--batch-size", "8", "--samples", "2", "--test-fraction", "0.25"]
 
@@ -184,7 +184,7 @@ def test_evaluate_on_a_run_without_test_data_says_how_to_score(train_csv, tmp_pa
 
 def test_failed_write_of_a_later_rank_leaves_no_file(bbb_run, out_dir, monkeypatch):
     """A write that fails on the second file (disk full, simulated) removes the first file's temporary too."""
-    original, calls = slangcli.io._json_attr, []
+    original, calls = slangcli.runfile.io._json_attr, []
 
     def json_attr(obj, name, value):
         if name == "summary":
@@ -193,9 +193,9 @@ def test_failed_write_of_a_later_rank_leaves_no_file(bbb_run, out_dir, monkeypat
                 raise OSError("disk full (simulated)")
         original(obj, name, value)
 
-    monkeypatch.setattr(slangcli.io, "_json_attr", json_attr)
+    monkeypatch.setattr(slangcli.runfile.io, "_json_attr", json_attr)
     result = invoke("compress", bbb_run, "--rank", "1,2", "-o", out_dir / "c.h5")
-    # an OSError while writing is the output's problem: one line naming the file, exit 1 (slangcli.outputs)
+    # an OSError while writing is the output's problem: one line naming the file, exit 1 (slangcli.runfile.outputs)
     assert result.exit_code == 1 and len(calls) == 2
     assert result.stderr.strip().splitlines()[-1].startswith("slang: error: cannot write "), result.stderr
     assert list(out_dir.iterdir()) == []

@@ -16,11 +16,12 @@ from click.testing import CliRunner
 
 from conftest import message_lines
 from slangcli.cli import main
-from slangcli.divergence import kl, symmetric_kl
+from slangcli.data.sources import DataOptions
 from slangcli.errors import ConfigError
-from slangcli.io import read_run
+from slangcli.gaussian.divergence import kl, symmetric_kl
 from slangcli.methods import METHODS
-from slangcli.workflow import DataOptions, fit
+from slangcli.runfile.io import read_run
+from slangcli.training.fitting import fit
 
 STEP = ["--epochs", "2", "--batch-size", "8", "--samples", "2"]
 KINDS = {"slang": "lowrank", "full-ef": "full", "full-hessian": "full", "mf-ef": "diagonal",

@@ -15,7 +15,7 @@ import h5py
 import numpy as np
 import pytest
 
-import slangcli.tables
+import slangcli.predictive.tables
 from conftest import binary_problem, csv_text
 from slangcli.errors import DataError
 from test_cli import FAST, assert_empty, assert_error, assert_ok, invoke, parse_one_json_object
@@ -232,12 +232,12 @@ def test_a_failure_while_writing_leaves_no_partial_file(runs, out_dir, monkeypat
         raise DataError("simulated failure half-way through writing")
 
     if name.endswith(".csv"):
-        original = slangcli.tables._csv_cells
+        original = slangcli.predictive.tables._csv_cells
 
         def half(*args):
             original(*args)
             fail()
-        monkeypatch.setattr(slangcli.tables, "_csv_cells", half)
+        monkeypatch.setattr(slangcli.predictive.tables, "_csv_cells", half)
     else:
         original = h5py.Group.create_dataset
         written = []

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from conftest import local_cluster, message_lines
 
 from slangcli.cli import main
-from slangcli.io import read_run
+from slangcli.runfile.io import read_run
 
 distributed = pytest.importorskip("distributed")
 

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from slangcli.cli import main
+from slangcli.data.readers import read_table
 from slangcli.errors import DataError
-from slangcli.io import read_run, write_run
-from slangcli.readers import read_table
+from slangcli.runfile.io import read_run, write_run
 
 FAST = ["--epochs", "2", "--rank", "1", "--batch-size", "8"]
 

@@ -1,4 +1,4 @@
-"""Post-hoc SVD compression of posterior standard deviations (``slangcli.compress``).
+"""Post-hoc SVD compression of posterior standard deviations (``slangcli.compress.ktied``).
 
 - Exactness: full-rank truncation reconstructs the standard-deviation matrix (to rounding), and so the k-tied
   posterior equals the source; rank 1 of a rank-1 positive matrix is exact with positive factors.
@@ -16,12 +16,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slangcli.compress import (FLOOR_RELATIVE, canonical_signs, canonical_svd, compress, compress_matrix,
+from slangcli.compress.ktied import (FLOOR_RELATIVE, canonical_signs, canonical_svd, compress, compress_matrix,
                                n_variational_params, std_matrices)
+from slangcli.compress.runs import parse_ranks, rank_outputs
 from slangcli.errors import ConfigError
+from slangcli.gaussian.posteriors import DiagonalGaussian, FullGaussian, KTiedGaussian, LowRankGaussian
 from slangcli.models import MLP
-from slangcli.posteriors import DiagonalGaussian, FullGaussian, KTiedGaussian, LowRankGaussian
-from slangcli.workflow import parse_ranks, rank_outputs
 
 MODEL = MLP((5, 4, 3), likelihood="categorical")  # W_1 5 x 4, W_2 4 x 3; D = 20 + 4 + 12 + 3 = 39
 

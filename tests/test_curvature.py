@@ -1,5 +1,5 @@
 """Curvature and expectation building blocks of the baselines: Gauss-Newton factors of ``slangcli.models``,
-per-sample gradient sums, and the Gaussian expectation of sigmoid' in ``slangcli.quadrature``.
+per-sample gradient sums, and the Gaussian expectation of sigmoid' in ``slangcli.gaussian.quadrature``.
 
 What is checked:
 
@@ -20,8 +20,8 @@ import pytest
 import scipy.integrate
 import scipy.special
 
+from slangcli.gaussian.quadrature import expect_sigmoid, expect_sigmoid_grad, expect_softplus
 from slangcli.models import MLP
-from slangcli.quadrature import expect_sigmoid, expect_sigmoid_grad, expect_softplus
 
 LIKELIHOODS = ["bernoulli", "categorical", "gaussian"]
 H = 1e-5

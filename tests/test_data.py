@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import slangcli.readers.text
-from slangcli.prepare import LabelMap, Standardizer, check_width, fit_labels, prepare, train_test_split
-from slangcli.readers import Table, read_table, sha256_file, widen
+import slangcli.data.readers.text
+from slangcli.data.prepare import LabelMap, Standardizer, check_width, fit_labels, prepare, train_test_split
+from slangcli.data.readers import Table, read_table, sha256_file, widen
 from slangcli.errors import DataError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -351,7 +351,7 @@ def test_corrupt_gzip(tmp_path, cut):
 @pytest.fixture
 def small_gzip_limit(monkeypatch):
     """gzip data may expand to 100 times their size, and at least 1 MiB (instead of 1000 times and 1 GiB)."""
-    import slangcli.readers._common as common
+    import slangcli.data.readers._common as common
 
     monkeypatch.setattr(common, "GZIP_RATIO", 100)
     monkeypatch.setattr(common, "GZIP_FLOOR", 1 << 20)
@@ -382,7 +382,7 @@ def _lines_at_once(raw):
 
 @pytest.mark.parametrize("block", [1, 2, 3, 7, 64, 1 << 20])
 def test_lines_read_in_blocks_are_the_lines_of_the_whole_file(monkeypatch, block):
-    import slangcli.readers._common as common
+    import slangcli.data.readers._common as common
 
     monkeypatch.setattr(common, "_BLOCK", block)
     rng = np.random.default_rng(block)
@@ -537,8 +537,8 @@ def test_libsvm_width_far_beyond_the_file_is_refused_before_allocating(tmp_path,
     wide = read_table(write(tmp_path, "wide.svm", "-1 1:1\n+1 2:1 200000:1\n"))  # 16 MB: an ordinary width
     assert wide.X.shape == (2, 200000)
     # a width the caller declares is taken as intended (shown at a small scale)
-    monkeypatch.setattr(slangcli.readers.text, "_DENSE_FLOOR", 0)
-    monkeypatch.setattr(slangcli.readers.text, "_DENSE_RATIO", 1)
+    monkeypatch.setattr(slangcli.data.readers.text, "_DENSE_FLOOR", 0)
+    monkeypatch.setattr(slangcli.data.readers.text, "_DENSE_RATIO", 1)
     small = write(tmp_path, "small.svm", "-1 1:1\n+1 2:1 300:1\n")
     with pytest.raises(DataError, match="feature index 300 would make a 2 x 300 table"):
         read_table(small)
@@ -806,7 +806,7 @@ def test_text_found_in_a_later_block(tmp_path, monkeypatch):
     """The reader converts a block of rows at a time: a column missing in the first blocks becomes text when text
     comes (its earlier cells missing), and a column that held a number before a text cell is refused, whichever
     block either is in."""
-    monkeypatch.setattr(slangcli.readers.text, "_CELLS", 6)  # blocks of two rows of three cells
+    monkeypatch.setattr(slangcli.data.readers.text, "_CELLS", 6)  # blocks of two rows of three cells
     data = tmp_path / "late.csv"
     data.write_text("a,colour,y\n1,NA,0\n2,NA,1\n3,NA,0\n4,red,1\n5,blue,0\n6,NA,1\n")
     table = read_table(data, missing="impute", detect_categories=True)

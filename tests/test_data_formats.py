@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slangcli.readers import read_idx, read_table, read_uci_folder
+from slangcli.data.readers import read_idx, read_table, read_uci_folder
 from slangcli.errors import DataError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -203,7 +203,7 @@ def test_idx_corrupt_gzip(tmp_path):
 def test_idx_gzip_bomb_is_refused_at_the_limit(tmp_path, monkeypatch, declared):
     # 4 MiB of zero pixels compress to a few KiB: beyond 100 times that and the 1 MiB floor, whatever the header
     # declares (a header declaring more used to be read up to the actual size)
-    import slangcli.readers._common as common
+    import slangcli.data.readers._common as common
 
     monkeypatch.setattr(common, "GZIP_RATIO", 100)
     monkeypatch.setattr(common, "GZIP_FLOOR", 1 << 20)
@@ -597,7 +597,7 @@ def test_a_uci_folder_with_an_integer_target_is_a_regression(tmp_path):
     from click.testing import CliRunner
 
     from slangcli.cli import main
-    from slangcli.io import read_run
+    from slangcli.runfile.io import read_run
 
     folder = tmp_path / "wine"
     folder.mkdir()

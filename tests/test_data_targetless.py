@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slangcli.readers import read_table
+from slangcli.data.readers import read_table
 from slangcli.errors import DataError
 
 

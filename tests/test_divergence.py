@@ -1,4 +1,4 @@
-"""The posterior kinds (``slangcli.posteriors``) and the KL divergences between them (``slangcli.divergence``)
+"""The posterior kinds (``slangcli.gaussian.posteriors``) and the KL divergences between them (``slangcli.gaussian.divergence``)
 against dense linear algebra.
 
 For each kind the dense precision is built here from its fields (low-rank ``U U^T + diag d``, diagonal
@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slangcli.divergence import kl, symmetric_kl
-from slangcli.posteriors import POSTERIORS, DiagonalGaussian, FullGaussian, KTiedGaussian, LowRankGaussian
+from slangcli.gaussian.divergence import kl, symmetric_kl
+from slangcli.gaussian.posteriors import POSTERIORS, DiagonalGaussian, FullGaussian, KTiedGaussian, LowRankGaussian
 
 D = 7
 KINDS = ["lowrank", "diagonal", "full", "ktied"]

@@ -17,7 +17,7 @@ import pytest
 
 import slangcli
 from slangcli import SLANGClassifier, SLANGRegressor
-from slangcli.io import read_run
+from slangcli.runfile.io import read_run
 
 
 def penguins_shaped(n=333, seed=0):

@@ -3,7 +3,7 @@
 - The objectives ``F / N`` of both parameterisations (Cholesky factor with log diagonal; log standard deviations)
   have the gradients the solvers use: central differences over every parameter, at points whose logit variances
   cover both quadrature branches.
-- Their values are the -ELBO / N that ``slangcli.metrics`` computes for the corresponding posterior object
+- Their values are the -ELBO / N that ``slangcli.predictive.metrics`` computes for the corresponding posterior object
   (a separate code path: posterior quadratic forms and ``kl_to_prior``).
 - The solutions are optima, checked in the (mu, Sigma) coordinates, independently of the parameterisation: the
   stationarity conditions of the ELBO, ``X~^T (E[sigmoid(f)] - y) + lambda mu = 0`` and
@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 
 from slangcli.errors import ConfigError, ConvergenceError
+from slangcli.gaussian.posteriors import DiagonalGaussian, FullGaussian
+from slangcli.gaussian.quadrature import expect_sigmoid, expect_sigmoid_grad
 from slangcli.methods import METHODS, exact
 from slangcli.methods.base import Problem, is_solver
-from slangcli.metrics import neg_elbo_per_example
 from slangcli.models import MLP
-from slangcli.posteriors import DiagonalGaussian, FullGaussian
-from slangcli.quadrature import expect_sigmoid, expect_sigmoid_grad
+from slangcli.predictive.metrics import neg_elbo_per_example
 
 N, P = 40, 3
 

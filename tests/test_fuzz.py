@@ -53,10 +53,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slangcli.cli import main
-from slangcli.readers import Table, read_idx, read_table, read_uci_folder
+from slangcli.data.readers import Table, read_idx, read_table, read_uci_folder
+from slangcli.data.sources import DataOptions
 from slangcli.errors import DataError, FormatError, SlangError
-from slangcli.io import Run, read_run, write_run
-from slangcli.workflow import DataOptions, fit
+from slangcli.runfile.io import Run, read_run, write_run
+from slangcli.training.fitting import fit
 
 DEFAULT_EXAMPLES = 100
 SLOW_EXAMPLES = int(os.environ.get("SLANG_FUZZ_EXAMPLES", 10_000))
@@ -841,8 +842,8 @@ RUN_SETTINGS = dict(deadline=timedelta(seconds=HANG_TIMEOUT + 4))
 def quick_probe(monkeypatch):
     """The reader's attribute probe (which stops libhdf5's endless loops) must give up before the harness's own
     limit does, so that such files show up as the FormatError a user gets."""
-    import slangcli.io
-    monkeypatch.setattr(slangcli.io, "ATTRIBUTE_PROBE_SECONDS", HANG_TIMEOUT / 2)
+    import slangcli.runfile.io
+    monkeypatch.setattr(slangcli.runfile.io, "ATTRIBUTE_PROBE_SECONDS", HANG_TIMEOUT / 2)
 
 
 def test_fuzz_run_file(tmp_path, fuzz_counts, run_bases, quick_probe):

@@ -1,4 +1,4 @@
-"""Tests of the run-file format (``slangcli.io``): round trip, encoding attributes, rejection, atomic writes.
+"""Tests of the run-file format (``slangcli.runfile.io``): round trip, encoding attributes, rejection, atomic writes.
 
 Invalid files are made by editing copies of a valid run file with h5py in ``r+`` mode; every rejection must be a
 one-line ``FormatError`` whose message starts with the file name as given.
@@ -13,9 +13,9 @@ import h5py
 import numpy as np
 import pytest
 
-import slangcli.io
+import slangcli.runfile.io
 from slangcli.errors import FormatError
-from slangcli.io import FORMAT_VERSION, read_run, write_run
+from slangcli.runfile.io import FORMAT_VERSION, read_run, write_run
 
 GROUPS = {"/", "/data", "/data/schema", "/model", "/posterior", "/history", "/metrics"}
 
@@ -281,7 +281,7 @@ def failing_write(monkeypatch, tmp_path):
     """Make ``write_run`` raise ``exc_type`` while writing the last attribute (the metrics), after the temporary
     file exists; returns a list that records the temporary files seen at that moment."""
     seen = []
-    original = slangcli.io._json_attr
+    original = slangcli.runfile.io._json_attr
 
     def install(exc_type):
         def json_attr(obj, name, value):
@@ -290,7 +290,7 @@ def failing_write(monkeypatch, tmp_path):
                 raise exc_type("disk full (simulated)")
             original(obj, name, value)
 
-        monkeypatch.setattr(slangcli.io, "_json_attr", json_attr)
+        monkeypatch.setattr(slangcli.runfile.io, "_json_attr", json_attr)
         return seen
 
     return install
@@ -339,7 +339,7 @@ def test_a_file_on_which_libhdf5_loops_forever_is_a_format_error(run_file, monke
     reader's forked probe is stopped after ATTRIBUTE_PROBE_SECONDS and the file reported as corrupted."""
     import time
 
-    from slangcli import io
+    from slangcli.runfile import io
     data = bytearray(run_file.read_bytes())
     at = data.index(b"slang-run", data.index(b"GCOL"))
     data[at - 16 : at] = bytes(16)

@@ -1,4 +1,4 @@
-"""Run files holding the diagonal and full posterior kinds (``slangcli.io``, format 1.1): exact round trip, the
+"""Run files holding the diagonal and full posterior kinds (``slangcli.runfile.io``, format 1.1): exact round trip, the
 encoding-type names, and rejection of corrupted contents with one-line ``FormatError`` messages."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from slangcli.errors import FormatError
-from slangcli.io import read_run, write_run
-from slangcli.posteriors import DiagonalGaussian, FullGaussian, LowRankGaussian
+from slangcli.gaussian.posteriors import DiagonalGaussian, FullGaussian, LowRankGaussian
+from slangcli.runfile.io import read_run, write_run
 
 D = 4  # the fitted_run fixture: 3 features and a bias
 
@@ -113,8 +113,8 @@ def test_every_posterior_kind_brings_its_encoding_std_and_parameter_count():
     """A posterior kind describes itself: its run-file encoding and datasets, its marginal standard deviations
     (against the dense covariance where one exists) and its variational parameter count; the run file reads
     each registered kind with the kind's own ``from_group``."""
-    from slangcli.io import POSTERIOR_NAMES, POSTERIOR_READERS
-    from slangcli.posteriors import POSTERIORS
+    from slangcli.gaussian.posteriors import POSTERIORS
+    from slangcli.runfile.io import POSTERIOR_NAMES, POSTERIOR_READERS
 
     rng = np.random.default_rng(0)
     D = 6

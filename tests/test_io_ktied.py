@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from slangcli.errors import FormatError
-from slangcli.io import FORMAT_VERSION, read_run, write_run
+from slangcli.gaussian.posteriors import KTiedGaussian
 from slangcli.models import MLP
-from slangcli.posteriors import KTiedGaussian
+from slangcli.runfile.io import FORMAT_VERSION, read_run, write_run
 
 SIZES = (3, 4, 1)  # the fitted_run fixture's 3 features, a hidden layer of 4, one output
 MODEL = MLP(SIZES)

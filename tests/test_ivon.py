@@ -21,10 +21,10 @@ import pytest
 
 from slangcli import streams
 from slangcli.errors import ConfigError
+from slangcli.gaussian.posteriors import DiagonalGaussian
 from slangcli.methods import METHODS, ivon
 from slangcli.methods.base import Problem
 from slangcli.models import MLP
-from slangcli.posteriors import DiagonalGaussian
 
 
 def _reference_step(mean, hess, mom, t, eps, X, y, lam, n, hyper, tau=None):

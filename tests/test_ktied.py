@@ -1,4 +1,4 @@
-"""k-tied Normal posteriors and training (``slangcli.posteriors.KTiedGaussian``, ``slangcli.methods.ktied``).
+"""k-tied Normal posteriors and training (``slangcli.gaussian.posteriors.KTiedGaussian``, ``slangcli.methods.ktied``).
 
 - The posterior is the diagonal Gaussian with ``sigma_{W_l} = max(U_l V_l^T, floor_l)``: every interface method
   equals that of the :class:`DiagonalGaussian` built from an independently written materialisation (an explicit
@@ -18,14 +18,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slangcli import noise, streams, train
-from slangcli.divergence import kl
+from slangcli import streams
 from slangcli.errors import ConfigError
+from slangcli.gaussian import noise
+from slangcli.gaussian.divergence import kl
+from slangcli.gaussian.posteriors import DiagonalGaussian, KTiedGaussian
 from slangcli.methods import METHODS, bbb, ktied
 from slangcli.methods.base import Problem
 from slangcli.methods.reparam import kl_weight
 from slangcli.models import MLP
-from slangcli.posteriors import DiagonalGaussian, KTiedGaussian
+from slangcli.training import loop as train
 
 N, P, TAU = 200, 3, 4.0
 

@@ -1,64 +1,65 @@
-"""The import layering of ``slangcli``, read from the source with ``ast`` (nothing is imported).
+"""The parts of ``slangcli`` and their import order, read from the source with ``ast`` (nothing is imported).
 
-From the bottom up: ``streams`` (random streams, a leaf); the numerics (readers, data preparation and schema, models,
-low-rank algebra, posteriors, prediction, metrics, compression) and the run files (``io``); the step methods; the
-training loop, tuning and learned precisions; the fit's setup, checkpoints and restarts; fitting, evaluation and
-the workflow; the Python API and the estimators; sweeps of fits (``slangcli.sweep``) and the Dask cluster they and
-``slang fit --scheduler`` run on (``slangcli.cluster``); the command line (``slangcli.cli``) on top. A module may
-import from its own layer or below, never from above, and nothing but the command line speaks click or rich.
+``docs/ARCHITECTURE.md`` draws the parts (:data:`PARTS`) and their arrows; here they are enforced. From the bottom
+up: the leaves (errors, the option declarations, random streams, passes in blocks, the process's start and
+threads, the package's version); the model; Gaussian posteriors; data in; run files; the predictive; the
+methods; a fit; k-tied compression; figures; sweeps and the cluster they run on; the Python API; the estimators;
+the command line on top. A module may import from its own part or from a part below, never from one above; every
+module lies in exactly one part (a new module must be placed); nothing but the command line speaks click or
+rich; and within a part, the finer :data:`RULES` hold.
 
 The modules' imports also form no cycle: a cycle makes what a module finds on import depend on which module was
-imported first. Only the lazy imports (inside a function) of :data:`LAZY_CYCLES` may close one.
+imported first. Only the lazy imports (inside a function) of :data:`LAZY_CYCLES` may close one. Imports under
+``if TYPE_CHECKING:`` never run and are not counted.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "slangcli"
+ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "ARCHITECTURE.md"
 
-# Rules: (modules the rule applies to, imports they may not make, why). A name matches a prefix when it equals
-# it or lies under it (``slangcli.methods`` covers ``slangcli.methods.slang`` and ``slangcli.methods.base.Problem``).
-# ``__main__`` is the entry point of ``python -m slangcli``: it only starts the command line.
+# The parts from the bottom up: (name, the modules in it by prefix, "=name" for that module alone). A module lies in
+# the part of its longest matching prefix.
+PARTS = [
+    ("leaves", ("=slangcli", "slangcli.errors", "slangcli.declare", "slangcli.streams", "slangcli.blocks",
+                "slangcli._startup", "slangcli.threads")),
+    ("model", ("slangcli.models",)),
+    ("gaussian", ("slangcli.gaussian",)),
+    ("data", ("slangcli.data",)),
+    ("runfile", ("slangcli.runfile",)),
+    ("predictive", ("slangcli.predictive",)),
+    ("methods", ("slangcli.methods",)),
+    ("training", ("slangcli.training",)),
+    ("compress", ("slangcli.compress",)),
+    ("plot", ("slangcli.plot",)),
+    ("sweep", ("slangcli.sweep", "slangcli.cluster", "slangcli.cluster_worker")),
+    ("api", ("slangcli.api",)),
+    ("estimators", ("slangcli.estimators",)),
+    ("cli", ("slangcli.cli", "slangcli.__main__")),
+]
 COMMAND_LINE = ("slangcli.cli", "slangcli.__main__")
-# the layers above the training loop: the fit's setup, checkpoints and restarts, fitting, evaluation, compression
-# of runs, the workflow, the API and the estimators
-WORKFLOW = ("slangcli.options", "slangcli.fitsetup", "slangcli.checkpoints", "slangcli.restarts", "slangcli.fitting",
-           "slangcli.evaluation", "slangcli.compression", "slangcli.workflow", "slangcli.api", "slangcli.estimators")
-# the layer above the workflow: sweeps of fits, and the Dask cluster that runs their tasks (and the candidate fits
-# and restarts of slang fit --scheduler); engine modules, free of click, that the command line drives
-SWEEP = ("slangcli.sweep", "slangcli.cluster", "slangcli.cluster_worker")
-# Each rule may name, fourth, modules it does not apply to although they lie under the first.
+# the parts of a fit above its loop: its options, plan, checkpoints, restarts and the fit itself
+FIT = ("slangcli.training.options", "slangcli.training.plan", "slangcli.training.checkpoints",
+       "slangcli.training.restarts", "slangcli.training.fitting")
+# Finer rules within the parts' order: (modules the rule applies to, imports they may not make, why[, modules under
+# the first it does not apply to]). A name matches a prefix when it equals it or lies under it.
 RULES = [
     (("slangcli",), ("click", "rich"), "only the command line (slangcli.cli) imports click or rich"),
-    (("slangcli",), ("slangcli.cli",), "only the command line itself imports the cli package"),
-    (("slangcli.methods",), ("slangcli.train", "slangcli.tuning", "slangcli.learned", "slangcli.workflow",
-                             "slangcli.api", "slangcli.tables", *WORKFLOW),
-     "a method is driven by the loop, tuning and the workflow, and never reaches up to them"),
     (("slangcli.streams",), ("slangcli",), "streams is a leaf: every layer draws from it"),
-    (("slangcli.readers", "slangcli.prepare", "slangcli.schema", "slangcli.lowrank", "slangcli.models",
-      "slangcli.posteriors", "slangcli.noise", "slangcli.quadrature", "slangcli.divergence", "slangcli.mixture",
-      "slangcli.metrics", "slangcli.predict", "slangcli.compress"),
-     ("slangcli.methods", "slangcli.train", "slangcli.tuning", "slangcli.learned", *WORKFLOW),
-     "the numerics sit below the methods and the loop"),
-    (("slangcli.readers", "slangcli.prepare", "slangcli.schema"),
-     ("slangcli.models", "slangcli.lowrank", "slangcli.posteriors", "slangcli.io", "slangcli.tables"),
-     "reading and preparing data needs no model"),
-    (("slangcli.io",), ("slangcli.methods", "slangcli.train", "slangcli.tuning", "slangcli.learned", *WORKFLOW),
-     "run files hold posteriors and models; fitting writes them, they never reach up to the fit"),
-    (("slangcli.train", "slangcli.tuning", "slangcli.learned"), WORKFLOW,
-     "the loop, tuning and the learned precisions are driven by fitting and never reach up to it"),
-    (("slangcli.fitsetup",), ("slangcli.checkpoints", "slangcli.restarts", "slangcli.fitting",
-                              "slangcli.workflow", "slangcli.api", "slangcli.estimators"),
-     "a fit's setup sits below the checkpoints and restarts that train from it"),
-    (("slangcli.checkpoints", "slangcli.restarts"), ("slangcli.fitting", "slangcli.workflow", "slangcli.api",
-                                                     "slangcli.estimators"),
-     "checkpoints and restarts are used by fitting and never reach up to it"),
-    (("slangcli.api",), ("slangcli.estimators",), "the estimators are built on the API, not the API on them"),
-    (("slangcli",), SWEEP, "sweeps and the cluster drive fits from above (a fit gets a cluster's map as a callback)",
-     SWEEP),
-    (("slangcli.cluster", "slangcli.cluster_worker"), ("slangcli.sweep", *WORKFLOW),
+    (("slangcli.data.readers", "slangcli.data.prepare", "slangcli.data.schema"),
+     ("slangcli.models", "slangcli.gaussian", "slangcli.runfile"), "reading and preparing data needs no model"),
+    (("slangcli.methods",), ("slangcli.predictive.tables", "slangcli.predictive.evaluation"),
+     "a method computes a posterior; scoring it and writing predictions are above it"),
+    (("slangcli.training.loop", "slangcli.training.tuning", "slangcli.training.learned"), FIT,
+     "the loop, tuning and the learned precisions are driven by the fit and never reach up to it"),
+    (("slangcli.training.plan",), FIT[2:], "a fit's plan sits below the checkpoints and restarts that train from it"),
+    (("slangcli.training.checkpoints", "slangcli.training.restarts"), ("slangcli.training.fitting",),
+     "checkpoints and restarts are used by the fit and never reach up to it"),
+    (("slangcli.cluster", "slangcli.cluster_worker"), ("slangcli.sweep", "slangcli.training"),
      "the cluster runs any task: it knows neither sweeps nor fits"),
 ]
 
@@ -93,6 +94,9 @@ def imports_of(path, module, *, lazy=False):
     in_function = {id(inner) for node in ast.walk(tree)
                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
                    for inner in ast.walk(node)}
+    type_checking = {id(inner) for node in ast.walk(tree)
+                     if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+                     for inner in ast.walk(node)}
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -109,34 +113,52 @@ def imports_of(path, module, *, lazy=False):
             names = [f"{source}.{alias.name}" for alias in node.names]
         else:
             continue
+        if id(node) in type_checking:
+            continue
         found.extend((node.lineno, name, id(node) in in_function) if lazy else (node.lineno, name) for name in names)
     return found
 
 
-def violations(root, rules=RULES, exempt=COMMAND_LINE):
-    """One line per forbidden import under the package folder ``root``: module, imported name, line, rule."""
+def part_of(module, parts=PARTS) -> int | None:
+    """The index in ``parts`` of the part ``module`` lies in (its longest matching prefix), or None."""
+    best = None
+    for index, (_, prefixes) in enumerate(parts):
+        for prefix in prefixes:
+            hit = module == prefix[1:] if prefix.startswith("=") else _under(module, prefix)
+            if hit and (best is None or len(prefix.lstrip("=")) > best[1]):
+                best = (index, len(prefix.lstrip("=")))
+    return None if best is None else best[0]
+
+
+def violations(root, rules=RULES, parts=PARTS):
+    """One line per forbidden import under the package folder ``root``: module, imported name, line, why."""
     out = []
     for path in sorted(root.rglob("*.py")):
         module = module_name(path, root)
-        if any(_under(module, e) for e in exempt):
-            continue
         for line, name in imports_of(path, module):
+            where = f"({path.relative_to(root.parent)}:{line})"
+            own, theirs = part_of(module, parts), part_of(name, parts)
+            if own is not None and theirs is not None and theirs > own:
+                out.append(f"{module} imports {name} {where}: the {parts[own][0]} part sits below the "
+                           f"{parts[theirs][0]} part")
             for rule in rules:
                 applies, forbidden, why = rule[:3]
                 besides = rule[3] if len(rule) > 3 else ()
                 if not any(_under(module, a) for a in applies) or any(_under(module, b) for b in besides):
                     continue
+                if any(_under(module, c) for c in COMMAND_LINE) and forbidden == ("click", "rich"):
+                    continue
                 if any(_under(name, f) for f in forbidden):
-                    out.append(f"{module} imports {name} ({path.relative_to(root.parent)}:{line}): {why}")
+                    out.append(f"{module} imports {name} {where}: {why}")
     return out
 
 
 def import_graph(root):
     """``{module: {imported module: (line, lazy)}}`` over the modules of the package folder ``root``.
 
-    An imported name is the module it lies in (``slangcli.io.Run`` is ``slangcli.io``). A module's own packages
+    An imported name is the module it lies in (``slangcli.runfile.io.Run`` is ``slangcli.runfile.io``). A module's own packages
     are left out: Python initialises them before the module whatever it imports (``from slangcli import
-    __version__`` in ``slangcli.io``). Of several imports of one module the module-level one is kept.
+    __version__`` in ``slangcli.runfile.io``). Of several imports of one module the module-level one is kept.
     """
     paths = {module_name(path, root): path for path in sorted(root.rglob("*.py"))}
     graph = {}
@@ -197,14 +219,16 @@ def test_every_allowed_cycle_is_a_lazy_import_that_closes_one():
             f"{importer} -> {imported} closes no cycle: drop it from LAZY_CYCLES"
 
 
-def test_the_rules_cover_every_engine_module():
-    """Every module outside the command line falls under the rule that keeps click and rich out of it."""
-    modules = {module_name(p, PACKAGE) for p in PACKAGE.rglob("*.py")}
-    engine = {m for m in modules if not any(_under(m, e) for e in COMMAND_LINE)}
-    assert {"slangcli.streams", "slangcli.readers", "slangcli.prepare", "slangcli.train",
-            "slangcli.methods.slang_stacked", "slangcli.sweep.grid", "slangcli.sweep.tasks", "slangcli.sweep.results",
-            "slangcli.sweep.driver", "slangcli.cluster", "slangcli.cluster_worker"} <= engine
-    assert "slangcli.data" not in modules
+def test_every_module_lies_in_a_part():
+    """A module that no part names (a new top-level module, a new package) fails here until it is placed."""
+    unplaced = sorted(m for m in (module_name(p, PACKAGE) for p in PACKAGE.rglob("*.py")) if part_of(m) is None)
+    assert not unplaced, f"modules in no part of PARTS: {unplaced}"
+
+
+def test_the_architecture_document_draws_the_parts_in_their_order():
+    """docs/ARCHITECTURE.md's diagram names the parts bottom-up as PARTS has them (its lines ``[part]``)."""
+    drawn = re.findall(r"\[([a-z]+)\]", ARCHITECTURE.read_text().split("```")[1])
+    assert list(reversed(drawn)) == [name for name, _ in PARTS]
 
 
 def test_the_check_fails_on_an_upward_import(tmp_path):
@@ -213,22 +237,23 @@ def test_the_check_fails_on_an_upward_import(tmp_path):
     files = {
         "__init__.py": "",
         "streams.py": "import numpy as np\nfrom slangcli.errors import DataError\n",
-        "train.py": "from slangcli import streams\n",
         "models.py": "def f():\n    import click\n",
         "methods/__init__.py": "",
         "methods/good.py": "from slangcli import streams\nfrom slangcli.methods import base\n",
-        "methods/bad.py": "from .. import train\n",
-        "learned.py": "def f():\n    from slangcli.fitting import fit\n",
-        "io.py": "from slangcli.fitting import fit\n",
+        "methods/bad.py": "from ..training import loop\n",
+        "training/__init__.py": "",
+        "training/loop.py": "from slangcli import streams\n",
+        "training/learned.py": "def f():\n    from slangcli.training.fitting import fit\n",
+        "runfile/__init__.py": "",
+        "runfile/io.py": "from slangcli.training.fitting import fit\n",
         "api.py": "from slangcli import estimators\nfrom slangcli.cli import main\n",
-        "readers/__init__.py": "from slangcli.readers._common import Table\nfrom rich.console import Console\n",
-        "readers/_common.py": "",
-        "cli/__init__.py": "import click\nimport rich\nfrom slangcli import train\n",
-        "sweep/__init__.py": "",
-        "sweep/grid.py": ("from slangcli import fitting\nfrom slangcli.cluster import connect\n"
-                          "from slangcli.sweep import tasks\n"),
+        "data/__init__.py": "",
+        "data/readers.py": "from slangcli.data.prepare import Table\nfrom rich.console import Console\n",
+        "data/prepare.py": "from slangcli.models import MLP\n",
+        "cli/__init__.py": "import click\nimport rich\nfrom slangcli.training import loop\n",
         "cluster.py": "from slangcli.sweep import grid\n",
-        "tuning.py": "def f():\n    from slangcli.sweep.grid import points_of\n",
+        "sweep/__init__.py": "",
+        "sweep/grid.py": "from slangcli.cluster import connect\nfrom slangcli.sweep import tasks\n",
     }
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -238,15 +263,16 @@ def test_the_check_fails_on_an_upward_import(tmp_path):
         "slangcli.api imports slangcli.estimators",
         "slangcli.api imports slangcli.cli.main",
         "slangcli.cluster imports slangcli.sweep.grid",
-        "slangcli.io imports slangcli.fitting.fit",
-        "slangcli.learned imports slangcli.fitting.fit",
-        "slangcli.methods.bad imports slangcli.train",
+        "slangcli.data.prepare imports slangcli.models.MLP",
+        "slangcli.data.readers imports rich.console.Console",
+        "slangcli.methods.bad imports slangcli.training.loop",
         "slangcli.models imports click",
-        "slangcli.readers imports rich.console.Console",
+        "slangcli.runfile.io imports slangcli.training.fitting.fit",
         "slangcli.streams imports slangcli.errors.DataError",
-        "slangcli.tuning imports slangcli.sweep.grid.points_of",
+        "slangcli.training.learned imports slangcli.training.fitting.fit",
     ], found
-    assert "slangcli/methods/bad.py:1" in found[5]
+    assert "slangcli/methods/bad.py:1" in found[5] and "the methods part sits below the training part" in found[5]
+    assert "the model part sits below" not in found[3] and "reading and preparing data needs no model" in found[3]
 
 
 def test_the_check_finds_import_cycles(tmp_path):

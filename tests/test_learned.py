@@ -1,4 +1,4 @@
-"""Learned noise and prior precisions (slangcli.learned): the closed-form updates are the ELBO's optima, they
+"""Learned noise and prior precisions (slangcli.training.learned): the closed-form updates are the ELBO's optima, they
 recover the truth on Bayesian linear regression, and a fit that learns them resumes bit for bit."""
 
 from __future__ import annotations
@@ -8,13 +8,16 @@ import math
 import numpy as np
 import pytest
 
-from slangcli import learned
-from slangcli.io import read_run, write_run
+from slangcli.data.prepare import prepare
+from slangcli.data.sources import DataOptions
+from slangcli.errors import ConfigError, Interrupted
+from slangcli.gaussian.posteriors import DiagonalGaussian, FullGaussian
 from slangcli.methods.base import Problem
 from slangcli.models import MLP
-from slangcli.posteriors import DiagonalGaussian, FullGaussian
-from slangcli.workflow import Checkpointing, DataOptions, fit, fit_prepared, prepare, resume
-from slangcli.errors import ConfigError, Interrupted
+from slangcli.runfile.io import read_run, write_run
+from slangcli.training import learned
+from slangcli.training.checkpoints import Checkpointing
+from slangcli.training.fitting import fit, fit_prepared, resume
 
 
 def test_squared_residual_inverts_the_gaussian_nll():

@@ -1,4 +1,4 @@
-"""Low-rank-plus-diagonal Gaussian algebra (``slangcli.lowrank``) against dense numpy linear algebra.
+"""Low-rank-plus-diagonal Gaussian algebra (``slangcli.gaussian.lowrank``) against dense numpy linear algebra.
 
 Every function works with ``P = U U^T + diag(d)`` without forming a D x D matrix; here each result is compared with
 the same quantity computed from the dense ``P`` (``np.linalg.solve``, ``slogdet``, ``inv``, ``eigh``).
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slangcli import lowrank
+from slangcli.gaussian import lowrank
 
 D = 40
 # (L, number of all-zero columns of U): no U at all, rank one, a small rank, full rank, and a U whose trailing

@@ -1,4 +1,4 @@
-"""Quantiles of the Monte-Carlo predictive mixture ``(1/S) sum_s N(f_s, sigma^2)`` (``slangcli.mixture``): checked
+"""Quantiles of the Monte-Carlo predictive mixture ``(1/S) sum_s N(f_s, sigma^2)`` (``slangcli.predictive.mixture``): checked
 against the CDF at the returned point, against quantiles of draws from the mixture, and on degenerate mixtures.
 """
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.special
 
-from slangcli import mixture
+from slangcli.predictive import mixture
 
 
 def _mixture_cases():

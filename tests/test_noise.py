@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from slangcli import noise
+from slangcli.gaussian import noise
 
 
 @pytest.mark.parametrize("shape", [1, 2, 7, (3, 5), (2, 1000), (1, 2 * noise._BLOCK + 3)])

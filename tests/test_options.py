@@ -1,4 +1,4 @@
-"""One declaration of a fit's options (``slangcli.options.FitOptions``): every door takes exactly the declared
+"""One declaration of a fit's options (``slangcli.training.options.FitOptions``): every door takes exactly the declared
 options, with the declared defaults, and a fit through each door with no options at all runs with the same settings.
 
 The doors are ``slang fit``, ``slang sweep`` (its grid), ``slangcli.fit`` and the two estimators. The lists below
@@ -21,7 +21,7 @@ from slangcli.cli.sweep import SWEEP_OWNED, sweep as sweep_command
 from slangcli.errors import ConfigError
 from slangcli.methods import METHODS
 from slangcli.methods.base import hyper_names
-from slangcli.options import (DEFAULT_METHOD, NETWORK_RATES, STEP_DEFAULTS, FitOptions, estimator_default,
+from slangcli.training.options import (DEFAULT_METHOD, NETWORK_RATES, STEP_DEFAULTS, FitOptions, estimator_default,
                               estimator_fields, flag, shown_default)
 
 DECLARED = {f.name: f for f in fields(FitOptions)}
@@ -61,7 +61,7 @@ def _parsed(param, value):
 def test_the_data_options_of_slang_fit_and_of_a_sweep_are_those_declared_with_their_defaults():
     """slang fit's data options and a sweep's are generated from DataOptions' fields, in their order, with their
     defaults: a fit of a file with none given reads it as DataOptions' defaults say."""
-    from slangcli.sources import DataOptions
+    from slangcli.data.sources import DataOptions
     from slangcli.sweep.grid import parameters
 
     declared = [f for f in fields(DataOptions) if f.metadata]

@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from slangcli.cli import main
-from slangcli.io import read_run
+from slangcli.runfile.io import read_run
 
 WINE_COLUMNS = ("fixed acidity", "volatile acidity", "citric acid", "residual sugar", "chlorides",
                 "free sulfur dioxide", "total sulfur dioxide", "density", "pH", "sulphates", "alcohol")

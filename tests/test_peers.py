@@ -110,9 +110,11 @@ def test_validation_holds_out_a_fifth_of_the_training_part(tmp_path, monkeypatch
 
 def test_learned_noise_precision_is_the_one_slang_fit_learns(tmp_path, capsys, monkeypatch):
     """``--noise-precision auto``: slang's methods learn tau on regression (nothing on classification), with the
-    network rates of slangcli.options for the methods that take them; the learned value and the fit's posterior
+    network rates of slangcli.training.options for the methods that take them; the learned value and the fit's posterior
     are those of ``slang fit --noise-precision auto`` with the same options."""
-    from slangcli import options, workflow
+    from slangcli.data.sources import load_training
+    from slangcli.training import options
+    from slangcli.training.fitting import fit_prepared
 
     peers = _load("peers", monkeypatch)
     data = _data_dir(tmp_path)
@@ -131,7 +133,7 @@ def test_learned_noise_precision_is_the_one_slang_fit_learns(tmp_path, capsys, m
     assert {e["noise_precision_median"] for e in out["table"] if e["dataset"] == "boston"} == \
         {boston["slang"]["noise_precision"], boston["ivon"]["noise_precision"]}
     opts, hidden, _ = peers.dataset_splits("boston", data, 1.0)[0]
-    run = workflow.fit_prepared(workflow.load_training(opts), method="slang", hyper={"rank": 8, "samples": 4},
+    run = fit_prepared(load_training(opts), method="slang", hyper={"rank": 8, "samples": 4},
                                 hidden=hidden, noise_precision="auto", epochs=2, batch_size=32, seed=0,
                                 eval_samples=5)
     assert run.config["hyper"]["beta"] == options.NETWORK_RATES["beta"]

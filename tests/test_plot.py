@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from slangcli.cli import main
-from slangcli.io import read_run
+from slangcli.runfile.io import read_run
 
 from conftest import binary_problem, csv_text
 
@@ -31,7 +31,8 @@ from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.container import BarContainer, ErrorbarContainer  # noqa: E402
 from matplotlib.image import AxesImage  # noqa: E402
 
-from slangcli import figures, plotdata  # noqa: E402
+from slangcli.plot import figures
+from slangcli.plot import plotdata  # noqa: E402
 from slangcli.sweep import make_point  # noqa: E402
 
 STEP = ["--epochs", "3", "--batch-size", "8", "--samples", "2", "--test-fraction", "0.25"]
@@ -494,9 +495,11 @@ def swept(runs):
     summary = json.loads(result.stdout)
     assert summary["complete"] == 8 and summary["failed"] == 8
     # a fit of the same grid at prior precision 100, stopped after its first step (as Ctrl-C leaves it)
+    from slangcli.data.sources import DataOptions
     from slangcli.errors import Interrupted
-    from slangcli.io import write_run
-    from slangcli.workflow import Checkpointing, DataOptions, fit
+    from slangcli.runfile.io import write_run
+    from slangcli.training.checkpoints import Checkpointing
+    from slangcli.training.fitting import fit
 
     name = make_point({"data": str(runs["train"]), "test-fraction": "0.25", "prior-precision": "100.0",
                        "split-seed": "0", "method": "slang", "rank": "1", "epochs": "5", "batch-size": "16"}).name

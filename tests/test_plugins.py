@@ -17,12 +17,14 @@ import toy_method
 from conftest import binary_problem, csv_text
 from slangcli import SLANGClassifier
 from slangcli.cli import main
+from slangcli.data.sources import DataOptions
 from slangcli.errors import ConfigError, Interrupted
-from slangcli.io import read_run, write_run
 from slangcli.methods import METHODS, register
 from slangcli.methods.base import PARTS
-from slangcli.options import FitOptions
-from slangcli.workflow import Checkpointing, DataOptions, fit
+from slangcli.runfile.io import read_run, write_run
+from slangcli.training.checkpoints import Checkpointing
+from slangcli.training.fitting import fit
+from slangcli.training.options import FitOptions
 from test_checkpoint import assert_resume_equals_uninterrupted_fit
 
 

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from slangcli.cli import main
 from slangcli.errors import FormatError
-from slangcli.io import POSTERIOR_NAMES, read_run, write_run
-from slangcli.posteriors import POSTERIORS
+from slangcli.gaussian.posteriors import POSTERIORS
+from slangcli.runfile.io import POSTERIOR_NAMES, read_run, write_run
 from toy_posterior import IsotropicGaussian
 
 D = 4  # the fitted_run fixture: 3 features and a bias

@@ -1,4 +1,4 @@
-"""Predictive uncertainty (``slangcli.predict``, ``slangcli.mixture``) and calibration (``slangcli.metrics``).
+"""Predictive uncertainty (``slangcli.predictive.predict``, ``slangcli.predictive.mixture``) and calibration (``slangcli.predictive.metrics``).
 
 The decompositions are checked against direct computations on the same weight samples (drawn again from
 ``metrics.weight_samples``, then pushed through the network in one pass with ``scipy.stats.entropy``): the code under
@@ -15,13 +15,15 @@ import scipy.integrate
 import scipy.special
 import scipy.stats
 
-from slangcli import metrics, mixture
-from slangcli import predict as P
+from slangcli.data.sources import load_inputs
 from slangcli.errors import DataError
+from slangcli.gaussian.posteriors import DiagonalGaussian, FullGaussian, LowRankGaussian
+from slangcli.gaussian.quadrature import bernoulli_entropy, expect_bernoulli_entropy, expect_sigmoid
 from slangcli.models import MLP
-from slangcli.posteriors import DiagonalGaussian, FullGaussian, LowRankGaussian
-from slangcli.quadrature import bernoulli_entropy, expect_bernoulli_entropy, expect_sigmoid
-from slangcli.workflow import evaluate, load_inputs, predict
+from slangcli.predictive import metrics
+from slangcli.predictive import mixture
+from slangcli.predictive import predict as P
+from slangcli.predictive.evaluation import evaluate, predict
 
 from conftest import binary_problem, csv_text
 

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from conftest import message_lines
-from slangcli import outputs
-from slangcli.io import read_run
-from slangcli.outputs import Terminated, atomic_output, signals_raise
+from slangcli.runfile import outputs
+from slangcli.runfile.io import read_run
+from slangcli.runfile.outputs import Terminated, atomic_output, signals_raise
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
 FAST = ["--epochs", "2", "--no-progress"]
@@ -235,8 +235,8 @@ def wide(small):
     ``mlp.h5`` without fitting: its compressed files take long enough to write to aim a signal at."""
     import dataclasses
 
-    from slangcli.io import write_run
-    from slangcli.posteriors import DiagonalGaussian
+    from slangcli.gaussian.posteriors import DiagonalGaussian
+    from slangcli.runfile.io import write_run
 
     run = read_run(small / "mlp.h5")
     model = dataclasses.replace(run.model, sizes=(3, 200000, 1))

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from slangcli.cli import main
-from slangcli.io import read_run
+from slangcli.runfile.io import read_run
 
 FAST = ["--epochs", "2", "--no-progress"]
 
@@ -120,9 +120,11 @@ def test_compress_refuses_a_checkpoint(named):
     d, _, _ = named
     run = d / "ckpt.h5"
     # a real checkpoint: a fit stopped by its own stop request
-    from slangcli.workflow import Checkpointing, DataOptions, fit
-    from slangcli.io import write_run
+    from slangcli.data.sources import DataOptions
     from slangcli.errors import Interrupted
+    from slangcli.runfile.io import write_run
+    from slangcli.training.checkpoints import Checkpointing
+    from slangcli.training.fitting import fit
 
     stop = Checkpointing(write=lambda r: write_run(run, r), stop=after_first(), every_steps=1)
     with pytest.raises(Interrupted):
@@ -138,9 +140,11 @@ def test_compress_refuses_a_checkpoint(named):
 
 def test_resume_from_another_directory(tmp_path, named):
     d, _, _ = named
+    from slangcli.data.sources import DataOptions
     from slangcli.errors import Interrupted
-    from slangcli.io import write_run
-    from slangcli.workflow import Checkpointing, DataOptions, fit
+    from slangcli.runfile.io import write_run
+    from slangcli.training.checkpoints import Checkpointing
+    from slangcli.training.fitting import fit
 
     os.chdir(d)
     try:
@@ -176,9 +180,11 @@ def test_evaluate_and_predict_seed_range(named):
 
 def test_a_nan_stored_hyperparameter_names_the_file_and_field(named):
     d, _, _ = named
+    from slangcli.data.sources import DataOptions
     from slangcli.errors import Interrupted
-    from slangcli.io import write_run
-    from slangcli.workflow import Checkpointing, DataOptions, fit
+    from slangcli.runfile.io import write_run
+    from slangcli.training.checkpoints import Checkpointing
+    from slangcli.training.fitting import fit
 
     ck = d / "ck.h5"
     with pytest.raises(Interrupted):

@@ -5,8 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from slangcli.data.sources import DataOptions
 from slangcli.errors import ConfigError
-from slangcli.workflow import Checkpointing, DataOptions, fit, restart_seed
+from slangcli.training.checkpoints import Checkpointing
+from slangcli.training.fitting import fit
+from slangcli.training.restarts import restart_seed
 
 
 def _csv(write_file, name, n, seed, shift=0.0):
@@ -54,7 +57,7 @@ def test_restarts_from_the_command_line(write_file, tmp_path):
     from click.testing import CliRunner
 
     from slangcli.cli import main
-    from slangcli.io import read_run
+    from slangcli.runfile.io import read_run
 
     train = _csv(write_file, "train.csv", 30, seed=1)
     args = ["fit", str(train), "-o", str(tmp_path / "run.h5"), "--hidden", "4", "--epochs", "2", "--restarts", "2"]

@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 
 from conftest import binary_problem, csv_text
+from slangcli.data.sources import DataOptions
 from slangcli.errors import FormatError
-from slangcli.io import read_run, write_run
-from slangcli.posteriors import MAX_ABS_VALUE
-from slangcli.workflow import DataOptions, fit
+from slangcli.gaussian.posteriors import MAX_ABS_VALUE
+from slangcli.runfile.io import read_run, write_run
+from slangcli.training.fitting import fit
 
 
 def format_error(path) -> str:
@@ -210,7 +211,7 @@ def test_the_data_statistics_keep_any_finite_value(tmp_path):
                                                    test_fraction=0.25), batch_size=10, epochs=2, eval_samples=10))
     run = read_run(tmp_path / "big.h5")
     assert run.arrays["feature_mean"][0] > MAX_ABS_VALUE
-    from slangcli.workflow import evaluate
+    from slangcli.predictive.evaluation import evaluate
 
     assert np.isfinite(evaluate(run, "big.h5", samples=10)["test"]["nll"])
 
@@ -313,7 +314,7 @@ def test_a_posterior_near_the_limits_that_stays_finite_scores_correctly(runs):
 
 
 def test_scores_that_overflow_are_refused_by_the_library_too(runs):
-    from slangcli.workflow import evaluate, predict
+    from slangcli.predictive.evaluation import evaluate, predict
 
     name = edited(runs, "regnet.h5", "lib-overflow.h5", _set("posterior", "mean", 1e149))
     run = read_run(runs / name)
@@ -356,7 +357,7 @@ def test_values_within_the_bound_that_overflow_a_plot_are_one_line(runs, case):
 def test_plot_data_that_overflow_are_refused_by_the_library_too(runs):
     import warnings
 
-    from slangcli import plotdata
+    from slangcli.plot import plotdata
 
     name = edited(runs, "logistic.h5", "lib-plot-U.h5", OVERFLOWING_U)
     run = read_run(runs / name)

@@ -23,10 +23,10 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from slangcli import evaluation
+from slangcli.data.readers import read_table
+from slangcli.gaussian.posteriors import LowRankGaussian
 from slangcli.models import MLP
-from slangcli.posteriors import LowRankGaussian
-from slangcli.readers import read_table
+from slangcli.predictive import evaluation
 
 MB = 1 << 20
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -117,7 +117,7 @@ def test_preparing_data_takes_the_prepared_arrays_and_a_block(likelihood):
     """Standardising 500 000 rows of 10 features (38 MB) took 80 MB beside the data: a temporary copy for the
     standard deviations, one for the centred features and the result; the targets' coding and scaling took copies
     of the targets. Now the result and a block of rows (and the sums bit for bit as NumPy's)."""
-    from slangcli.prepare import prepare
+    from slangcli.data.prepare import prepare
 
     rng = np.random.default_rng(0)
     X = 3 * rng.standard_normal((500_000, 10)) + 1
@@ -132,7 +132,8 @@ def test_a_fit_takes_memory_of_its_data_and_of_blocks(tmp_path):
     """A standardised logistic regression on 100 000 rows of 3 features (a 3.2 MB table), with a test split: every
     pass over the rows (reading, the split, the standardisation, the checks of the features, the final scores) in
     blocks. 125 MB at the peak before (the final scores' quadrature over all rows above all), 35 MB now."""
-    from slangcli.workflow import DataOptions, fit
+    from slangcli.data.sources import DataOptions
+    from slangcli.training.fitting import fit
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((100_000, 3))
@@ -147,7 +148,7 @@ def test_the_warm_up_residual_of_a_learned_noise_precision_takes_a_block_of_acti
     """A regression network that learns its noise precision takes, at the end of each warm-up epoch, the mean
     squared residual of the posterior mean on every training row: one forward pass held every layer's activations
     of all rows (320 MB for 200 000 rows and 100 hidden units); now a block of rows at a time, the same value."""
-    from slangcli.learned import mean_residual
+    from slangcli.training.learned import mean_residual
 
     rng = np.random.default_rng(0)
     model = MLP((3, 100, 1), likelihood="gaussian")
@@ -166,8 +167,8 @@ def test_the_warm_up_residual_of_a_learned_noise_precision_takes_a_block_of_acti
 def test_writing_predictions_as_csv_takes_a_block_of_rows(tmp_path, monkeypatch):
     """slang predict formatted every cell of every row as Python strings before writing the first (about 0.5 KB
     a row: gigabytes for ten million rows); now a block of rows at a time, and the same file."""
-    from slangcli import tables
-    from slangcli.workflow import Predictions
+    from slangcli.predictive import tables
+    from slangcli.predictive.evaluation import Predictions
 
     n = 200_000
     rng = np.random.default_rng(0)
@@ -201,7 +202,7 @@ def test_a_device_as_data_is_refused(tmp_path, data):
 def test_a_stream_without_end_is_refused_beyond_the_stream_limit(tmp_path, where):
     """``yes 1,2,0 | slang fit -`` and ``slang fit <(yes 1,2,0)`` read until memory ran out. A stream is read
     within STREAM_LIMIT bytes (1 GiB; lowered to 1 MiB here) and refused beyond it, with a pointer to a file."""
-    before = "import slangcli.readers._common as c; c.STREAM_LIMIT = 1 << 20; "
+    before = "import slangcli.data.readers._common as c; c.STREAM_LIMIT = 1 << 20; "
     if where == "stdin":
         source = subprocess.Popen(["yes", "1,2,0"], stdout=subprocess.PIPE)
         proc = slang("fit", "-", "-o", "run.h5", cwd=tmp_path, before=before, stdin=source.stdout)
@@ -307,7 +308,7 @@ def test_sampling_more_draws_than_memory_holds_is_refused_before_drawing(small_f
     """FitResult.sample(10**10) drew chunk after chunk into a list until memory gave out; the size is checked
     first (10**10 draws of 4 parameters: 298 GiB), and nothing is drawn."""
     import slangcli.api
-    import slangcli.metrics
+    import slangcli.predictive.metrics
 
     result, _, _ = small_fit
 
@@ -316,7 +317,7 @@ def test_sampling_more_draws_than_memory_holds_is_refused_before_drawing(small_f
 
     monkeypatch.setattr(slangcli.api, "weight_samples", drawn)
     # (a machine of 64 GiB, whatever this one has)
-    monkeypatch.setattr(slangcli.metrics, "memory_limit", lambda: 64 << 30)
+    monkeypatch.setattr(slangcli.predictive.metrics, "memory_limit", lambda: 64 << 30)
     with pytest.raises(ValueError, match=r"n = 10000000000: 10000000000 draws of 4 parameters take 298 GiB "
                                          r"\(10000000000 x 4 x 8 bytes\), more than the 64 GiB of memory this "
                                          r"process can have"):
@@ -326,7 +327,7 @@ def test_sampling_more_draws_than_memory_holds_is_refused_before_drawing(small_f
 def test_a_sample_within_memory_is_the_draws_of_predict(small_fit):
     result, _, _ = small_fit
     draws = result.sample(130, seed=3)
-    from slangcli.metrics import weight_samples
+    from slangcli.predictive.metrics import weight_samples
 
     np.testing.assert_array_equal(draws, np.concatenate(list(weight_samples(result.posterior, 3, 130))))
 

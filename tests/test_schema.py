@@ -1,4 +1,4 @@
-"""The data schema (``slangcli.schema``): columns of text as categories and booleans, ``--missing impute``, and one
+"""The data schema (``slangcli.data.schema``): columns of text as categories and booleans, ``--missing impute``, and one
 reading of a model's input by every door: ``slang fit``, ``slang evaluate``, ``slang predict``,
 ``FitResult.predict`` and ``slangcli.fit``; and run files of format 1.3, which have no schema, read as before.
 
@@ -22,9 +22,9 @@ from click.testing import CliRunner
 
 import slangcli
 from slangcli.cli import main
+from slangcli.data.schema import Schema, check_record
 from slangcli.errors import DataError, FormatError
-from slangcli.io import read_run
-from slangcli.schema import Schema, check_record
+from slangcli.runfile.io import read_run
 from test_cli import assert_error, assert_ok
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -18,8 +18,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slangcli import lowrank, noise
 from slangcli.errors import ConfigError
+from slangcli.gaussian import lowrank
+from slangcli.gaussian import noise
 from slangcli.methods import slang
 from slangcli.methods.base import Problem, decayed
 from slangcli.models import MLP

@@ -7,11 +7,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from slangcli import train, tuning
+from slangcli.data.sources import DataOptions
 from slangcli.methods import slang, slang_stacked
 from slangcli.methods.base import Problem
 from slangcli.models import MLP
-from slangcli.workflow import DataOptions, fit
+from slangcli.training import loop as train
+from slangcli.training import tuning
+from slangcli.training.fitting import fit
 
 
 def _data(n=120, f=4, seed=0, kind="gaussian"):
@@ -119,8 +121,8 @@ def test_tuning_search_is_the_same_stacked_or_not(write_file, monkeypatch):
 
 
 def test_rates_are_tunable_only_where_the_method_has_them():
-    from slangcli.methods import bbb
     from slangcli.errors import ConfigError
+    from slangcli.methods import bbb
 
     assert tuning.parse_tune("lr,beta", "gaussian", slang) == ("lr", "beta")
     assert tuning.parse_tune("lr", "gaussian", bbb) == ("lr",)

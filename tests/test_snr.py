@@ -19,13 +19,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from slangcli import noise, train
 from slangcli.cli import main
-from slangcli.io import read_run
+from slangcli.gaussian import noise
 from slangcli.methods import bbb, ktied
 from slangcli.methods.base import Problem
 from slangcli.methods.reparam import snr
 from slangcli.models import MLP
+from slangcli.runfile.io import read_run
+from slangcli.training import loop as train
 
 
 def test_snr_by_hand():

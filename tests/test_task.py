@@ -1,11 +1,11 @@
-"""``slangcli.task``: the statement of the inferred task, the integer-target hint, the row-identifier warning."""
+"""``slangcli.data.task``: the statement of the inferred task, the integer-target hint, the row-identifier warning."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from slangcli.task import describe, identifier_columns, integer_target_hint
+from slangcli.data.task import describe, identifier_columns, integer_target_hint
 
 
 def features(n=100, seed=0):

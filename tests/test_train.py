@@ -1,4 +1,4 @@
-"""The training loop (``slangcli.train``): reproducibility, resumption, epochs and minibatches, divergence, and
+"""The training loop (``slangcli.training.loop``): reproducibility, resumption, epochs and minibatches, divergence, and
 recovery of a posterior known in closed form."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-from slangcli import streams, train
+from slangcli import streams
 from slangcli.errors import DivergenceError
 from slangcli.methods import slang
 from slangcli.methods.base import Problem
 from slangcli.models import MLP
+from slangcli.training import loop as train
 
 STATE_ARRAYS = ("mu", "U", "d", "m")
 

@@ -13,9 +13,10 @@ import pytest
 
 from conftest import binary_problem, csv_text
 
-from slangcli import tuning
+from slangcli.data.sources import DataOptions
 from slangcli.errors import ConfigError
-from slangcli.workflow import DataOptions, fit
+from slangcli.training import tuning
+from slangcli.training.fitting import fit
 
 
 def _regression_csv(write_file, name, n, seed, test_shift=0.0):
@@ -87,10 +88,10 @@ def test_a_candidates_score_is_the_predictive_of_slang_evaluate(likelihood, size
     ``SCORE_SAMPLES`` weight samples: the one predictive (``predict.classify``, ``metrics.regression_scores``), not a
     second implementation. A classifier's is scored on evaluate's draws for the same seed; a regression's on the
     fold's own stream (the one the UCI protocol's searches were recorded with), which evaluate takes as well."""
-    from slangcli import metrics
-    from slangcli.evaluation import score
+    from slangcli.gaussian.posteriors import DiagonalGaussian
     from slangcli.models import MLP
-    from slangcli.posteriors import DiagonalGaussian
+    from slangcli.predictive import metrics
+    from slangcli.predictive.evaluation import score
 
     rng = np.random.default_rng(3)
     model = MLP(sizes, likelihood=likelihood, noise_precision=4.0)
@@ -136,7 +137,7 @@ def test_a_stop_request_interrupts_tuning_within_a_step(write_file, kw, says):
     """The fit's stop request (its signal handler's) is polled after every step of every fit the search runs: the
     search raises Interrupted a step after it turns true, instead of finishing and stopping the final fit."""
     from slangcli.errors import Interrupted
-    from slangcli.workflow import Checkpointing
+    from slangcli.training.checkpoints import Checkpointing
 
     train = _regression_csv(write_file, "train.csv", 60, seed=5)
     if kw["likelihood"] == "bernoulli":

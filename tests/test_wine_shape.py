@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from slangcli.cli import main
-from slangcli.io import read_run
+from slangcli.runfile.io import read_run
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,9 +13,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from slangcli.gaussian.posteriors import DiagonalGaussian
 from slangcli.methods.base import Problem, hyperparameter, require
 from slangcli.methods.reparam import likelihood_gradients
-from slangcli.posteriors import DiagonalGaussian
 
 
 @dataclass(frozen=True)

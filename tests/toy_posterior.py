@@ -1,4 +1,4 @@
-"""A test-only posterior kind, written as a plugin would be: one class following ``slangcli.posteriors``.
+"""A test-only posterior kind, written as a plugin would be: one class following ``slangcli.gaussian.posteriors``.
 
 The isotropic Gaussian ``N(mean, sigma^2 I)``, stored as ``mean : (D,)`` and ``log_sigma : (1,)`` under the
 encoding-type ``isotropic-gaussian``. Not a useful family; a small one, so the test sees the machinery (the run
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slangcli.posteriors import MAX_ABS_LOG_SIGMA
+from slangcli.gaussian.posteriors import MAX_ABS_LOG_SIGMA
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The ``slang`` command line: a click group whose commands are thin wrappers around ``slangcli.workflow``.
+"""The ``slang`` command line: a click group whose commands are thin wrappers around the library.
 
 Exit codes: 0 success; 1 bad data, a bad or unreadable run file, a diverged fit, an output that cannot be written
 (disk full) or memory exhausted; 2 usage errors (unknown option, invalid value or combination, an unusable
@@ -25,8 +25,8 @@ if too_small_address_space() is not None:
 
 from slangcli.cli.output import error, one_line, stdout_gone  # noqa: E402
 from slangcli.errors import OUT_OF_MEMORY, SlangError, exit_code
-from slangcli import outputs
-from slangcli.outputs import Terminated, raise_swallowed_signal, signals_raise
+from slangcli.runfile import outputs
+from slangcli.runfile.outputs import Terminated, raise_swallowed_signal, signals_raise
 from slangcli.threads import keep_freed_memory
 
 

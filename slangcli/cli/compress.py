@@ -10,10 +10,10 @@ from rich.table import Table
 from slangcli.cli import main
 from slangcli.cli.options import SAMPLES, SEED, check_output, invocation
 from slangcli.cli.output import emit_json, needs_stdout, note, stderr
+from slangcli.compress.runs import compress as compress_run
+from slangcli.compress.runs import parse_ranks, rank_outputs
 from slangcli.errors import DataError
-from slangcli.io import read_run, write_runs
-from slangcli.workflow import compress as compress_run
-from slangcli.workflow import parse_ranks, rank_outputs
+from slangcli.runfile.io import read_run, write_runs
 
 SPARK = " ▁▂▃▄▅▆▇█"
 SHOWN = 8  # singular values shown per layer

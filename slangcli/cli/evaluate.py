@@ -7,11 +7,11 @@ import click
 from slangcli.cli import main
 from slangcli.cli.options import BINS, SAMPLES, SEED
 from slangcli.cli.output import calibration_table, emit_json, metric_rows, metrics_table, needs_stdout, note
-from slangcli.columns import LAYOUTS
-from slangcli.io import read_run
-from slangcli.metrics import PREDICTIVES
-from slangcli.readers import MISSING_POLICIES
-from slangcli.workflow import evaluate as evaluate_run
+from slangcli.data.columns import LAYOUTS
+from slangcli.data.readers import MISSING_POLICIES
+from slangcli.predictive.evaluation import evaluate as evaluate_run
+from slangcli.predictive.metrics import PREDICTIVES
+from slangcli.runfile.io import read_run
 
 
 @main.command()

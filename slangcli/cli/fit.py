@@ -10,18 +10,20 @@ from dataclasses import fields
 
 import click
 
-from slangcli import checkpoints
 from slangcli.cli import main
 from slangcli.cli.options import FloatRange, check_output, fit_options, invocation
 from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
 from slangcli.cluster import cluster_map
+from slangcli.data.sources import DataOptions
 from slangcli.errors import DivergenceError, Interrupted
-from slangcli.io import read_run, write_run
-from slangcli.outputs import Terminated
 from slangcli.methods import METHODS
 from slangcli.methods.base import rank_symbol
-from slangcli.options import FitOptions
-from slangcli.workflow import Checkpointing, DataOptions, fit as fit_run, resume as resume_run
+from slangcli.runfile.io import read_run, write_run
+from slangcli.runfile.outputs import Terminated
+from slangcli.training import checkpoints
+from slangcli.training.checkpoints import Checkpointing
+from slangcli.training.fitting import fit as fit_run, resume as resume_run
+from slangcli.training.options import FitOptions
 
 
 class FitCommand(click.Command):

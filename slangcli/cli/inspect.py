@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from slangcli.cli import main
 from slangcli.cli.output import emit_json, needs_stdout, stderr
-from slangcli.io import POSTERIOR_NAMES, read_run
+from slangcli.runfile.io import POSTERIOR_NAMES, read_run
 
 
 def _shape(value):

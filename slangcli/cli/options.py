@@ -6,12 +6,12 @@ import os
 
 import click
 
+from slangcli.declare import AUTO, DELIMITERS, MAX_SEED, choices_of, flag_of, help_of
 from slangcli.methods import METHODS
 from slangcli.methods.base import OptionSpec
-from slangcli.metrics import MAX_SAMPLES
-from slangcli.declare import AUTO, DELIMITERS, MAX_SEED, choices_of, flag_of, help_of
-from slangcli.options import NETWORK_RATES, NETWORK_RATES_WHEN, command_line, shown_default
-from slangcli.outputs import UnusableOutput, check_output_path
+from slangcli.predictive.metrics import MAX_SAMPLES
+from slangcli.runfile.outputs import UnusableOutput, check_output_path
+from slangcli.training.options import NETWORK_RATES, NETWORK_RATES_WHEN, command_line, shown_default
 
 
 
@@ -46,7 +46,7 @@ def check_delimiter(ctx, param, value):
 
 
 def check_output(output: str, inputs: list) -> None:
-    """Refuse, before any work, an output path that cannot be written (``slangcli.outputs.check_output_path``:
+    """Refuse, before any work, an output path that cannot be written (``slangcli.runfile.outputs.check_output_path``:
     special files, directories, names too long, unwritable directories) or that would overwrite an input."""
     try:
         check_output_path(output)
@@ -126,7 +126,7 @@ def _command_line_default(f):
 
 def _declared_option(f) -> click.Option:
     """The command-line option of a declared field (``slangcli.declare.option``): of
-    :class:`slangcli.options.FitOptions` or of ``slangcli.sources.DataOptions``."""
+    :class:`slangcli.training.options.FitOptions` or of ``slangcli.data.sources.DataOptions``."""
     meta = f.metadata
     shown = shown_default(f)
     help_text = help_of(f) + (f"  [default: {shown}]" if shown is not None else "")
@@ -140,7 +140,7 @@ def _declared_option(f) -> click.Option:
 def _method_option(spec) -> click.Option:
     """The option of a method's hyperparameter, generated from the methods' declarations
     (``slangcli.methods.base.hyperparameter``). Its default is None, "not given": the method's own default
-    applies, and the help lists the defaults per method (and the task's, ``slangcli.options.NETWORK_RATES``), so
+    applies, and the help lists the defaults per method (and the task's, ``slangcli.training.options.NETWORK_RATES``), so
     it cannot drift. ``FitOptions`` refuses an option the chosen method does not have."""
     kind = click.Choice(spec.choices) if spec.choices else spec.kind
     declarations = [spec.flag, *([spec.short] if spec.short else []), spec.name]
@@ -152,7 +152,7 @@ def _method_option(spec) -> click.Option:
 
 def fit_options() -> list[click.Option]:
     """``slang fit``'s options that say how to read the data and how to fit, generated from their declarations
-    in the command's order (``slangcli.options.command_line``); built again when the registry of methods
+    in the command's order (``slangcli.training.options.command_line``); built again when the registry of methods
     changes."""
     key = tuple((name, id(method)) for name, method in METHODS.items())
     if _FIT_OPTIONS.get("key") != key:

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from slangcli.outputs import check_stdout, discard_stdout as stdout_gone, one_line, writing_stdout  # noqa: F401
+from slangcli.runfile.outputs import check_stdout, discard_stdout as stdout_gone, one_line, writing_stdout  # noqa: F401
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -56,7 +56,7 @@ def emit_json(obj) -> None:
 
 
 def metric_rows(scores: dict) -> list[tuple[str, str, object]]:
-    """Table rows of the scores returned by ``workflow.score``/``evaluate``."""
+    """Table rows of the scores returned by ``predictive.evaluation.score``/``evaluate``."""
     rows = []
     test = scores.get("test")
     if test is not None:

@@ -22,7 +22,7 @@ def _figures():
     """The drawing module, or None when matplotlib is not installed (imported here, not at start-up, so that the
     other commands neither need matplotlib nor pay for importing it)."""
     try:
-        from slangcli import figures
+        from slangcli.plot import figures
     except ImportError as exc:
         if (exc.name or "").split(".")[0] != "matplotlib":
             raise
@@ -84,7 +84,7 @@ def plot(runs, kind, output, reference, data, bins, samples, seed, metric, param
     if figures is None:
         error(INSTALL)
         raise SystemExit(1)
-    from slangcli import plotdata
+    from slangcli.plot import plotdata
 
     check_output(output, [*runs, reference, data])
     loaded = plotdata.load_runs(runs, notify=note)

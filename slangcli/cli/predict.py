@@ -8,11 +8,11 @@ import numpy as np
 from slangcli.cli import main
 from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_output
 from slangcli.cli.output import check_stdout, emit_json, needs_stdout, note
-from slangcli.io import read_run
-from slangcli.columns import LAYOUTS
-from slangcli.sources import PREDICT_MISSING
-from slangcli.tables import HDF5_SUFFIXES, csv_header, write_predictions
-from slangcli.workflow import predict as predict_run
+from slangcli.data.columns import LAYOUTS
+from slangcli.data.sources import PREDICT_MISSING
+from slangcli.predictive.evaluation import predict as predict_run
+from slangcli.predictive.tables import HDF5_SUFFIXES, csv_header, write_predictions
+from slangcli.runfile.io import read_run
 
 
 @main.command()

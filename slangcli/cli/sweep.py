@@ -17,7 +17,7 @@ from slangcli.cli.options import FloatRange
 from slangcli.cli.output import emit_json, error, needs_stdout, note, progress_bar
 from slangcli.cluster import check_scheduler_address, dask_client, require_distributed
 from slangcli.errors import ConfigError
-from slangcli.outputs import Terminated, signal_arrived
+from slangcli.runfile.outputs import Terminated, signal_arrived
 from slangcli.sweep import RESULTS, check_directory, is_complete, points_of, read_spec, run_sweep
 
 # slang fit options a sweep sets itself (the run file's name, checkpoints, output) and never takes from a grid

@@ -4,8 +4,8 @@ method follows (:class:`Method`).
 A method is either trained by steps or solved. A *step method* has ``Hyper`` (its validated hyperparameters),
 ``init(rng, problem, hyper) -> state``, ``step(rng, state, problem, X, y, hyper) -> (state, info)`` and
 ``posterior(state) -> posterior``; states are NamedTuples of arrays plus the step counter ``t``, and the training
-loop (``slangcli.train``) drives any of them. A *solver* has ``Hyper`` and ``solve(problem, X, y, hyper) ->
-(posterior, info)`` and is called once on the whole training set (``slangcli.workflow.fit`` dispatches on
+loop (``slangcli.training.loop``) drives any of them. A *solver* has ``Hyper`` and ``solve(problem, X, y, hyper) ->
+(posterior, info)`` and is called once on the whole training set (``slangcli.training.fitting`` dispatches on
 :func:`is_solver`). Every other part is optional, with a default: :class:`Method` lists them all.
 
 The registry (``slangcli.methods.METHODS``) holds modules that define these parts by name, or :class:`Method`
@@ -59,7 +59,7 @@ class Method:
         user about it (None: nothing); called once before a fit (:func:`adapt`).
     ``std_gradients(rng, state, problem, X, y, hyper, kl=None) -> [array per weight matrix]``
         One draw of the gradient of its standard-deviation parameters; a method that has it takes ``--snr``
-        (``slangcli.train.gradient_snr``).
+        (``slangcli.training.loop.gradient_snr``).
     ``stacked() -> module``
         The module that trains several of its fits of one network at once, for ``--tune``'s candidates:
         ``stackable(model, hyper, batch_size)``, ``Runs``, ``run(runs, model, hyper, X, y, *, seed, batch_size,

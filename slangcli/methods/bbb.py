@@ -26,10 +26,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from slangcli import noise
+from slangcli.gaussian import noise
+from slangcli.gaussian.posteriors import DiagonalGaussian
 from slangcli.methods.base import Problem
 from slangcli.methods.reparam import AdamHyper, adam, adam_moments, kl_weight, likelihood_gradients
-from slangcli.posteriors import DiagonalGaussian
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ so the negative ELBO is a sum of one-dimensional expectations plus a closed-form
                    + 1/2 (sum_j lambda_j (Sigma_jj + mu_j^2) - D - log |Sigma| - sum_j log lambda_j).
 
 The expectations, and the gradient through ``d/dm E[softplus(f)] = E[sigmoid(f)]`` and
-``d/dv E[softplus(f)] = E[sigmoid'(f)] / 2``, are computed by ``slangcli.quadrature`` to about 1e-12 (the SLANG
+``d/dv E[softplus(f)] = E[sigmoid'(f)] / 2``, are computed by ``slangcli.gaussian.quadrature`` to about 1e-12 (the SLANG
 authors used a 20-piece quadratic bound instead; quadrature is as accurate and simpler). With ``h_n = E[sigmoid'
 (f_n)]`` and ``s_n = E[sigmoid(f_n)]``:
 
@@ -30,7 +30,7 @@ posterior with precision H), and stop when the largest gradient component of ``F
 anything else is a ``ConvergenceError``. Deterministic: no random numbers are drawn.
 
 These are solvers, not step methods: ``solve(problem, X, y, hyper) -> (posterior, info)`` is called once by
-``slangcli.workflow.fit``. ``info`` holds the per-iteration history (``iteration``, ``neg_elbo_per_example``,
+``slangcli.training.fitting``. ``info`` holds the per-iteration history (``iteration``, ``neg_elbo_per_example``,
 ``seconds``) and the solver record (``iterations``, ``function_evals``, ``grad_max``, ``converged``, ``message``).
 """
 
@@ -45,10 +45,10 @@ import scipy.linalg
 import scipy.special
 
 from slangcli.errors import ConfigError, ConvergenceError
+from slangcli.gaussian.posteriors import DiagonalGaussian, FullGaussian
+from slangcli.gaussian.quadrature import expect_sigmoid, expect_sigmoid_grad, expect_softplus
 from slangcli.methods.base import Method, Problem, hyperparameter, require
 from slangcli.methods.full import check_size
-from slangcli.posteriors import DiagonalGaussian, FullGaussian
-from slangcli.quadrature import expect_sigmoid, expect_sigmoid_grad, expect_softplus
 
 # L-BFGS memory: more pairs than scipy's default 10 converge in far fewer iterations on the ill-conditioned
 # Cholesky parameterisation, at a cost per iteration that is small next to the O(N D^2) objective.

@@ -21,10 +21,10 @@ from typing import NamedTuple
 import numpy as np
 import scipy.linalg
 
-from slangcli import noise
+from slangcli.gaussian import noise
+from slangcli.gaussian.posteriors import MAX_FULL_PARAMS, FullGaussian
 from slangcli.methods import natural
 from slangcli.methods.base import Method, Problem, require
-from slangcli.posteriors import MAX_FULL_PARAMS, FullGaussian
 
 Hyper = natural.Hyper
 

@@ -54,11 +54,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from slangcli import noise
+from slangcli.gaussian import noise
+from slangcli.gaussian.posteriors import DiagonalGaussian
 from slangcli.methods.base import Problem, hyperparameter, require
 from slangcli.methods.reparam import likelihood_gradients
 from slangcli.methods.slang import DTYPES
-from slangcli.posteriors import DiagonalGaussian
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from slangcli import noise
+from slangcli.gaussian import noise
+from slangcli.gaussian.posteriors import KTiedGaussian
 from slangcli.methods.base import Problem, hyperparameter, require
 from slangcli.methods.reparam import AdamHyper, adam, adam_moments, kl_weight, likelihood_gradients
 from slangcli.models import MLP
-from slangcli.posteriors import KTiedGaussian
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from slangcli import noise
+from slangcli.gaussian import noise
+from slangcli.gaussian.posteriors import DiagonalGaussian
 from slangcli.methods import natural
 from slangcli.methods.base import Method, Problem
-from slangcli.posteriors import DiagonalGaussian
 
 Hyper = natural.Hyper
 

@@ -37,10 +37,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from slangcli import lowrank, noise
+from slangcli.gaussian import lowrank
+from slangcli.gaussian import noise
+from slangcli.gaussian.posteriors import LowRankGaussian
 from slangcli.methods import natural
 from slangcli.methods.base import Problem, hyperparameter, require
-from slangcli.posteriors import LowRankGaussian
 
 # Below this many entries of G (D x columns) a dense matrix and plain BLAS beat the factored per-layer route
 # (measured: 8 110 x 200 is 4x faster factored; 751 x 40 and 257 x 64 are as fast either way).

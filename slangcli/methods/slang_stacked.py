@@ -1,7 +1,7 @@
 """SLANG runs stacked: B runs of one network on the same data, minibatches and weight noise, which differ only in
 their noise precision, prior precision and rates, advanced together one step at a time.
 
-Cross-validation (``slangcli.tuning``) trains every candidate of a grid on a fold from the same seed, so the
+Cross-validation (``slangcli.training.tuning``) trains every candidate of a grid on a fold from the same seed, so the
 candidates' runs share everything random: the initial mean, the minibatch order and the standard normals of every
 step. Stacked, their ``B S`` weight samples go through the network in one forward and backward pass, and the rest
 of the step (the Gram matrices and their eigendecompositions, the diagonal, the Woodbury solves) runs on arrays
@@ -30,7 +30,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from slangcli import lowrank, noise, streams
+from slangcli import streams
+from slangcli.gaussian import lowrank
+from slangcli.gaussian import noise
 from slangcli.methods import slang
 from slangcli.methods.base import Problem, decayed
 from slangcli.models import MLP

@@ -18,7 +18,7 @@ from typing import Callable
 
 from slangcli.cluster import dask_client, run_tasks
 from slangcli.errors import ConfigError, SlangError, exit_code
-from slangcli.outputs import UnusableOutput, one_line, signal_arrived
+from slangcli.runfile.outputs import UnusableOutput, one_line, signal_arrived
 from slangcli.sweep.grid import Point, points_of
 from slangcli.sweep.results import complete_record, other_fits, read_results, remove_temporaries, write_results
 from slangcli.sweep.tasks import is_complete, make_task, run_fit

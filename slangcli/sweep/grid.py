@@ -3,8 +3,8 @@ and the options of each fit.
 
 A sweep's grid speaks ``slang fit``'s command line: ``{"data": [...], "rank": ["1,2,4"], "seed": ["0-9"]}``.
 :func:`parameters` lists the options it may vary, in the command's order of options, read from their
-declarations (``slangcli.options.command_line``): the data options of ``slang fit`` (``DataOptions``), the fit's own
-(``slangcli.options.FitOptions``, each registered method's hyperparameters after ``--method``) and
+declarations (``slangcli.training.options.command_line``): the data options of ``slang fit`` (``DataOptions``), the fit's own
+(``slangcli.training.options.FitOptions``, each registered method's hyperparameters after ``--method``) and
 ``--checkpoint-every``. :func:`expand` reads one given value as the command line reads it (lists, integer ranges,
 each item checked by the option's kind and written canonically), :func:`product` makes every combination, and
 :func:`make_point` the :class:`Point` of one: the fit's ``slang fit`` arguments (options at their default left out,
@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from slangcli.data.sources import DataOptions
+from slangcli.declare import AUTO, DELIMITERS, choices_of, flag_of
 from slangcli.errors import ConfigError
 from slangcli.methods import METHODS
 from slangcli.methods.base import OptionSpec
-from slangcli.declare import AUTO, DELIMITERS, choices_of, flag_of
-from slangcli.options import FitOptions, command_line, is_data_option
-from slangcli.workflow import DataOptions
+from slangcli.training.options import FitOptions, command_line, is_data_option
 
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable
 
 from slangcli.errors import SlangError
-from slangcli.outputs import atomic_output
+from slangcli.runfile.outputs import atomic_output
 from slangcli.sweep.grid import Point, name_end, parameters, params_of
 from slangcli.sweep.tasks import metrics_of, stored
 

@@ -2,8 +2,8 @@
 
 A task carries the fit's ``DataOptions`` and ``FitOptions``, built once in the sweep's process
 (:func:`make_task`, from the point's parameters through ``slangcli.sweep.grid.options_of``), and the run file's
-path. On the worker it calls the library's fit (``slangcli.workflow.fit``), or continues the checkpoint of the same
-fit it finds at the path (``slangcli.workflow.resume``: the task of a worker that died), and writes the run file as
+path. On the worker it calls the library's fit (``slangcli.training.fitting.fit``), or continues the checkpoint of the same
+fit it finds at the path (``slangcli.training.fitting.resume``: the task of a worker that died), and writes the run file as
 ``slang fit`` does (atomically; checkpoints every ``--checkpoint-seconds`` and ``--checkpoint-every`` steps). The
 run file records the ``slang fit`` command line that makes the same fit (:attr:`Task.command`), which is also how
 a later sweep recognises it as complete (:func:`is_complete`).
@@ -23,13 +23,16 @@ import sys
 import time
 from dataclasses import dataclass
 
-from slangcli import checkpoints
+from slangcli.data.sources import DataOptions
 from slangcli.errors import OUT_OF_MEMORY, DivergenceError, SlangError, exit_code
-from slangcli.io import read_run, write_run
-from slangcli.outputs import one_line
+from slangcli.runfile.io import read_run, write_run
+from slangcli.runfile.outputs import one_line
 from slangcli.sweep.grid import Point, options_of
 from slangcli.threads import keep_freed_memory
-from slangcli.workflow import Checkpointing, DataOptions, FitOptions, fit, resume
+from slangcli.training import checkpoints
+from slangcli.training.checkpoints import Checkpointing
+from slangcli.training.fitting import fit, resume
+from slangcli.training.options import FitOptions
 
 # the arguments a sweep adds after a fit's own in the command it records: -o PATH --checkpoint-seconds S
 # --no-progress

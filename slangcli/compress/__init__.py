@@ -1,0 +1,1 @@
+"""k-tied compression: of a posterior's standard deviations (ktied) and of stored runs (runs)."""

@@ -1,0 +1,1 @@
+"""Figures: the data of each figure (plotdata) and their drawing with matplotlib (figures)."""

@@ -1,0 +1,238 @@
+"""Scores of a Gaussian posterior: posterior-predictive NLL and accuracy (classification), RMSE and
+log-likelihood (regression), and the ELBO.
+
+Predictive distributions:
+
+- ``mc``: ``p(y|x) ~= (1/S) sum_s p(y | x, theta_s)`` with ``theta_s ~ q`` (any model).
+- ``quadrature`` (Bayesian logistic regression only): the logit is Gaussian under q,
+  ``f ~ N(x~^T mu, x~^T Sigma x~)`` with ``x~ = (x, 1)``, and ``p(y=1|x) = E[sigmoid(f)]`` is a one-dimensional
+  integral done to about 1e-12 (``slangcli.gaussian.quadrature``). This is the exact predictive, the quantity the SLANG
+  paper's NLL column reports.
+
+The class probabilities of both are ``slangcli.predictive.predict.classify``'s (the one classification predictive, of
+``slang evaluate``, ``slang predict``, the API and ``--tune``); the scores here take them as given.
+
+The ELBO is ``E_q[log p(D|theta)] - KL(q || p)``; reported as ``-ELBO / N`` in nats per training example. Its
+expected log-likelihood uses the same two routes (exact for logistic regression, Monte Carlo otherwise), and the
+KL is exact.
+
+Calibration:
+
+- classification: the expected calibration error of Guo et al. (ICML 2017, eq. 3),
+  ``ECE = sum_b (n_b / N) |acc_b - conf_b|`` over equal-width confidence bins ``(b/B, (b+1)/B]``, where the
+  confidence of an example is its largest predictive probability and ``acc_b`` the fraction of the bin's examples
+  whose most probable class is the true one.
+- regression: the coverage of central predictive intervals, the fraction of targets inside
+  ``[Q((1-c)/2), Q((1+c)/2)]`` of each example's predictive distribution, the Monte-Carlo mixture
+  ``(1/S) sum_s N(f_s, 1/tau)`` (``slangcli.predictive.mixture``). Its CDF ``F`` is continuous and strictly increasing, so
+  ``y`` is inside exactly when ``(1-c)/2 <= F(y) <= (1+c)/2``: coverage needs ``F(y_n)`` (the probability integral
+  transform), a running sum over weight samples, and no quantile search.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import scipy.special
+
+from slangcli._startup import memory_limit
+from slangcli.errors import ConfigError
+from slangcli.gaussian.quadrature import expect_softplus
+from slangcli.models import MLP
+from slangcli.streams import PREDICT, derive_rng
+
+PREDICTIVES = ("auto", "quadrature", "mc")
+# Monte-Carlo weight samples of a predictive (an evaluation, a prediction, a fit's final scores): at most this many.
+# More than 10 million would take days at any size and, for regression, hold 80 MB per example (the command line's
+# options and the Python API refuse more before anything is drawn).
+MAX_SAMPLES = 10**7
+# central predictive intervals whose coverage `slang evaluate` reports for regression
+COVERAGE_LEVELS = (0.5, 0.9, 0.95)
+# activations held by one forward pass (weight samples x rows x widest layer), about 128 MB in float64
+ACTIVATION_BUDGET = 1 << 24
+
+
+def row_chunks(model: MLP, n_rows: int, n_samples: int):
+    """Row slices for forward passes whose activations stay within ACTIVATION_BUDGET."""
+    step = max(1, ACTIVATION_BUDGET // (n_samples * max(model.sizes)))
+    return [slice(lo, lo + step) for lo in range(0, n_rows, step)]
+
+
+def resolve_predictive(model: MLP, predictive: str) -> str:
+    if predictive == "auto":
+        return "quadrature" if (model.is_linear and model.likelihood == "bernoulli") else "mc"
+    if predictive == "quadrature" and not (model.is_linear and model.likelihood == "bernoulli"):
+        raise ValueError("the quadrature predictive needs a logistic-regression model (no hidden layer, binary)")
+    return predictive
+
+
+def _with_bias(X):
+    return np.hstack([X, np.ones((X.shape[0], 1))])
+
+
+# cells (rows x (features + 1)) of the inputs with their bias column held at once by logit_moments, 32 MB
+MOMENT_CELLS = 1 << 22
+# and at most this many rows, the blocks of slang predict before they were set here
+MOMENT_ROWS = 1 << 14
+
+
+def moment_rows(width: int) -> int:
+    """Rows per block of :func:`logit_moments` for inputs ``width`` wide (with the bias): a power of two (so that a
+    block never splits the groups of rows a BLAS kernel handles together) within ``MOMENT_CELLS``."""
+    fit = max(1, MOMENT_CELLS // max(width, 1))
+    return min(MOMENT_ROWS, 1 << (fit.bit_length() - 1))
+
+
+def logit_moments(posterior, X):
+    """Mean and variance ``(N,)`` of the logit ``f = x~^T theta`` under q (a model without hidden layer).
+
+    Computed for a block of rows at a time (:func:`moment_rows`): the inputs with their bias column and the
+    posterior's quadratic forms take temporaries as wide as the inputs (a copy of all the data at once)."""
+    n = X.shape[0]
+    step = moment_rows(X.shape[1] + 1)
+    if n <= step:
+        Xb = _with_bias(X)
+        return Xb @ posterior.mean, posterior.quadratic_forms(Xb)
+    m, v = np.empty(n), np.empty(n)
+    for lo in range(0, n, step):
+        Xb = _with_bias(X[lo : lo + step])
+        m[lo : lo + step], v[lo : lo + step] = Xb @ posterior.mean, posterior.quadratic_forms(Xb)
+    return m, v
+
+
+# weight samples drawn at once by the predictive (memory stays bounded for large S)
+SAMPLE_CHUNK = 64
+
+
+def check_samples(samples, option: str = "--samples") -> None:
+    """Refuse a count of predictive weight samples outside ``1 .. MAX_SAMPLES`` (one ConfigError naming
+    ``option``), before any is drawn."""
+    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or not 1 <= samples <= MAX_SAMPLES:
+        raise ConfigError(f"{option} must be a whole number from 1 to {MAX_SAMPLES}, got {samples!r}")
+
+
+def check_draws(n: int, n_params: int, what: str) -> None:
+    """Refuse ``n`` draws of ``n_params`` parameters held at once (``what`` says whose: ``"n = 10"``) when they
+    would take more memory than this process can have (``_startup.memory_limit``): one ConfigError naming the
+    size, instead of memory exhausted (or a machine swapping) once they are drawn."""
+    limit = memory_limit()
+    need = 8 * int(n) * int(n_params)
+    if limit is not None and need > limit:
+        raise ConfigError(f"{what}: {n} draws of {n_params} parameters take {need / 2**30:,.4g} GiB ({n} x "
+                          f"{n_params} x 8 bytes), more than the {limit / 2**30:,.3g} GiB of memory this process "
+                          "can have")
+
+
+def weight_samples(posterior, seed: int, samples: int) -> Iterator[np.ndarray]:
+    """The predictive's ``samples`` weight draws ``theta_s ~ q`` as chunks ``(<= SAMPLE_CHUNK, D)``, chunk ``k``
+    from the generator ``(seed, PREDICT, k)``: the same on every call, whatever the data."""
+    for k, start in enumerate(range(0, samples, SAMPLE_CHUNK)):
+        yield posterior.sample(derive_rng(seed, PREDICT, k), min(SAMPLE_CHUNK, samples - start))
+
+
+def _sample_chunks(posterior, rng, samples):
+    """Weight samples in chunks of at most 64, so memory stays bounded for large S."""
+    left = samples
+    while left > 0:
+        n = min(64, left)
+        yield posterior.sample(rng, n)
+        left -= n
+
+
+def classification_scores(probs: np.ndarray, y: np.ndarray) -> dict:
+    """Test NLL (nats per example) and accuracy from predictive probabilities ``(N, C)`` and codes ``y``."""
+    y = y.astype(np.int64)
+    p_true = probs[np.arange(len(y)), y]
+    # a probability that underflowed to 0 would make the NLL infinite; the floor keeps the score finite
+    # (it is reached only by confidently wrong predictions, and then dominates the NLL as it should)
+    nll = -np.mean(np.log(np.maximum(p_true, 1e-300)))
+    return {"nll": float(nll), "accuracy": float(np.mean(np.argmax(probs, axis=1) == y)), "n": int(len(y))}
+
+
+def calibration(probs: np.ndarray, y: np.ndarray, bins: int = 15) -> dict:
+    """Expected calibration error and its reliability bins from predictive probabilities ``(N, C)`` and codes ``y``.
+
+    Returns ``{"ece": float, "calibration": {"bins", "edges" (B + 1), "count", "confidence", "accuracy" (B each;
+    None for an empty bin)}}``. Bin b holds the confidences in ``(edges[b], edges[b + 1]]`` (the first also 0), with
+    the edges exactly as reported, so a confidence on an edge falls where the listed edges say.
+    """
+    if bins < 1:
+        raise ValueError(f"the number of calibration bins must be >= 1, got {bins}")
+    y = y.astype(np.int64)
+    confidence = probs.max(axis=1)
+    correct = (np.argmax(probs, axis=1) == y).astype(float)
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    b = np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, bins - 1)
+    count = np.bincount(b, minlength=bins)
+    conf_sum = np.bincount(b, weights=confidence, minlength=bins)
+    correct_sum = np.bincount(b, weights=correct, minlength=bins)
+    # (n_b / N) |acc_b - conf_b| = |sum of correct - sum of confidences| / N: no division by an empty bin's n_b
+    ece = float(np.sum(np.abs(correct_sum - conf_sum)) / max(len(y), 1))
+    mean_conf = [float(c / n) if n else None for c, n in zip(conf_sum, count)]
+    accuracy = [float(a / n) if n else None for a, n in zip(correct_sum, count)]
+    return {"ece": ece, "calibration": {"bins": int(bins), "edges": edges.tolist(), "count": count.tolist(),
+                                        "confidence": mean_conf, "accuracy": accuracy}}
+
+
+def coverage(pit: np.ndarray, levels=COVERAGE_LEVELS) -> dict:
+    """Fraction of targets inside each central predictive interval, from ``pit = F_n(y_n) : (N,)``.
+
+    ``y`` lies in ``[Q((1-c)/2), Q((1+c)/2)]`` exactly when ``|F(y) - 1/2| <= c / 2`` (``F`` continuous and strictly
+    increasing). Keys are the levels as text (``"0.9"``), so that they survive JSON.
+    """
+    return {f"{c:g}": float(np.mean(np.abs(pit - 0.5) <= 0.5 * c)) for c in levels}
+
+
+def expected_nll(posterior, model: MLP, X, y, *, predictive="auto", samples=100, rng=None) -> float:
+    """``E_q[-log p(D | theta)]`` summed over the rows of ``X``."""
+    predictive = resolve_predictive(model, predictive)
+    if predictive == "quadrature":
+        # the terms E[softplus(f_n)] - y_n m_n of a block of rows at a time (the moments, the quadrature's output
+        # and the products of all rows at once took five vectors of the rows), then summed as before
+        terms = np.empty(X.shape[0])
+        step = moment_rows(X.shape[1] + 1)
+        for lo in range(0, X.shape[0], step):
+            m, v = logit_moments(posterior, X[lo : lo + step])
+            terms[lo : lo + step] = expect_softplus(m, v) - y[lo : lo + step] * m
+        return float(np.sum(terms))
+    total = 0.0
+    for theta in _sample_chunks(posterior, rng, samples):
+        for rows in row_chunks(model, X.shape[0], theta.shape[0]):
+            total += float(model.nll(theta, X[rows], y[rows]).sum())
+    return total / samples
+
+
+def neg_elbo_per_example(posterior, model: MLP, prior_precision, X, y, *, predictive="auto", samples=100, rng=None):
+    """``-ELBO / N`` on the training data ``(X, y)``."""
+    enll = expected_nll(posterior, model, X, y, predictive=predictive, samples=samples, rng=rng)
+    return (enll + posterior.kl_to_prior(prior_precision)) / X.shape[0]
+
+
+def regression_scores(posterior, model: MLP, X, y, *, samples=1000, rng=None, seed=None, target_scale=1.0,
+                      levels=COVERAGE_LEVELS) -> dict:
+    """RMSE of the predictive mean and per-point predictive log-likelihood, in the original target units.
+
+    ``y`` is on the standardised scale the model was fitted on (``y_orig = mean + target_scale * y``). The
+    log-likelihood is ``(1/N) sum_n log((1/S) sum_s N(y_n | f_s(x_n), 1/tau))``, moved to the original units by
+    the change of variables (``- log target_scale``). ``coverage`` is that of the central intervals of
+    ``levels`` (default ``COVERAGE_LEVELS``) of the same mixture (invariant under the affine change of units). With
+    ``seed`` the weight samples are the predictive's own (:func:`weight_samples`, those of ``slang predict``), else
+    drawn from ``rng``.
+    """
+    tau = model.noise_precision
+    total_f = np.zeros(X.shape[0])
+    log_sum = np.full(X.shape[0], -np.inf)
+    cdf_sum = np.zeros(X.shape[0])
+    draws = weight_samples(posterior, seed, samples) if seed is not None else _sample_chunks(posterior, rng, samples)
+    for theta in draws:
+        for rows in row_chunks(model, X.shape[0], theta.shape[0]):
+            f = model.forward(theta, X[rows])[0][..., 0]  # (S, n)
+            total_f[rows] += f.sum(0)
+            logp = 0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (y[rows] - f) ** 2
+            log_sum[rows] = np.logaddexp(log_sum[rows], scipy.special.logsumexp(logp, axis=0))
+            cdf_sum[rows] += scipy.special.ndtr(np.sqrt(tau) * (y[rows] - f)).sum(0)
+    mean_f = total_f / samples
+    rmse = target_scale * np.sqrt(np.mean((mean_f - y) ** 2))
+    loglik = np.mean(log_sum - np.log(samples)) - np.log(target_scale)
+    return {"rmse": float(rmse), "loglik": float(loglik), "n": int(len(y)), "coverage": coverage(cdf_sum / samples, levels)}

@@ -1,0 +1,128 @@
+"""Prediction files of ``slang predict``: a CSV table or an HDF5 file (format in ``docs/FORMAT.md``).
+
+CSV: one row per example, in the order of the data, the first column ``row`` its 0-based data row; a header row;
+class probabilities as one column per class (``p_<label>``), the interval as ``lower_<level %>``,
+``upper_<level %>``; a row without a prediction (a missing value) has empty cells. Numbers carry 12 significant digits
+(the quadrature predictive is accurate to about 1e-12, Monte-Carlo estimates far less); the HDF5 file keeps
+float64.
+
+Both are written under a temporary name in the target directory and renamed into place when complete, so an
+error leaves no partial file; ``-`` writes the CSV to stdout once everything is computed.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import sys
+
+import h5py
+import numpy as np
+
+from slangcli import __version__
+from slangcli.data.prepare import LabelMap
+from slangcli.runfile.outputs import atomic_output, hdf5_image, writing_stdout
+
+PREDICTIONS_TYPE = "slang-predictions"
+PREDICTIONS_VERSION = "1.0"
+HDF5_SUFFIXES = (".h5", ".hdf5")
+# 12 significant digits: see the module docstring
+_FLOAT_FORMAT = "%.12g"
+
+
+# a temporary path beside the output, renamed onto it when the block completes and removed when it fails
+atomic_path = atomic_output
+
+
+def csv_header(predictions) -> list[str]:
+    """The CSV column names of a :class:`slangcli.predictive.evaluation.Predictions`."""
+    header = []
+    for name in predictions.arrays:
+        if name == "probabilities":
+            header += [f"p_{label}" for label in LabelMap(tuple(predictions.classes)).names]
+        elif name in ("lower", "upper"):
+            header.append(f"{name}_{100 * predictions.info['interval']:g}")
+        else:
+            header.append(name)
+    return header
+
+
+def _numbers(values) -> list[str]:
+    """Numbers with 12 significant digits; NaN, a row without a prediction, is an empty cell."""
+    text = np.char.mod(_FLOAT_FORMAT, values)
+    return np.where(np.isnan(values), "", text).tolist()
+
+
+# rows of a CSV written at once: their cells as Python strings take about 60 bytes each
+_CSV_ROWS = 1 << 14
+
+
+def _csv_cells(predictions, rows=slice(None)) -> list[list[str]]:
+    """The CSV columns of the examples ``rows`` as text, in the order of :func:`csv_header`."""
+    labels = LabelMap(tuple(predictions.classes)) if predictions.classes is not None else None
+    cells = []
+    for name, values in predictions.arrays.items():
+        values = values[rows]
+        if name == "row":
+            cells.append([str(v) for v in values.tolist()])
+        elif name == "probabilities":
+            cells += [_numbers(column) for column in values.T]
+        elif labels is not None and name in ("predicted", "target"):
+            # label values as the label map writes them (4, -1, benign), not as floats (4.0); a row without a
+            # prediction (NaN, or "" for string labels) is an empty cell
+            empty = np.isnan(values) if values.dtype.kind == "f" else values == ""
+            written = np.full(len(values), "", dtype=object)
+            written[~empty] = np.array(labels.names)[labels.encode(values[~empty], path=name)]
+            cells.append(written.tolist())
+        else:
+            cells.append(_numbers(values))
+    return cells
+
+
+def _write_csv(stream, predictions) -> None:
+    """The CSV, a block of ``_CSV_ROWS`` examples at a time (every cell of ten million rows at once, as Python
+    strings, took gigabytes)."""
+    writer = csv.writer(stream, lineterminator="\n")
+    writer.writerow(csv_header(predictions))
+    n = len(next(iter(predictions.arrays.values()))) if predictions.arrays else 0
+    for lo in range(0, n, _CSV_ROWS):
+        writer.writerows(zip(*_csv_cells(predictions, slice(lo, lo + _CSV_ROWS))))
+
+
+def _h5_data(values):
+    values = np.asarray(values)
+    if values.dtype.kind in "US":
+        return np.array(values.tolist(), dtype=h5py.string_dtype("utf-8"))
+    return values
+
+
+def _write_h5(path, predictions) -> None:
+    with hdf5_image(path) as f:
+        f.attrs["encoding-type"] = PREDICTIONS_TYPE
+        f.attrs["encoding-version"] = PREDICTIONS_VERSION
+        f.attrs["slang_version"] = __version__
+        f.attrs["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        f.attrs["info"] = json.dumps(predictions.info, sort_keys=True)
+        f.attrs["columns"] = json.dumps(list(predictions.arrays))
+        if predictions.classes is not None:
+            f.create_dataset("classes", data=_h5_data(predictions.classes))
+        for name, values in predictions.arrays.items():
+            ds = f.create_dataset(name, data=_h5_data(values))
+            if name in ("lower", "upper"):
+                ds.attrs["level"] = predictions.info["interval"]
+
+
+def write_predictions(output: str, predictions) -> None:
+    """Write ``predictions`` to ``output``: HDF5 for ``.h5``/``.hdf5``, CSV on stdout for ``-``, else CSV."""
+    if output == "-":
+        with writing_stdout():
+            _write_csv(sys.stdout, predictions)
+            sys.stdout.flush()
+        return
+    with atomic_path(output) as tmp:
+        if output.lower().endswith(HDF5_SUFFIXES):
+            _write_h5(tmp, predictions)
+        else:
+            with open(tmp, "w", newline="", encoding="utf-8") as stream:
+                _write_csv(stream, predictions)

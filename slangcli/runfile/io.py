@@ -1,0 +1,650 @@
+"""Run files: one HDF5 file per fit or compression, format version 1.4 (described in ``docs/FORMAT.md``).
+
+Every group carries ``encoding-type`` and ``encoding-version`` attributes; the reader dispatches on them and
+refuses, with a :class:`FormatError`, files that are not slang runs, that a newer major format wrote, or whose
+contents are missing, mis-shaped, non-finite or beyond ``MAX_ABS_VALUE`` in magnitude. Nested configuration is stored
+as JSON string attributes, arrays always as datasets. A run file is one self-contained regular file: the reader
+refuses anything else given as one (a FIFO, a directory, a device) and any soft or external link inside it. Files
+are written to a temporary name in the target directory and renamed into place, so a run file is either complete
+or absent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import stat
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from slangcli import __version__
+from slangcli.data.prepare import LabelMap
+from slangcli.data.readers import ARRAYS
+from slangcli.errors import DataError, FormatError
+from slangcli.models import MLP
+from slangcli.runfile.outputs import atomic_output, hdf5_image, temporary_beside  # noqa: F401  (temporary_beside: re-exported)
+from slangcli.data.schema import check_record
+from slangcli.gaussian.posteriors import MAX_ABS_VALUE, POSTERIORS
+
+FORMAT_VERSION = "1.4"
+RUN_TYPE = "slang-run"
+# the data format and test source of a run fitted to arrays from Python (format 1.3)
+
+# a dataset may declare up to this many bytes more than MAX_EXPANSION times what the file stores for it
+MAX_UNSTORED_BYTES = 1 << 20
+MAX_EXPANSION = 64
+
+
+class _Registered(Mapping):
+    """The posterior kinds registered in ``slangcli.gaussian.posteriors.POSTERIORS`` as ``{key(cls): value(cls)}``, looked up
+    anew on every use: a kind registered after this module was imported is written, read and named like the
+    built-in ones."""
+
+    def __init__(self, key, value):
+        self._key, self._value = key, value
+
+    def _table(self) -> dict:
+        return {self._key(cls): self._value(cls) for cls in POSTERIORS.values()}
+
+    def __getitem__(self, name):
+        return self._table()[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self._table()
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(POSTERIORS)
+
+
+# every posterior kind carries its encoding (``encoding``, ``stored_arrays`` and the classmethod ``from_group``,
+# which reads the datasets back and checks them against the model): the class of a posterior -> its encoding-type,
+# and the encoding-type -> the reader of that kind
+POSTERIOR_NAMES = _Registered(lambda cls: cls, lambda cls: cls.encoding)
+POSTERIOR_READERS = _Registered(lambda cls: cls.encoding, lambda cls: cls.from_group)
+
+
+@dataclass
+class Run:
+    """Everything a run file holds."""
+
+    model: MLP
+    prior_precision: np.ndarray  # (D,)
+    posterior: object
+    config: dict  # method, hyperparameters, schedule, data and model options, seed
+    # provenance of the training and test data, label classes, split; "schema": the data schema (1.4)
+    data: dict
+    arrays: dict = field(default_factory=dict)  # preprocessing arrays: train_index, test_index, feature_mean, feature_scale
+    history: dict = field(default_factory=dict)  # per-epoch arrays
+    metrics: dict = field(default_factory=dict)
+    command: list = field(default_factory=list)
+    meta: dict = field(default_factory=dict)  # slang_version, created, versions (set on write)
+    # "complete", or "checkpoint": a fit stopped part-way whose `state` lets `slang fit --resume` continue it
+    status: str = "complete"
+    # training state of a checkpoint: {"arrays": {name: array}, "scalars": {name: number}}
+    state: dict | None = None
+    compression: dict = field(default_factory=dict)  # slang compress: source, ranks, errors, parameter counts
+    compression_arrays: dict = field(default_factory=dict)  # slang compress: singular values per layer
+
+
+def _typed(group, kind: str) -> None:
+    group.attrs["encoding-type"] = kind
+    group.attrs["encoding-version"] = FORMAT_VERSION
+
+
+def _json_attr(obj, name: str, value) -> None:
+    obj.attrs[name] = json.dumps(value, sort_keys=True)
+
+
+def write_run(path, run: Run) -> None:
+    """Write ``run`` to ``path`` atomically (temporary file in the same directory, then rename)."""
+    write_runs([(path, run)])
+
+
+def write_runs(items) -> None:
+    """Write each ``(path, run)`` of ``items``: all to temporary files first, then all renamed into place, so
+    that an error while writing any of them leaves none of them (and no temporary file) behind; a full disk
+    raises :class:`slangcli.runfile.outputs.OutputError` naming the file."""
+    with contextlib.ExitStack() as stack:
+        for path, run in items:
+            _write_file(stack.enter_context(atomic_output(path)), run)
+
+
+def _write_file(tmp, run: Run) -> None:
+    """``run`` written completely to the (temporary) file ``tmp``."""
+    with hdf5_image(tmp) as f:
+        _typed(f, RUN_TYPE)
+        f.attrs["slang_version"] = run.meta.get("slang_version", __version__)
+        f.attrs["created"] = run.meta.get("created", "")
+        _json_attr(f, "command", list(run.command))
+        _json_attr(f, "config", run.config)
+        _json_attr(f, "versions", run.meta.get("versions", {}))
+        f.attrs["seed"] = int(run.config.get("seed", 0))
+        f.attrs["status"] = run.status
+
+        g = f.create_group("data")
+        _typed(g, "data")
+        provenance = dict(run.data)
+        schema = provenance.pop("schema", None)
+        _json_attr(g, "provenance", provenance)
+        for name, arr in run.arrays.items():
+            g.create_dataset(name, data=np.asarray(arr))
+        if schema is not None:
+            # the data schema (slangcli.data.schema), 1.4: JSON in a string dataset, which holds any number of columns
+            # and levels (an attribute is limited in size)
+            s = g.create_group("schema")
+            _typed(s, "data-schema")
+            s.create_dataset("json", data=json.dumps(schema, sort_keys=True))
+
+        g = f.create_group("model")
+        _typed(g, "mlp")
+        g.attrs["sizes"] = np.asarray(run.model.sizes, dtype=np.int64)
+        g.attrs["activation"] = run.model.activation
+        g.attrs["likelihood"] = run.model.likelihood
+        g.attrs["noise_precision"] = float(run.model.noise_precision)
+        g.create_dataset("prior_precision", data=run.prior_precision)
+
+        g = f.create_group("posterior")
+        _typed(g, run.posterior.encoding)
+        for name, values in run.posterior.stored_arrays().items():
+            g.create_dataset(name, data=values)
+
+        g = f.create_group("history")
+        _typed(g, "history")
+        for name, arr in run.history.items():
+            g.create_dataset(name, data=np.asarray(arr))
+
+        g = f.create_group("metrics")
+        _typed(g, "metrics")
+        _json_attr(g, "metrics", run.metrics)
+
+        if run.state is not None:
+            g = f.create_group("state")
+            _typed(g, "train-state")
+            for name, arr in run.state["arrays"].items():
+                g.create_dataset(name, data=np.asarray(arr))
+            for name, value in run.state["scalars"].items():
+                g.attrs[name] = value
+        if run.compression:
+            g = f.create_group("compression")
+            _typed(g, "compression")
+            _json_attr(g, "summary", run.compression)
+            for name, arr in run.compression_arrays.items():
+                g.create_dataset(name, data=np.asarray(arr))
+
+
+# libhdf5 can loop forever reading a variable-length string attribute whose global-heap object is corrupted (seen
+# in about 1 in 100 random byte corruptions of a run file) and cannot be interrupted in-process. So every attribute
+# is first read (whole) in a forked child that is killed after this many seconds; a file that survives is then
+# read here. The double read costs a fraction of a second even for an MNIST-sized posterior.
+ATTRIBUTE_PROBE_SECONDS = 5.0
+
+
+def _probe_attributes(path, fail) -> None:
+    """Fail (with ``fail(message)``) when reading the file in a child process does not finish in time; any
+    other problem is left to the real reader, which names it."""
+    if not hasattr(os, "fork"):
+        return
+    pid = os.fork()
+    if pid == 0:
+        try:  # the whole read, attributes and datasets: a corrupted file can make libhdf5 loop in either
+            _Reader(path).read(probe=False)
+        finally:
+            os._exit(0)
+    deadline = time.monotonic() + ATTRIBUTE_PROBE_SECONDS
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            if os.WIFSIGNALED(status):
+                # libhdf5 crashed on it (a segmentation fault in the HDF5 1.12 of h5py 3.8 on some corruptions):
+                # the same read in this process would crash it too
+                fail(f"corrupted: libhdf5 crashed reading it (signal {os.WTERMSIG(status)})")
+            return
+        time.sleep(0.002)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    fail(f"corrupted: libhdf5 did not finish reading it within {ATTRIBUTE_PROBE_SECONDS:g} s")
+
+
+def _file_kind(mode: int) -> str:
+    """What a file of ``mode`` (``os.stat``) that is not a regular file is, for a message."""
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "not a regular file")
+
+
+def _text(value):
+    """An attribute's value with bytes decoded: h5py returns a fixed-length string attribute as ``np.bytes_``
+    (a variable-length one as ``str``), and the file's names must compare and print as text either way."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+_ABSENT = object()
+
+
+def _first_link(group, prefix: str = "", seen=None):
+    """``(name, link)`` of the first soft or external link under ``group``, or None. Each link is looked at
+    without following it (``getlink=True``, in every h5py since 2.x: ``visititems_links`` needs h5py 3.11), and
+    only hard-linked groups are entered, each once (hard links can make a cycle)."""
+    seen = set() if seen is None else seen
+    for name in group:
+        link = group.get(name, getlink=True)
+        path = f"{prefix}{name}"
+        if not isinstance(link, h5py.HardLink):
+            return path, link
+        child = group.get(name)
+        if isinstance(child, h5py.Group) and child.id not in seen:
+            seen.add(child.id)
+            found = _first_link(child, f"{path}/", seen)
+            if found is not None:
+                return found
+    return None
+
+
+class _Reader:
+    """Reads and validates one run file; every problem becomes a one-line FormatError naming the file."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.name = str(path)
+
+    def fail(self, message: str):
+        raise FormatError(f"{self.name}: {message}")
+
+    def attr(self, obj, name: str, default=_ABSENT):
+        """The attribute ``name`` of ``obj``, strings as text whether stored fixed-length or variable-length
+        (every attribute is read here); ``default`` when absent, a FormatError when absent without one."""
+        if name not in obj.attrs:
+            if default is _ABSENT:
+                self.fail(f"{obj.name} lacks the {name!r} attribute")
+            return default
+        return _text(obj.attrs[name])
+
+    def check_type(self, obj, kind: str, where: str) -> None:
+        found = self.attr(obj, "encoding-type", None)
+        if found != kind:
+            if where == "/":
+                self.fail("not a slang run file (no slang-run encoding-type attribute)")
+            self.fail(f"{where} has encoding-type {found!r}, expected {kind!r}")
+        self.check_version(obj, where)
+
+    def check_version(self, obj, where: str) -> None:
+        version = str(self.attr(obj, "encoding-version", ""))
+        try:
+            major = int(version.split(".")[0])
+        except ValueError:
+            self.fail(f"{where} has an unreadable encoding-version {version!r}")
+        ours = int(FORMAT_VERSION.split(".")[0])
+        if major > ours:
+            part = "" if where == "/" else f" ({where})"
+            self.fail(
+                f"written by slang file format {version}{part}; this slang ({__version__}) reads format "
+                f"{ours}.x: upgrade slang to read it"
+            )
+        if major < 1:
+            self.fail(f"{where} has an unknown encoding-version {version!r}")
+
+    def json(self, obj, name: str, where: str, kind=dict):
+        """The JSON attribute ``name``: an object (``kind=dict``) or an array of strings (``kind=list``)."""
+        if name not in obj.attrs:
+            self.fail(f"{where} lacks the {name!r} attribute")
+        try:
+            value = json.loads(self.attr(obj, name))
+        except (TypeError, ValueError):
+            self.fail(f"{where} attribute {name!r} is not valid JSON")
+        if kind is dict and not isinstance(value, dict):
+            self.fail(f"{where} attribute {name!r} is not a JSON object")
+        if kind is list and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            self.fail(f"{where} attribute {name!r} is not a JSON array of strings")
+        return value
+
+    def group(self, f, name: str):
+        if name not in f or not isinstance(f[name], h5py.Group):
+            self.fail(f"missing group /{name}")
+        return f[name]
+
+    def array(self, group, name: str, shape: tuple | None = None, *, finite=True, bounded=True,
+              where=None) -> np.ndarray:
+        """The numeric dataset ``name`` of ``group`` (of ``shape`` when given), read whole. With ``finite`` its
+        floating-point values must be finite and, with ``bounded``, within ``MAX_ABS_VALUE`` in magnitude: the
+        default, for what a posterior is computed with (the posterior, the prior); the data's statistics, the
+        training state and the compression's spectra are not squared and keep any finite value."""
+        where = where or f"{group.name}/{name}"
+        if name not in group or not isinstance(group[name], h5py.Dataset):
+            self.fail(f"missing dataset {where}")
+        ds = group[name]
+        if shape is not None and tuple(ds.shape) != tuple(shape):
+            self.fail(f"{where} has shape {tuple(ds.shape)}, expected {tuple(shape)}")
+        if ds.dtype.kind not in "fiu":
+            self.fail(f"{where} is not numeric (dtype {ds.dtype})")
+        self.check_size(ds, where)
+        arr = ds[()]
+        if not finite or ds.dtype.kind != "f":
+            return arr
+        # (one pass when bounded: NaN fails the comparison, and so does an infinity; in float64, where the bound
+        # exists)
+        ok = (np.abs(arr.astype(float, copy=False)) <= MAX_ABS_VALUE).all() if bounded else np.isfinite(arr).all()
+        if not ok:
+            if not np.isfinite(arr).all():
+                self.fail(f"{where} holds non-finite values")
+            self.fail(f"{where} holds values beyond {MAX_ABS_VALUE:g} in magnitude (too large to compute with)")
+        return arr
+
+    def dataset_shape(self, group, name: str) -> tuple | None:
+        """The shape of the dataset ``name`` in ``group``, None when it has none (for a reader that names the
+        shape it expected)."""
+        if name not in group or not isinstance(group[name], h5py.Dataset):
+            return None
+        return tuple(group[name].shape)
+
+    def check_size(self, ds, where: str) -> None:
+        """Refuse a dataset that declares far more data than the file stores (a chunked dataset of 8 TB in a
+        20 KB file would be read as fill values until memory runs out). slang writes its datasets uncompressed;
+        others' compression is allowed up to ``MAX_EXPANSION`` times."""
+        declared = int(ds.size) * ds.dtype.itemsize
+        if declared <= MAX_UNSTORED_BYTES:
+            return
+        stored = ds.id.get_storage_size()
+        if declared > MAX_EXPANSION * stored + MAX_UNSTORED_BYTES:
+            self.fail(f"{where} declares {declared / 1e9:.3g} GB of data but the file stores {stored} bytes of it")
+
+    def read(self, probe: bool = True) -> Run:
+        try:  # before any open: opening a FIFO waits for a writer
+            mode = os.stat(self.path).st_mode
+        except FileNotFoundError:
+            self.fail("no such file")
+        except OSError as exc:
+            self.fail(f"cannot read it: {exc.strerror}")
+        if not stat.S_ISREG(mode):
+            self.fail(f"is {_file_kind(mode)}, not a run file")
+        try:  # (libhdf5 reports a file it may not open as one it cannot read: "truncated or corrupted")
+            with open(self.path, "rb"):
+                pass
+        except OSError as exc:
+            self.fail(f"cannot read it: {exc.strerror}")
+        if probe:
+            _probe_attributes(self.path, self.fail)
+        try:
+            f = h5py.File(self.path, "r")
+        except OSError:
+            self.fail("not an HDF5 file, or truncated or corrupted")
+        try:
+            with f:
+                self.check_links(f)
+                return self._read(f)
+        except FormatError:
+            raise
+        except (OSError, KeyError, ValueError, TypeError, RuntimeError) as exc:
+            self.fail(f"unreadable ({type(exc).__name__}: {exc})")
+
+    def check_links(self, f) -> None:
+        """Refuse a soft or external link anywhere in the file (before anything follows one): a run file is
+        self-contained, and an external link would read another file's data in its name. One pass over the link
+        names of every group; no dataset is read."""
+        found = _first_link(f)
+        if found is None:
+            return
+        name, link = found
+        if isinstance(link, h5py.ExternalLink):
+            self.fail(f"/{name} is an external link to {link.filename}:{link.path}; a run file must be "
+                      "self-contained")
+        if isinstance(link, h5py.SoftLink):
+            self.fail(f"/{name} is a soft link to {link.path}; a run file must hold its objects themselves")
+        self.fail(f"/{name} is a link of an unknown kind; a run file must hold its objects themselves")
+
+    def _read(self, f) -> Run:
+        self.check_type(f, RUN_TYPE, "/")
+        config = self.json(f, "config", "/")
+        command = self.json(f, "command", "/", kind=list)
+        versions = self.json(f, "versions", "/")
+        meta = {"slang_version": str(self.attr(f, "slang_version", "")), "created": str(self.attr(f, "created", "")),
+                "versions": versions}
+
+        g = self.group(f, "data")
+        self.check_type(g, "data", "/data")
+        data = self.json(g, "provenance", "/data")
+        arrays = {name: self.array(g, name, bounded=False) for name in g if isinstance(g[name], h5py.Dataset)}
+        data.pop("schema", None)  # (only the group holds the schema)
+        if "schema" in g:
+            data["schema"] = self.schema(g)
+
+        g = self.group(f, "model")
+        self.check_type(g, "mlp", "/model")
+        sizes, activation, likelihood, noise = (self.attr(g, name) for name in ("sizes", "activation", "likelihood",
+                                                                               "noise_precision"))
+        try:
+            model = MLP(tuple(int(s) for s in np.asarray(sizes).ravel()), activation=str(activation),
+                        likelihood=str(likelihood), noise_precision=float(noise))
+        except Exception as exc:  # noqa: BLE001 - any invalid model description is a format error
+            self.fail(f"/model is invalid: {exc}")
+        D = model.n_params
+        prior = self.array(g, "prior_precision", (D,))
+        if not (prior > 0).all():
+            self.fail("/model/prior_precision must be positive")
+
+        g = self.group(f, "posterior")
+        kind = self.attr(g, "encoding-type", None)
+        if kind not in POSTERIOR_READERS:
+            self.fail(f"/posterior has unknown encoding-type {kind!r}")
+        self.check_version(g, "/posterior")
+        posterior = POSTERIOR_READERS[kind](self, g, model)
+
+        self._check_consistency(data, arrays, model)
+        g = self.group(f, "history")
+        history = {name: self.array(g, name, finite=False) for name in g if isinstance(g[name], h5py.Dataset)}
+        for name, values in history.items():
+            # one value per record; the SNR arrays hold one value per weight matrix in each record
+            # (and the learned prior precisions one per weight matrix)
+            if values.ndim != (2 if name in ("snr", "snr_paper", "prior_precision") else 1):
+                self.fail(f"/history/{name} has shape {values.shape}, expected one "
+                          + ("row per record" if name.startswith("snr") else "value per epoch"))
+        g = self.group(f, "metrics")
+        metrics = self.json(g, "metrics", "/metrics")
+        status = str(self.attr(f, "status", "complete"))
+        if status not in ("complete", "checkpoint"):
+            self.fail(f"/ has an unknown status {status!r}")
+        # a checkpoint holds no scores yet, and a compressed run only when `slang compress --evaluate` made them
+        if status == "complete" and ("compression" not in f or metrics):
+            self._check_metrics(metrics)
+        state = self._state(f) if status == "checkpoint" else None
+        compression, compression_arrays = {}, {}
+        if "compression" in f:  # written by slang compress (1.2)
+            g = self.group(f, "compression")
+            self.check_type(g, "compression", "/compression")
+            compression = self.json(g, "summary", "/compression")
+            compression_arrays = {name: self.array(g, name, bounded=False) for name in g
+                                  if isinstance(g[name], h5py.Dataset)}
+        return Run(model=model, prior_precision=prior, posterior=posterior, config=config, data=data,
+                   arrays=arrays, history=history, metrics=metrics, command=command, meta=meta, status=status,
+                   state=state, compression=compression, compression_arrays=compression_arrays)
+
+    def schema(self, g) -> dict:
+        """The stored data schema's JSON object (``/data/schema``, 1.4); checked against the model in
+        :meth:`_check_consistency`."""
+        s = g["schema"]
+        if not isinstance(s, h5py.Group):
+            self.fail("/data/schema is not a group")
+        self.check_type(s, "data-schema", "/data/schema")
+        ds = s.get("json")
+        if not isinstance(ds, h5py.Dataset) or ds.shape != () or ds.dtype.kind not in "OSU":
+            self.fail("/data/schema lacks its json dataset (one string)")
+        self.check_size(ds, "/data/schema/json")
+        value = ds[()]
+        try:
+            return json.loads(value.decode("utf-8") if isinstance(value, bytes) else value)
+        except (TypeError, ValueError):
+            self.fail("/data/schema/json is not valid JSON")
+
+    def _state(self, f) -> dict:
+        """The training state of a checkpoint: finite numeric arrays and numeric scalars (shapes are checked
+        against the method when the run is resumed)."""
+        g = self.group(f, "state")
+        self.check_type(g, "train-state", "/state")
+        self.check_version(g, "/state")
+        arrays = {name: self.array(g, name, bounded=False) for name in g if isinstance(g[name], h5py.Dataset)}
+        scalars = {}
+        for name in g.attrs:
+            if name in ("encoding-type", "encoding-version"):
+                continue
+            value = np.asarray(self.attr(g, name))
+            if value.shape != () or value.dtype.kind not in "fiu" or not np.isfinite(value):
+                self.fail(f"/state attribute {name!r} is not a finite number")
+            scalars[name] = value.item()
+        if "t" not in scalars:
+            self.fail("/state lacks the step counter 't'")
+        return {"arrays": arrays, "scalars": scalars}
+
+    def require(self, obj, key: str, test, what: str, where: str):
+        """``obj[key]``, which must exist and pass ``test``; ``what`` describes it in the message."""
+        if not (isinstance(obj, dict) and key in obj and test(obj[key])):
+            self.fail(f"{where} lacks {key!r} ({what})")
+        return obj[key]
+
+    def _check_consistency(self, data, arrays, model) -> None:
+        """What the provenance promises must be there, with the model's shapes and the types the commands use."""
+        if not isinstance(data.get("options"), dict) or not isinstance(data.get("train"), dict):
+            self.fail("/data provenance lacks 'train' or 'options'")
+        train = data["train"]
+        self.require(train, "format", _is_str, "a string", "/data provenance 'train'")
+        # a run fitted to arrays from Python has no data file (format "arrays", path null)
+        from_arrays = train["format"] == ARRAYS
+        if not from_arrays:
+            self.require(data["options"], "path", _is_str, "the data path", "/data provenance 'options'")
+        for key in ("sha256",) if from_arrays else ("path", "sha256"):
+            self.require(train, key, _is_str, "a string", "/data provenance 'train'")
+        rows = self.require(train, "rows", _is_count, "a row count", "/data provenance 'train'")
+        self.require(train, "features", _is_count, "a feature count", "/data provenance 'train'")
+        if train["format"] == "uci":
+            self.require(train, "folder", _is_str, "the UCI folder", "/data provenance 'train'")
+        if not isinstance(data.get("feature_names", []), list):
+            self.fail("/data provenance 'feature_names' is not a list")
+        P = model.sizes[0]
+        if "schema" in data:
+            try:
+                check_record(data["schema"], P)
+            except DataError as exc:
+                self.fail(f"/data/schema {exc}")
+            if data["schema"]["standardize"] != bool(data.get("standardize")):
+                self.fail("/data/schema and the provenance differ on whether the features are standardised")
+        if data.get("standardize"):
+            for name in ("feature_mean", "feature_scale"):
+                if name not in arrays or arrays[name].shape != (P,):
+                    self.fail(f"/data/{name} must be present with shape ({P},) (the run standardises features)")
+        if model.likelihood == "gaussian":
+            for name in ("target_mean", "target_scale"):
+                if name not in arrays or arrays[name].shape != (1,):
+                    self.fail(f"/data/{name} must be present with shape (1,) (regression run)")
+        # evaluate applies these whenever they are present
+        for name, shape in (("feature_mean", (P,)), ("feature_scale", (P,)), ("target_mean", (1,)),
+                            ("target_scale", (1,))):
+            if name in arrays and arrays[name].shape != shape:
+                self.fail(f"/data/{name} has shape {arrays[name].shape}, expected {shape}")
+            if name.endswith("scale") and name in arrays and not (arrays[name] > 0).all():
+                self.fail(f"/data/{name} must be positive")
+        if model.likelihood != "gaussian":
+            if not (isinstance(data.get("labels"), dict) and isinstance(data["labels"].get("classes"), list)):
+                self.fail("/data provenance lacks the label classes of a classification run")
+            classes = data["labels"]["classes"]
+            try:
+                LabelMap(tuple(classes))
+            except DataError as exc:
+                self.fail(f"/data provenance: {exc}")
+            n_classes = 2 if model.likelihood == "bernoulli" else model.sizes[-1]
+            if len(classes) != n_classes:
+                self.fail(f"/data provenance lists {len(classes)} label classes, the {model.likelihood} model has "
+                          f"{n_classes}")
+        self._check_indices(data, arrays, rows)
+        test = data.get("test")
+        if test is None:
+            return
+        source = self.require(test, "source", lambda s: s in ("file", "split", ARRAYS), "'file', 'split' or 'arrays'",
+                              "/data provenance 'test'")
+        self.require(test, "rows", _is_count, "a row count", "/data provenance 'test'")
+        if source == ARRAYS:
+            self.require(test, "sha256", _is_str, "a string", "/data provenance 'test'")
+            return
+        if source == "file":
+            for key in ("path", "sha256"):
+                self.require(test, key, _is_str, "a string", "/data provenance 'test'")
+            self.require(test, "features", _is_count, "a feature count", "/data provenance 'test'")
+            return
+        if "test_index" not in arrays:
+            self.fail("/data/test_index is missing (the run's test set is a split of its training data)")
+        if "uci_split" not in test and not ("test_fraction" in test and "split_seed" in test):
+            self.fail("/data provenance 'test' lacks 'uci_split', or 'test_fraction' and 'split_seed'")
+
+    def _check_indices(self, data, arrays, rows: int) -> None:
+        """The split's row indices: each lists distinct rows of the training data, the two share none (``evaluate``
+        scores the test rows and the training -ELBO on the training rows: a row in both would be scored as data the
+        fit never saw), and they are there exactly when the test set is a split, with the recorded row counts."""
+        found = {}
+        for name in ("train_index", "test_index"):
+            index = arrays.get(name)
+            if index is None:
+                continue
+            if (index.ndim != 1 or index.dtype.kind not in "iu" or index.size == 0 or index.min() < 0
+                    or index.max() >= rows):
+                self.fail(f"/data/{name} must list rows of the training data (integers from 0 to {rows - 1})")
+            ordered = np.sort(index)
+            repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+            if repeated.size:
+                self.fail(f"/data/{name} lists row {int(repeated[0])} more than once (each row of a split is used "
+                          "once)")
+            found[name] = index
+        test = data.get("test")
+        split = isinstance(test, dict) and test.get("source") == "split"
+        if not found:
+            return  # (a split without its test index is refused with the test provenance)
+        if not split:
+            self.fail(f"/data/{next(iter(found))} is present, but the run's test set is not a split of its training "
+                      "data")
+        for name in ("train_index", "test_index"):
+            if name not in found:
+                self.fail(f"/data/{name} is missing (the run's test set is a split of its training data)")
+        shared = np.intersect1d(found["train_index"], found["test_index"])
+        if shared.size:
+            self.fail(f"/data/train_index and /data/test_index share {shared.size} row(s) (the first: row "
+                      f"{int(shared[0])}); a split's test rows must not be trained on")
+        for name, source, key in (("train_index", data["train"], "rows_used"), ("test_index", test, "rows")):
+            count = source.get(key)
+            if _is_count(count) and count != found[name].size:
+                where = "'train' 'rows_used'" if key == "rows_used" else "'test' 'rows'"
+                self.fail(f"/data/{name} lists {found[name].size} rows, but the provenance {where} is {count}")
+
+    def _check_metrics(self, metrics) -> None:
+        where = "/metrics attribute 'metrics'"
+        self.require(metrics, "train", lambda t: isinstance(t, dict) and _is_number(t.get("neg_elbo_per_example")),
+                     "the training -ELBO per example", where)
+        if "test" in metrics:
+            test = metrics["test"]
+            keys = ("rmse", "loglik") if isinstance(test, dict) and "rmse" in test else ("nll", "accuracy")
+            if not (isinstance(test, dict) and all(_is_number(test.get(key)) for key in keys)):
+                self.fail(f"{where} 'test' lacks {keys[0]!r} or {keys[1]!r} (numbers)")
+
+
+def _is_str(value) -> bool:
+    return isinstance(value, str)
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def read_run(path) -> Run:
+    """Read and validate a run file; raises FormatError naming the file on any problem."""
+    return _Reader(path).read()

@@ -1,0 +1,508 @@
+"""Fitting a posterior to prepared data with the options of ``slangcli.training.options.FitOptions``: the model and problem, tuning, the training of a step
+method or the solve of a solver, resuming a checkpoint, and the final scores of the run.
+
+Step methods train in ``slangcli.training.loop.run`` from a ``slangcli.training.plan.Plan``; checkpoints store the method's
+state (``slangcli.training.checkpoints``: :class:`Checkpointing` says when and how); a resumed fit equals, bit for bit, the
+fit that was never stopped, because every random stream is derived from the seed and the step. ``restarts > 1``
+fits from several seeds and keeps the lowest training -ELBO (``slangcli.training.restarts``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import asdict, replace
+from typing import Callable
+
+import numpy as np
+
+from slangcli import streams
+from slangcli.data import task
+from slangcli.data.prepare import Prepared
+from slangcli.data.readers import STDIN
+from slangcli.data.sources import DataOptions, _is_uci, _stored_options, load_training
+from slangcli.errors import ConfigError, ConvergenceError, DataError, DivergenceError, FormatError, Interrupted
+from slangcli.gaussian.posteriors import MAX_ABS_VALUE
+from slangcli.methods import METHODS
+from slangcli.methods.base import Problem, adapt, is_solver, samples_per_step
+from slangcli.models import MLP
+from slangcli.predictive import metrics
+from slangcli.predictive.evaluation import score
+from slangcli.runfile.checks import recorded_options, stored_hyper
+from slangcli.runfile.io import Run
+from slangcli.runfile.provenance import meta
+from slangcli.threads import blas_threads
+from slangcli.training import checkpoints
+from slangcli.training import learned
+from slangcli.training import loop as train
+from slangcli.training import tuning
+from slangcli.training.checkpoints import Checkpointing
+from slangcli.training.options import AUTO, FitOptions, default_method, model_kind
+from slangcli.training.plan import Outcome, Plan, train_steps
+from slangcli.training.restarts import train_restarts
+
+
+def fit(opts: DataOptions, options: FitOptions | None = None, *, notify: Callable[[str], None] = lambda msg: None,
+        command: list | None = None, progress: Callable[[int, int], None] | None = None,
+        checkpointing: Checkpointing | None = None, map_jobs: Callable | None = None, **keywords) -> Run:
+    """Fit a posterior to the data files in ``opts`` and score it; returns the :class:`Run` to be written.
+
+    ``options`` (or, instead, their ``keywords``: :meth:`FitOptions.of`) are checked before any data are read; the
+    other arguments are those of :func:`fit_prepared`. A Gal-layout UCI folder is the regression benchmark: its
+    target is Gaussian unless the options' likelihood says otherwise (the wine folder's integer quality would
+    otherwise be read as six classes). The features are standardised as ``options.standardize`` says.
+    """
+    options = options if options is not None else FitOptions.of(**keywords)
+    _check_running(options, checkpointing)
+    if options.likelihood == AUTO and _is_uci(opts):
+        options = options.for_likelihood("gaussian")
+    if opts.standardize is not None and bool(opts.standardize) != bool(options.standardize):
+        raise ConfigError(f"the data options say standardize={opts.standardize}, the fit's options "
+                          f"standardize={options.standardize}: give it once, as a fit option")
+    opts = replace(opts, standardize=bool(options.standardize))
+    with _urgent(checkpointing, "reading the data"):
+        prepared = load_training(opts, likelihood=options.likelihood, notify=notify)
+    sizes = (prepared.X_train.shape[1], *options.hidden, prepared.n_outputs)
+    for line in task.describe(prepared.data, prepared.arrays, prepared.likelihood, sizes[0],
+                              MLP(sizes, likelihood=prepared.likelihood).n_params):
+        notify(line)
+    if options.method is None and options.hidden:  # a network's method depends on its task: say so
+        notify(f"method: {default_method(options.hidden, prepared.likelihood)}, the default for a "
+               f"{model_kind(options.hidden, prepared.likelihood)} (--method chooses another)")
+    if options.likelihood == AUTO and prepared.data["train"].get("format") != "idx":
+        hint = task.integer_target_hint(prepared.data["targets"].get("classes"), prepared.data["train"].get("target"))
+        if hint:
+            notify(hint)
+    return fit_prepared(prepared, options, notify=notify, command=command, progress=progress,
+                        checkpointing=checkpointing, map_jobs=map_jobs)
+
+
+def _check_running(options: FitOptions, checkpointing: Checkpointing | None) -> None:
+    if options.restarts > 1 and checkpointing is not None:
+        raise ConfigError("--restarts applies to step methods fitted without checkpoints")
+
+
+def fit_prepared(prepared: Prepared, options: FitOptions | None = None, *,
+                 notify: Callable[[str], None] = lambda msg: None, command: list | None = None,
+                 progress: Callable[[int, int], None] | None = None, checkpointing: Checkpointing | None = None,
+                 map_jobs: Callable | None = None, **keywords) -> Run:
+    """Fit a posterior to prepared data and score it (:func:`_fit_prepared`); ``options``, or instead their
+    ``keywords`` (:meth:`FitOptions.of`), say how. A fit whose test predictive is far worse than a constant
+    predictor's, or barely better, says so through ``notify`` (the constant predictor's scores are stored in
+    ``run.metrics["constant"]``).
+
+    Features used as read (not standardised) are checked for their magnitude first: beyond ``MAX_ABS_VALUE`` they
+    are refused (:func:`check_magnitude`), a feature below ``1 / MAX_ABS_VALUE`` gets a warning
+    (``task.tiny_features``), and a fit that then diverges or does not converge names a large magnitude as the
+    likely cause (``task.magnitude_note``)."""
+    if not prepared.data.get("standardize"):
+        check_magnitude(prepared)
+        for warning in task.tiny_features(prepared.X_train, prepared.data.get("feature_names", ())):
+            notify(warning)
+    options = options if options is not None else FitOptions.of(**keywords)
+    with _naming_magnitude(prepared):
+        run = _fit_prepared(prepared, options.for_likelihood(prepared.likelihood), notify=notify,
+                            command=command, progress=progress, checkpointing=checkpointing, map_jobs=map_jobs)
+    baseline = constant_scores(prepared)
+    if baseline:
+        run.metrics["constant"] = baseline
+        warning = far_worse(run.metrics.get("test"), baseline) or barely_better(
+            run.metrics.get("test"), baseline, prepared, run, "on the test rows")
+        if warning:
+            notify(warning)
+    elif len(prepared.y_train) and run.posterior is not None:
+        warning = barely_better(*_in_sample_scores(prepared, run), prepared, run,
+                                f"even on {min(len(prepared.y_train), IN_SAMPLE_ROWS)} of its own training rows")
+        if warning:
+            notify(warning)
+    return run
+
+
+def check_magnitude(prepared: Prepared) -> None:
+    """Refuse features used as read (not standardised) beyond ``MAX_ABS_VALUE`` in magnitude, naming the largest:
+    every method computes with their squares (SLANG's and the natural-gradient methods' curvature, Adam's second
+    moment, the exact solvers' Hessian), which overflow float64 in sums, so that no step size fits them; standardised,
+    they are of order 1."""
+    X = prepared.X_train
+    if X.size == 0:
+        return
+    peak = np.abs(X).max(axis=0)
+    j = int(np.argmax(peak))
+    if peak[j] > MAX_ABS_VALUE:
+        # the data path as given (arrays from Python have none)
+        where = (prepared.data.get("options") or {}).get("path") or "X"
+        name = task.feature_name(prepared.data.get("feature_names", ()), j)
+        raise DataError(f"{where}: feature {name!r} reaches {peak[j]:.3g} in magnitude, beyond {MAX_ABS_VALUE:g}: "
+                        "too large to compute with as read; --standardize scales the features")
+
+
+@contextlib.contextmanager
+def _naming_magnitude(prepared: Prepared):
+    """A fit of features used as read that diverges or does not converge names their magnitude when it is large
+    (``task.magnitude_note``): the usual cause, which the error's own hint (a smaller step, a looser tolerance) would
+    not cure."""
+    try:
+        yield
+    except (DivergenceError, ConvergenceError) as exc:
+        note = None if prepared.data.get("standardize") else task.magnitude_note(
+            prepared.X_train, prepared.data.get("feature_names", ()))
+        if note is None:
+            raise
+        raise type(exc)(f"{exc}; {note}") from None
+
+
+# a test predictive worse than a constant predictor's by this many nats per example (or an RMSE this many times
+# the constant's) is reported: no fit that learned anything scores so
+FAR_WORSE_NATS = 0.5
+FAR_WORSE_RMSE = 1.2
+
+
+def constant_scores(prepared: Prepared) -> dict | None:
+    """Test scores of the best constant predictor fitted to the training targets: regression the training mean
+    and standard deviation (``N(0, 1)`` on the standardised scale), classification the training class frequencies;
+    None without test targets."""
+    if prepared.y_test is None or len(prepared.y_test) == 0:
+        return None
+    y = prepared.y_test
+    if prepared.likelihood == "gaussian":
+        scale = float(prepared.arrays["target_scale"][0])
+        return {"rmse": float(scale * np.sqrt(np.mean(y**2))),
+                "loglik": float(np.mean(-0.5 * np.log(2 * np.pi) - 0.5 * y**2) - np.log(scale))}
+    codes = prepared.y_train.astype(np.int64)
+    freq = np.bincount(codes, minlength=max(prepared.n_outputs, 2)) / len(codes)
+    return {"nll": float(-np.mean(np.log(np.maximum(freq[y.astype(np.int64)], 1e-300)))),
+            "accuracy": float(np.mean(y.astype(np.int64) == np.argmax(freq)))}
+
+
+def far_worse(test: dict | None, baseline: dict) -> str | None:
+    """The warning for test scores far worse than the constant predictor's, or None."""
+    if not test:
+        return None
+    hint = ("check the features' scales (--standardize), the likelihood, the --noise-precision and the "
+            "--prior-precision")
+    if "rmse" in test:
+        if test["loglik"] < baseline["loglik"] - FAR_WORSE_NATS or test["rmse"] > FAR_WORSE_RMSE * baseline["rmse"]:
+            return (f"warning: the test predictive (RMSE {test['rmse']:.4g}, log-likelihood {test['loglik']:.4g}) "
+                    f"is far worse than a constant predictor's (the training mean and standard deviation: RMSE "
+                    f"{baseline['rmse']:.4g}, log-likelihood {baseline['loglik']:.4g}); {hint}")
+        return None
+    if test["nll"] > baseline["nll"] + FAR_WORSE_NATS:
+        return (f"warning: the test NLL {test['nll']:.4g} is far worse than a constant predictor's "
+                f"{baseline['nll']:.4g} (the training class frequencies); {hint}")
+    return None
+
+
+# a fit whose predictive removes less than this fraction of the constant predictor's loss (its squared error in
+# regression, its NLL in classification) is reported: it learned next to nothing from the features
+BARELY_BETTER = 0.1
+# without test rows, the check scores the predictive on at most this many training rows (evenly spaced, in the
+# file's order), with at most IN_SAMPLE_SAMPLES weight samples: in sample, so it finds a fit that learned nothing,
+# not one that overfitted
+IN_SAMPLE_ROWS, IN_SAMPLE_SAMPLES = 1000, 32
+
+
+def _in_sample_scores(prepared: Prepared, run: Run) -> tuple[dict, dict]:
+    """The predictive's scores and the constant predictor's on up to ``IN_SAMPLE_ROWS`` training rows."""
+    rows = np.unique(np.linspace(0, len(prepared.y_train) - 1, min(len(prepared.y_train), IN_SAMPLE_ROWS))
+                     .astype(np.int64))
+    X, y = prepared.X_train[rows], prepared.y_train[rows]
+    target_scale = float(prepared.arrays["target_scale"][0]) if "target_scale" in prepared.arrays else 1.0
+    scores = score(run.model, run.posterior, run.prior_precision, X_train=None, y_train=None, X_test=X, y_test=y,
+                   target_scale=target_scale, samples=min(run.config.get("eval_samples", 1000), IN_SAMPLE_SAMPLES),
+                   seed=run.config.get("seed", 0))["test"]
+    return scores, constant_scores(replace(prepared, y_test=y))
+
+
+def barely_better(test: dict | None, baseline: dict, prepared: Prepared, run: Run, where: str) -> str | None:
+    """The warning for a predictive that is not clearly better than the constant predictor (it removes less than
+    ``BARELY_BETTER`` of its loss), naming the likely cause; or None."""
+    if not test:
+        return None
+    if "rmse" in test:
+        gain = 1.0 - (test["rmse"] / baseline["rmse"]) ** 2 if baseline["rmse"] > 0 else 1.0
+        scores = (f"RMSE {test['rmse']:.4g} against {baseline['rmse']:.4g} for the training mean: "
+                  + (f"only {100 * gain:.1f} % of the variance explained" if gain >= 0 else "worse than it"))
+    else:
+        gain = 1.0 - test["nll"] / baseline["nll"] if baseline["nll"] > 0 else 1.0
+        scores = (f"NLL {test['nll']:.4g} against {baseline['nll']:.4g} for the training class frequencies: "
+                  + (f"only {100 * gain:.1f} % of it removed" if gain >= 0 else "worse than it"))
+    if gain >= BARELY_BETTER:
+        return None
+    return (f"warning: the fit is barely better than a constant predictor {where} ({scores}); "
+            f"{_likely_cause(prepared, run)}")
+
+
+def _likely_cause(prepared: Prepared, run: Run) -> str:
+    """What most likely keeps a fit from learning: raw features of very different scales, too short a fit, or
+    features that say little about the target."""
+    if not prepared.data.get("standardize") and prepared.X_train.size:
+        # far from unit scale, or far from centred (a length of 200 +- 14 mm), raw features make the posterior's
+        # directions of very different curvature: few steps of any size fit them
+        X = prepared.X_train
+        size = np.sqrt(np.einsum("np,np->p", X, X) / len(X))  # (without a squared copy of the data)
+        size = size[size > 0]
+        if size.size and (size.max() > 10 or size.min() < 0.1):
+            return (f"likely cause: the features are used as read, of magnitudes (root mean square) from "
+                    f"{size.min():.3g} to {size.max():.3g} (--standardize scales and centres them)")
+    steps = run.metrics.get("steps")
+    if steps is not None and steps < 1000:
+        return f"the fit may be too short ({steps} steps: --epochs), or the features say little about the target"
+    return "the features may say little about the target"
+
+
+def _fit_prepared(prepared: Prepared, options: FitOptions, *, notify: Callable[[str], None],
+                  command: list | None, progress: Callable[[int, int], None] | None,
+                  checkpointing: Checkpointing | None, map_jobs: Callable | None) -> Run:
+    """Plan the fit of prepared data (:func:`prepare`, :func:`load_training`) with ``options``, checked for the
+    data's likelihood (:func:`plan`), train or solve it, and score it; returns the :class:`Run` to be written.
+
+    ``map_jobs(function, jobs)`` runs the candidate fits of ``tune`` and the fits of ``restarts`` elsewhere (a
+    cluster's map; default: here, one after the other), with the same results.
+    """
+    _check_running(options, checkpointing)
+    # the fit's stop request (its signal handler) reaches the fits before the final one too
+    stop = checkpointing.stop if checkpointing is not None else None
+    planned = plan(prepared, options, command=command, notify=notify, stop=stop, map_jobs=map_jobs)
+    if is_solver(planned.module):
+        return _finish(planned, _solve(planned))
+    if options.restarts > 1:
+        return _finish(planned, train_restarts(planned, options.restarts, progress, notify, map_jobs))
+    return _train(planned, None, None, 0.0, progress, checkpointing)
+
+
+def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None,
+         notify: Callable[[str], None] = lambda msg: None, stop: Callable[[], bool] | None = None,
+         map_jobs: Callable | None = None) -> Plan:
+    """What the fit of ``prepared`` with ``options`` trains, and how: built once, before any step.
+
+    A method not given is the task's (:data:`slangcli.training.options.DEFAULT_METHOD`); its hyperparameters are the given
+    ones over the task's and the method's defaults (:meth:`FitOptions.method_hyper`). Step methods train for
+    ``epochs`` or ``iterations`` steps on minibatches of ``batch_size`` (:data:`slangcli.training.options.STEP_DEFAULTS`
+    when not given); the exact solvers use the whole training set at once. Every ``snr_every`` steps (the methods with
+    ``std_gradients``, ``slangcli.methods.base.Method``) the gradient SNR of the standard-deviation parameters is recorded in the
+    history from ``snr_draws`` independent gradient draws (``slangcli.training.loop.gradient_snr``).
+
+    ``noise_precision="auto"`` (regression) and ``prior_precision="auto"`` learn them by maximising the ELBO along
+    with the posterior (``slangcli.training.learned``), starting from 1. With ``tune``, the search (:func:`_tuned`) chooses
+    them, and the rates, before the plan is made.
+    """
+    method = options.resolved_method
+    module = METHODS[method]
+    n = len(prepared.X_train)
+    sizes = (prepared.X_train.shape[1], *options.hidden, prepared.n_outputs)
+    learn = {"noise_precision": options.noise_precision == AUTO and prepared.likelihood == "gaussian",
+             "prior_precision": options.prior_precision == AUTO}
+    values = {"noise-precision": 1.0 if options.noise_precision == AUTO else float(options.noise_precision),
+              "prior-precision": 1.0 if options.prior_precision == AUTO else float(options.prior_precision)}
+    model = _model(sizes, options, prepared.likelihood, values)
+    hyper, method_note = adapt(module, model, module.Hyper(**options.method_hyper(module, model.is_linear)))
+    if method_note:
+        notify(method_note)
+    if hasattr(hyper, "samples"):  # a step's weight samples are held at once
+        metrics.check_draws(hyper.samples, model.n_params, f"--samples {hyper.samples}")
+    batch, epochs, n_steps = _budget(options, module, n)
+    tuned = None
+    params = tuning.parse_tune(options.tune, prepared.likelihood, module)
+    if params:
+        values, hyper, tuned, learn = _tuned(prepared, options, module, hyper, sizes, values, learn, params,
+                                             batch, n_steps, notify=notify, stop=stop, map_jobs=map_jobs)
+        model = _model(sizes, options, prepared.likelihood, values)
+    problem = Problem(model, model.prior_precision(values["prior-precision"], options.bias_prior_precision), n)
+    config = {
+        "method": method,
+        "hyper": asdict(hyper),
+        "batch_size": batch,
+        "epochs": epochs,
+        "iterations": options.iterations,
+        "n_steps": n_steps,
+        "seed": options.seed,
+        "prior_precision": values["prior-precision"],
+        "bias_prior_precision": options.bias_prior_precision,
+        # what was asked ("auto" learns) and which of the two were learned in the final fit (slangcli.training.learned)
+        "learned": {"given": {"noise_precision": options.noise_precision,
+                              "prior_precision": options.prior_precision}, **learn},
+        "eval_samples": options.eval_samples,
+        "tuning": tuned,
+        "restarts": None,  # with restarts > 1: their seeds, training -ELBO and the one kept
+        "snr": {"every": options.snr_every, "draws": options.snr_draws} if options.snr_every else None,
+        "model": {"sizes": list(model.sizes), "activation": model.activation, "likelihood": model.likelihood,
+                  "noise_precision": model.noise_precision},
+    }
+    return Plan(method, module, hyper, model, problem, prepared, config, list(command or []),
+                learn["noise_precision"], learn["prior_precision"])
+
+
+def _model(sizes: tuple, options: FitOptions, likelihood: str, values: dict) -> MLP:
+    return MLP(sizes, activation=options.activation, likelihood=likelihood, noise_precision=values["noise-precision"])
+
+
+def _budget(options: FitOptions, module, n: int) -> tuple:
+    """``(batch, epochs, n_steps)`` of a step method's fit on ``n`` rows (all None for a solver): ``--iterations``
+    steps, else ``--epochs`` passes over the rows in minibatches of ``--batch-size`` (at most ``n``)."""
+    if is_solver(module):
+        return None, options.epochs, None
+    batch = min(options.step_value("batch_size"), n)
+    if options.iterations is not None:
+        return batch, options.epochs, options.iterations
+    epochs = options.step_value("epochs")
+    return batch, epochs, epochs * streams.steps_per_epoch(n, batch)
+
+
+def _tuned(prepared: Prepared, options: FitOptions, module, hyper, sizes: tuple, values: dict, learn: dict,
+           params: list, batch: int, n_steps: int, *, notify, stop, map_jobs):
+    """The ``--tune`` search of ``params`` from ``values`` (learned first, by a fit of the same length on every
+    training row, where they are learned): ``(values, hyper, the search's record, what the final fit still
+    learns)``."""
+    if learn["noise_precision"] or learn["prior_precision"]:
+        values = _learned_start(prepared, options, module, hyper, sizes, values, learn, batch, n_steps,
+                                notify=notify, stop=stop)
+        learn = {"noise_precision": learn["noise_precision"] and "noise-precision" not in params,
+                 "prior_precision": learn["prior_precision"] and "prior-precision" not in params}
+
+    def build(candidate):
+        m = _model(sizes, options, prepared.likelihood, candidate)
+        return m, m.prior_precision(candidate["prior-precision"], options.bias_prior_precision)
+
+    n = len(prepared.X_train)
+    best, record = tuning.search(
+        tuning.Search(params, options.tune_folds, options.tune_epochs, options.tune_rounds),
+        values=values, build=build, method=module, hyper=hyper, X=prepared.X_train, y=prepared.y_train,
+        seed=options.seed, batch_size=batch, epochs=-(-n_steps // streams.steps_per_epoch(n, batch)), notify=notify,
+        map_jobs=map_jobs, stop=stop)
+    notify("tuned " + ", ".join(f"--{p} {best[p]:g}" for p in params))
+    values = {"prior-precision": best["prior-precision"], "noise-precision": best["noise-precision"]}
+    return values, replace(hyper, **{p: best[p] for p in tuning.RATES if p in params}), record, learn
+
+
+def _learned_start(prepared: Prepared, options: FitOptions, module, hyper, sizes: tuple, values: dict,
+                   learn: dict, batch: int, n_steps: int, *, notify, stop) -> dict:
+    """The precisions a ``--tune`` search starts from where they are learned: those a fit of the same length on
+    every training row ends with."""
+    model = _model(sizes, options, prepared.likelihood, values)
+    first = Plan(options.resolved_method, module, hyper, model,
+                 Problem(model, model.prior_precision(values["prior-precision"], options.bias_prior_precision),
+                         len(prepared.X_train)), prepared, {"batch_size": batch}, [], learn["noise_precision"],
+                 learn["prior_precision"])
+    learner = first.learner()
+    with blas_threads(model.n_params, samples_per_step(hyper), batch):
+        state, _ = train.run(module, hyper, learner.problem, prepared.X_train, prepared.y_train, seed=options.seed,
+                             batch_size=batch, n_steps=n_steps, learner=learner,
+                             after_step=None if stop is None else lambda *_: stop())
+    if state.t < n_steps:
+        raise Interrupted(0, n_steps, checkpointed=False, hint=tuning.NOT_KEPT,
+                          message=f"interrupted at step {state.t} of {n_steps} of the fit that learns the "
+                                  "precisions the tuning starts from")
+    values = dict(values)
+    if learn["noise_precision"]:
+        values["noise-precision"] = float(learner.problem.model.noise_precision)
+    if learn["prior_precision"]:
+        values["prior-precision"] = learned.shared_optimum(learner.problem)
+    notify("learned before tuning: " + ", ".join(
+        f"{name} {values[key]:.4g}" for name, key, on in (
+            ("noise precision", "noise-precision", learn["noise_precision"]),
+            ("prior precision", "prior-precision", learn["prior_precision"])) if on))
+    return values
+
+
+def _solve(planned: Plan) -> Outcome:
+    """The solver's posterior of the whole training set (with the prior precisions learned by alternating solves
+    and updates where they are)."""
+    p, problem = planned.prepared, planned.problem
+    started = time.perf_counter()
+    # one iteration is O(N D^2) for the full solver: the thread policy of a step of that size
+    with blas_threads(problem.model.n_params, problem.model.n_params, len(p.X_train)):
+        if planned.learn_prior:
+            posterior, info, problem, rounds = learned.solve_with_prior(planned.module, problem, p.X_train,
+                                                                        p.y_train, planned.hyper)
+            info["history"].update(rounds)
+        else:
+            posterior, info = planned.module.solve(problem, p.X_train, p.y_train, planned.hyper)
+    return Outcome(posterior, info["history"], info["solver"]["iterations"], time.perf_counter() - started,
+                   problem, solver=info["solver"])
+
+
+def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | None = None,
+           notify: Callable[[str], None] = lambda msg: None, checkpointing: Checkpointing | None = None) -> Run:
+    """Continue the fit stored in the checkpoint ``run`` to its last step; the result equals, bit for bit in its
+    posterior and per-epoch losses, the fit that was never stopped (every random stream is derived from the seed
+    and the step). The training (and test) data are re-read and must be unchanged."""
+    if run.status != "checkpoint" or run.state is None:
+        raise ConfigError(f"{run_name}: the fit is complete; there is nothing to resume")
+    config = run.config
+    method = config.get("method")
+    if method not in METHODS or is_solver(METHODS[method]):
+        raise FormatError(f"{run_name}: a checkpoint of an unknown or non-resumable method {method!r}")
+    module = METHODS[method]
+    hyper_obj = stored_hyper(module, config, run_name)
+    # options a newer minor format added are ignored here too, as the format promises; the data paths are the
+    # absolute ones recorded at fit time (a resume works from any working directory)
+    opts = recorded_options(run, _stored_options(run))
+    if STDIN in (opts.path, opts.test):
+        raise DataError(f"{run_name}: its data were read from standard input, which cannot be read again; fit anew")
+    with _urgent(checkpointing, "reading the data"):
+        prepared = load_training(opts, likelihood=run.model.likelihood, notify=notify)
+    for part in ("train", "test"):
+        old, new = run.data.get(part) or {}, prepared.data.get(part) or {}
+        if old.get("sha256") != new.get("sha256"):
+            raise DataError(f"{run_name}: its {part} data {old.get('path', '?')} changed since the checkpoint "
+                            "(sha256 differs); cannot resume")
+    if prepared.X_train.shape[1] != run.model.sizes[0]:
+        raise DataError(f"{run_name}: the training data no longer have {run.model.sizes[0]} feature columns")
+    problem = Problem(run.model, run.prior_precision, len(prepared.X_train))
+    # the provenance as first recorded (including notes such as a widened width)
+    prepared = replace(prepared, data=run.data)
+    flags = config.get("learned") or {}
+    planned = Plan(method, module, hyper_obj, run.model, problem, prepared, config, run.command,
+                   bool(flags.get("noise_precision")), bool(flags.get("prior_precision")))
+    state, history, learner = checkpoints.restore(run, run_name, planned)
+    with _naming_magnitude(prepared):
+        return _train(planned, state, history, float(run.metrics.get("fit_seconds", 0.0)), progress,
+                      checkpointing, learner)
+
+
+def _train(planned: Plan, state, history, elapsed: float, progress, checkpointing: Checkpointing | None,
+           learner: learned.Learner | None = None) -> Run:
+    """Train a step method from ``state`` (None: fresh) to the planned last step, writing checkpoints as
+    ``checkpointing`` asks, then score it."""
+    cfg = planned.config
+    learner = learner or planned.learner()
+    started = time.perf_counter()
+    first_step = 0 if state is None else state.t
+    after_step = None if checkpointing is None else checkpoints.writer(checkpointing, planned, learner, elapsed,
+                                                                        started)
+    stopped = checkpointing is not None and checkpointing.stop()
+    if not stopped:
+        state, history = train_steps(planned, learner, seed=cfg["seed"], state=state, history=history,
+                                     progress=progress, after_step=after_step)
+    if stopped or state.t < cfg["n_steps"]:
+        step = first_step if state is None else state.t
+        raise Interrupted(step, cfg["n_steps"], checkpointed=step > first_step)
+    outcome = Outcome(planned.module.posterior(state), {**history.as_arrays(), **learner.history()}, int(state.t),
+                      elapsed + time.perf_counter() - started, learner.problem)
+    with _urgent(checkpointing, "scoring the fitted posterior"):
+        return _finish(planned, outcome)
+
+
+def _urgent(checkpointing: Checkpointing | None, what: str):
+    """``checkpointing.urgent(what)``: the block has no step to stop after, so a stop request ends it at once."""
+    return checkpointing.urgent(what) if checkpointing is not None else contextlib.nullcontext()
+
+
+def _finish(planned: Plan, outcome: Outcome) -> Run:
+    """Score the outcome's posterior and assemble the complete run: the plan's configuration record with what the
+    fit ended with (a learned noise precision, the restarts)."""
+    p, problem = planned.prepared, outcome.problem
+    config = {**planned.config, "model": {**planned.config["model"], "noise_precision": problem.model.noise_precision}}
+    if outcome.restarts is not None:
+        config["restarts"] = outcome.restarts
+    target_scale = float(p.arrays["target_scale"][0]) if "target_scale" in p.arrays else 1.0
+    scores = score(problem.model, outcome.posterior, problem.prior_precision, X_train=p.X_train, y_train=p.y_train,
+                   X_test=p.X_test, y_test=p.y_test, target_scale=target_scale,
+                   samples=config.get("eval_samples", 1000), seed=config["seed"])
+    scores["fit_seconds"] = outcome.fit_seconds
+    scores["steps"] = int(outcome.steps)
+    if outcome.solver is not None:
+        scores["solver"] = outcome.solver
+    return Run(model=problem.model, prior_precision=problem.prior_precision, posterior=outcome.posterior,
+               config=config, data=p.data, arrays=p.arrays, history=outcome.history, metrics=scores,
+               command=planned.command, meta=meta())

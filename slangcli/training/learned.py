@@ -1,0 +1,231 @@
+"""Hyperparameters learned along with the posterior: the noise precision and the prior precisions.
+
+Both are the maximisers of the ELBO given the current Gaussian ``q = N(mu, Sigma)``, which is how variational EM
+treats them (the ELBO is concave in each, with a closed-form optimum):
+
+- **Noise precision** (Gaussian likelihood). The ELBO's terms in tau are
+  ``N/2 log tau - tau/2 E_q[sum_n (y_n - f(x_n; theta))^2]``, maximal at ``tau = N / E_q[sum_n r_n^2] = 1 / s``
+  with ``s`` the expected squared residual per example. ``s`` is estimated from what every step already computes:
+  the mean Gaussian NLL of the minibatch at the step's weight samples from q, ``nll = tau s_t / 2 - log(tau) / 2
+  + log(2 pi) / 2`` at the tau the step used, so ``s_t = (2 nll - log(2 pi) + log tau) / tau`` exactly, for every
+  step method without touching it. ``s_t`` is unbiased for the current q but noisy (M examples, S samples), so it
+  is smoothed: ``s <- s + rho_t (s_t - s)`` with ``rho_t = 1 / min(t, W)``, the running mean of the first W steps
+  and then an exponential moving average over about W steps, W one epoch (at most :data:`MAX_WINDOW` steps).
+  tau is updated after every step.
+
+  A network starts this update after a **warm-up** (:data:`NOISE_WARMUP`, the first 10 % of its steps). At first
+  q is about as wide as the prior, so the sampled weights' residuals are mostly q's own spread; tau taken from them
+  falls to ~0.1 on a standardised target, the data then weigh little against the prior, q stays wide and its mean
+  smooth, and EM settles in a low fixed point in which a wide q explains the residuals as noise (UCI energy, SLANG,
+  scored on held-out training rows: median tau 33 and training -ELBO 0.76 per example without the warm-up, 220 and
+  0.35 with it). During the warm-up tau is instead the noise precision of the posterior mean's fit,
+  ``N / sum_n (y_n - f(x_n; mu))^2`` over the training rows, set at every epoch end (its initial value until the
+  first): it leaves out q's spread, so it is about at or above the EM update's value, and EM approaches its fixed
+  point from above. It costs one pass of the mean over the training rows per warm-up epoch.
+- **Prior precisions** (empirical Bayes), one per weight matrix, the biases apart (they keep their given
+  precision). The ELBO's terms in the precision ``lambda_l`` of the ``n_l`` weights of layer l are
+  ``n_l/2 log lambda_l - lambda_l/2 sum_{i in l} (mu_i^2 + Sigma_ii)``, maximal at
+  ``lambda_l = n_l / sum_{i in l} (mu_i^2 + Sigma_ii)``: the posterior's mean and marginal variances
+  (``posterior.marginal_variances()``), after every epoch.
+
+:class:`Learner` holds the current values and the record of their trajectory; the training loop
+(``slangcli.training.loop.run``) asks it for the problem of each step and tells it each step's loss. Its state is a few
+scalars and one vector, stored in checkpoints, so a resumed fit continues bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from slangcli.methods.base import Problem
+
+# The smoothing window of the expected squared residual, in steps: one epoch, but at most this many steps, so that
+# on large training sets tau still follows the posterior within a fraction of the first epoch.
+MAX_WINDOW = 200
+# The fraction of a network fit's steps during which tau is the posterior mean's residual precision rather than the
+# EM update's (measured on held-out training rows of the UCI folders: docs/LEARNED.md)
+NOISE_WARMUP = 0.1
+# tau and lambda stay within these bounds: beyond them the float64 arithmetic of a step loses its meaning
+BOUNDS = (1e-8, 1e8)
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def squared_residual(nll: float, tau: float) -> float:
+    """The mean squared residual of a Gaussian-likelihood minibatch from its mean NLL at noise precision ``tau``."""
+    return (2.0 * nll - _LOG_2PI + math.log(tau)) / tau
+
+
+def warmup_steps(model, n_steps: int | None) -> int:
+    """The warm-up of a fit of ``n_steps`` steps: :data:`NOISE_WARMUP` of them for a network, none for a linear
+    model (whose ELBO has a single optimum) or a solver."""
+    return 0 if model.is_linear or not n_steps else int(NOISE_WARMUP * n_steps)
+
+
+# activations (rows x the widths of the layers) of one forward pass of mean_residual: 16 MB an array
+RESIDUAL_CELLS = 1 << 21
+
+
+def mean_residual(model, mean: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+    """The mean squared residual per example of the network at weights ``mean`` on ``(X, y)``.
+
+    The forward pass holds every layer's activations of the rows it is given: all the training rows at once took
+    gigabytes for millions of them, so it goes through blocks of rows within ``RESIDUAL_CELLS`` (training data
+    within one block, as every data set of the benchmarks is, are computed in one pass, as before)."""
+    step = max(1, RESIDUAL_CELLS // sum(model.sizes))
+    if len(X) <= step:
+        f, _ = model.forward(mean[None, :], X)
+        return float(np.mean((f[0, :, 0] - y) ** 2))
+    squared = np.empty(len(X))
+    for lo in range(0, len(X), step):
+        f, _ = model.forward(mean[None, :], X[lo : lo + step])
+        squared[lo : lo + step] = (f[0, :, 0] - y[lo : lo + step]) ** 2
+    return float(np.mean(squared))
+
+
+def noise_optimum(mean_squared_residual: float) -> float:
+    """``tau = N / E_q[sum r^2]`` given the expected squared residual per example."""
+    # (Python's min and max: np.clip costs more than the rest of a small network's learner step)
+    return float(min(max(1.0 / max(mean_squared_residual, 1.0 / BOUNDS[1]), BOUNDS[0]), BOUNDS[1]))
+
+
+def prior_optimum(mean: np.ndarray, variances: np.ndarray, model) -> np.ndarray:
+    """``lambda_l = n_l / sum_{i in l} (mu_i^2 + Sigma_ii)`` for each weight matrix l: ``(n_layers,)``."""
+    out = []
+    for s in model.layout.layers:
+        second = float(np.sum(mean[s.W] ** 2) + np.sum(variances[s.W]))
+        out.append((s.W.stop - s.W.start) / max(second, 1e-300))
+    return np.clip(np.asarray(out), *BOUNDS)
+
+
+def with_weight_precisions(problem: Problem, layer_precisions: np.ndarray) -> Problem:
+    """The problem with each weight matrix's prior precision replaced (biases unchanged)."""
+    lam = problem.prior_precision.copy()
+    for s, value in zip(problem.model.layout.layers, layer_precisions):
+        lam[s.W] = value
+    return replace(problem, prior_precision=lam)
+
+
+def weight_precisions(problem: Problem) -> np.ndarray:
+    """The prior precision of each weight matrix (the first entry of its slice)."""
+    return np.array([problem.prior_precision[s.W.start] for s in problem.model.layout.layers])
+
+
+@dataclass
+class Learner:
+    """The learned hyperparameters of one fit: which are learned, their current values (in ``problem``), the
+    smoothed squared residual, and the trajectory (one record per epoch end)."""
+
+    problem: Problem
+    noise: bool = False
+    prior: bool = False
+    window: int = 1
+    # the warm-up: for steps 1..warmup tau is the posterior mean's residual precision on the training rows ``data``
+    # ``(X, y)``, set at epoch ends (0: none)
+    warmup: int = 0
+    data: tuple | None = None
+    residual: float = float("nan")  # smoothed E_q[r^2] per example (nan: no step after the warm-up yet)
+    # trajectory: the values in force at the end of each epoch
+    step: list = field(default_factory=list)
+    noise_precision: list = field(default_factory=list)
+    prior_precision: list = field(default_factory=list)  # per record, (n_layers,)
+
+    def __post_init__(self):
+        if self.noise and self.problem.model.likelihood != "gaussian":
+            self.noise = False  # nothing to learn: classification has no noise precision
+        self.window = max(1, min(int(self.window), MAX_WINDOW))
+        if not self.noise or self.data is None:
+            self.warmup = 0
+
+    @property
+    def active(self) -> bool:
+        return self.noise or self.prior
+
+    def after_step(self, method, state, info: dict, epoch_end: bool, record: bool) -> None:
+        """Update the learned values after step ``state.t`` (its mean loss ``info["nll"]``, computed with the
+        values of ``self.problem``): tau after every step (during the warm-up, at the end of an epoch), the prior
+        precisions at the end of an epoch; the values are recorded when ``record`` (where the loop records its
+        history: at epoch ends and at the last step)."""
+        if self.noise and state.t <= self.warmup:
+            if epoch_end:
+                s = mean_residual(self.problem.model, method.posterior(state).mean, *self.data)
+                model = replace(self.problem.model, noise_precision=noise_optimum(s))
+                self.problem = replace(self.problem, model=model)
+        elif self.noise:
+            tau = self.problem.model.noise_precision
+            s_t = squared_residual(info["nll"], tau)
+            rate = 1.0 / min(state.t - self.warmup, self.window)
+            self.residual = s_t if not math.isfinite(self.residual) else self.residual + rate * (s_t - self.residual)
+            model = replace(self.problem.model, noise_precision=noise_optimum(self.residual))
+            self.problem = replace(self.problem, model=model)
+        if self.prior and epoch_end:
+            posterior = method.posterior(state)
+            self.problem = with_weight_precisions(
+                self.problem, prior_optimum(posterior.mean, posterior.marginal_variances(), self.problem.model))
+        if record:
+            self.record(state.t)
+
+    def record(self, t: int) -> None:
+        if self.step and self.step[-1] == t:  # a partial epoch recorded before, now continued
+            self.step.pop(), self.noise_precision.pop(), self.prior_precision.pop()
+        self.step.append(int(t))
+        self.noise_precision.append(float(self.problem.model.noise_precision))
+        self.prior_precision.append(weight_precisions(self.problem))
+
+    def history(self) -> dict:
+        """The trajectory as the run file's history arrays (empty when nothing is learned)."""
+        if not self.active or not self.step:
+            return {}
+        out = {"learned_step": np.asarray(self.step, dtype=np.int64)}
+        if self.noise:
+            out["noise_precision"] = np.asarray(self.noise_precision, dtype=float)
+        if self.prior:
+            out["prior_precision"] = np.asarray(self.prior_precision, dtype=float)
+        return out
+
+    def restore_history(self, history: dict) -> None:
+        steps = history.get("learned_step")
+        if steps is None:
+            return
+        self.step = [int(v) for v in steps]
+        self.noise_precision = ([float(v) for v in history["noise_precision"]] if "noise_precision" in history
+                                else [float(self.problem.model.noise_precision)] * len(self.step))
+        self.prior_precision = ([np.asarray(v, dtype=float) for v in history["prior_precision"]]
+                                if "prior_precision" in history else [weight_precisions(self.problem)] * len(self.step))
+
+
+def shared_optimum(problem: Problem) -> float:
+    """The one weight precision closest to the learned per-layer ones in the ELBO's sense: the optimum of a single
+    precision shared by all weights, ``sum_l n_l / sum_l (n_l / lambda_l)`` (each layer's second moment is
+    ``n_l / lambda_l`` at its optimum). The starting point of ``--tune prior-precision``."""
+    layers = problem.model.layout.layers
+    sizes = np.array([s.W.stop - s.W.start for s in layers], dtype=float)
+    return float(sizes.sum() / np.sum(sizes / weight_precisions(problem)))
+
+
+# the exact solvers' prior precisions: alternate a solve and the update until they change by less than this
+# (relative), or at most SOLVE_ROUNDS solves
+SOLVE_TOL = 1e-4
+SOLVE_ROUNDS = 50
+
+
+def solve_with_prior(method, problem: Problem, X: np.ndarray, y: np.ndarray, hyper):
+    """Variational EM for a solver: the exact q for the current prior precisions, then their ELBO optimum given
+    q, until the precisions settle. Returns ``(posterior, info, problem, history)`` with the last solve's
+    ``info`` (its iterations summed over the rounds) and the precisions' trajectory, one record per solve."""
+    steps, values, iterations = [], [], 0
+    for round_ in range(1, SOLVE_ROUNDS + 1):
+        posterior, info = method.solve(problem, X, y, hyper)
+        iterations += info["solver"]["iterations"]
+        new = prior_optimum(posterior.mean, posterior.marginal_variances(), problem.model)
+        old = weight_precisions(problem)
+        steps.append(round_)
+        values.append(old)
+        if np.max(np.abs(new - old) / old) <= SOLVE_TOL:
+            break
+        problem = with_weight_precisions(problem, new)
+    info["solver"] = dict(info["solver"], iterations=iterations, prior_rounds=round_)
+    return posterior, info, problem, {"learned_step": np.asarray(steps, dtype=np.int64),
+                                      "prior_precision": np.asarray(values, dtype=float)}
