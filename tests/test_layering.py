@@ -8,9 +8,9 @@ the command line on top. A module may import from its own part or from a part be
 module lies in exactly one part (a new module must be placed); nothing but the command line speaks click or
 rich; and within a part, the finer :data:`RULES` hold.
 
-The modules' imports also form no cycle: a cycle makes what a module finds on import depend on which module was
-imported first. Only the lazy imports (inside a function) of :data:`LAZY_CYCLES` may close one. Imports under
-``if TYPE_CHECKING:`` never run and are not counted.
+The modules' imports also form no cycle, lazy imports (inside a function) included: a cycle makes what a module
+finds on import depend on which module was imported first. Imports under ``if TYPE_CHECKING:`` never run and are
+not counted.
 """
 
 from __future__ import annotations
@@ -62,14 +62,6 @@ RULES = [
     (("slangcli.cluster", "slangcli.cluster_worker"), ("slangcli.sweep", "slangcli.training"),
      "the cluster runs any task: it knows neither sweeps nor fits"),
 ]
-
-# Lazy imports (inside a function) that close an import cycle on purpose, as (importer, imported): every other
-# import, module-level or lazy, must leave the module graph acyclic.
-LAZY_CYCLES = {
-    # slang's `stacked` hook returns the module that trains several SLANG fits of one network at once (--tune's
-    # candidates), which builds on slang's own Hyper, State, init and step: importing slang does not load it
-    ("slangcli.methods.slang", "slangcli.methods.slang_stacked"),
-}
 
 
 def _under(name, prefix):
@@ -205,18 +197,8 @@ def test_no_module_reaches_up():
 
 
 def test_the_import_graph_has_no_cycle():
-    found = cycles(import_graph(PACKAGE), LAZY_CYCLES)
+    found = cycles(import_graph(PACKAGE))
     assert not found, "import cycles:\n" + "\n".join(found)
-
-
-def test_every_allowed_cycle_is_a_lazy_import_that_closes_one():
-    """The allow-list does not outlive its imports: each entry is an import inside a function, and without the
-    allowance its cycle is found."""
-    graph = import_graph(PACKAGE)
-    for importer, imported in LAZY_CYCLES:
-        assert graph.get(importer, {}).get(imported, (0, False))[1], f"{importer} no longer imports {imported} lazily"
-        assert any(importer in c and imported in c for c in cycles(graph, LAZY_CYCLES - {(importer, imported)})), \
-            f"{importer} -> {imported} closes no cycle: drop it from LAZY_CYCLES"
 
 
 def test_every_module_lies_in_a_part():

@@ -11,10 +11,14 @@ hyperparameter once with ``base.hyperparameter`` (default, help, validation in `
 and the estimators then take it.
 """
 
-from slangcli.methods import base, bbb, exact, full, ivon, ktied, meanfield, slang
+from dataclasses import replace
+
+from slangcli.methods import base, bbb, exact, full, ivon, ktied, meanfield, slang, slang_stacked
 
 METHODS = {
-    "slang": slang,
+    # SLANG, with its batched form: several fits of one network at once (--tune's candidates), which builds on
+    # slang's own Hyper, State, init and step (so it is named here, not in slang.py, which it imports)
+    "slang": replace(base.describe(slang), stacked=lambda: slang_stacked),
     "full-ef": full.EF,
     "full-hessian": full.HESSIAN,
     "mf-ef": meanfield.EF,

@@ -84,13 +84,6 @@ def adapt(model, hyper: Hyper):
                                                 f"using rank {model.n_params} (a full-rank precision)")
 
 
-def stacked():
-    """The module that trains several SLANG fits of one network at once (``--tune`` candidates)."""
-    from slangcli.methods import slang_stacked  # it builds on this module
-
-    return slang_stacked
-
-
 class State(NamedTuple):
     mu: np.ndarray  # (D,)
     U: np.ndarray  # (D, L), Fortran-ordered (U.T is C-contiguous: each column of U is one contiguous row)
