@@ -174,8 +174,10 @@ class _SLANGEstimator:
         given = {f.name: getattr(self, name) for name, f in options.estimator_fields(self._likelihood)}
         given.update(seed=_seed(self.random_state), likelihood=likelihood, hyper=dict(self.method_params or {}))
         # a DataFrame goes on with its names, so that the run file saved from result_ knows its features by name
-        self.result_ = api.fit(X if names is not None else X_arr,
-                               self._encode(y_arr) if likelihood != "gaussian" else y_arr, **given)
+        if likelihood != "gaussian":
+            self._check_labels(y_arr)
+        # (the labels as given: the fit codes them, as slang fit codes a file's, and the run file keeps their values)
+        self.result_ = api.fit(X if names is not None else X_arr, y_arr, **given)
         self.n_features_in_ = X_arr.shape[1]
         if names is not None:
             self.feature_names_in_ = names
@@ -269,7 +271,10 @@ class SLANGClassifier(_SLANGEstimator):
 
     __init__ = _init("categorical")
 
-    def _encode(self, y):
+    def _check_labels(self, y):
+        """Refuse a continuous target or a single class, as scikit-learn's classifiers do; ``classes_`` are the
+        label values in the dtype given, sorted as the fit's label coding sorts them (``data.prepare.fit_labels``:
+        numbers ascending, text by its characters), so that they name the columns of :meth:`predict_proba`."""
         if y.dtype.kind == "f" and not np.array_equal(y, np.round(y)):
             raise ValueError(f"Unknown label type: continuous. {type(self).__name__} takes class labels; "
                              "use SLANGRegressor for a continuous target")
@@ -277,7 +282,6 @@ class SLANGClassifier(_SLANGEstimator):
         if len(self.classes_) < 2:
             raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in the data, but the data "
                              f"contain only one class: {self.classes_[0]!r}")
-        return np.searchsorted(self.classes_, y)
 
     def fit(self, X, y):
         """Fit the posterior to ``X : (n, p)`` and labels ``y : (n,)`` (any label values); returns self."""

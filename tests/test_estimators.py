@@ -183,3 +183,24 @@ def test_score_names_a_target_or_weights_of_the_wrong_length(estimator):
     with pytest.raises(ValueError, match=r"^score: sample_weight has shape \(3,\), but X has 40 rows"):
         estimator.score(X, y, sample_weight=np.ones(3))
     assert np.isfinite(estimator.score(X, y, sample_weight=np.ones(40)))
+
+
+@pytest.mark.parametrize("labels", [np.array(["virginica", "setosa", "versicolor"]), np.array([40, -3, 7])])
+def test_a_classifier_codes_its_labels_as_slang_fit_does_and_its_run_file_keeps_their_values(labels, tmp_path):
+    """The estimator coded the labels 0..K-1 itself before the fit coded them again, so a run file saved from it
+    named the classes 0.0, 1.0, 2.0 (slang predict wrote p_0, p_1, p_2); now the fit's one label coding takes the
+    label values, and classes_ (in the dtype given) names predict_proba's columns in the run's order."""
+    from slangcli import load
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(60, 2))
+    y = labels[np.argmax(X @ rng.normal(size=(2, 3)), axis=1)]
+    model = SLANGClassifier(epochs=3, random_state=0).fit(X, y)
+    assert model.classes_.dtype == labels.dtype
+    assert list(model.classes_) == sorted(labels.tolist())
+    model.result_.save(tmp_path / "run.h5")
+    stored = load(tmp_path / "run.h5").classes
+    assert [str(c) if isinstance(c, str) else int(c) for c in stored] == list(model.classes_)
+    probabilities = model.predict_proba(X)
+    np.testing.assert_array_equal(model.predict(X), model.classes_[np.argmax(probabilities, axis=1)])
+    assert np.mean(model.predict(X) == y) > 0.8
