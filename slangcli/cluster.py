@@ -183,6 +183,7 @@ def dask_client(scheduler: str | None = None, workers: int | None = None):
 
     cluster = client = None
     stopped = False
+    others = _worker_processes()  # (those of another cluster in this process are not this one's to end)
     try:
         with _signals_held():
             cluster = distributed.LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
@@ -209,6 +210,34 @@ def dask_client(scheduler: str | None = None, workers: int | None = None):
                 finally:
                     if cluster is not None:
                         cluster.close()
+                    _kill_leftover_workers(others)
+
+
+# the name Dask's nannies give the processes of their workers (multiprocessing children of this process)
+WORKER_PROCESS = "Dask Worker process"
+
+
+def _worker_processes() -> list:
+    """The processes of this process's local Dask workers now alive (multiprocessing children)."""
+    import multiprocessing
+
+    return [p for p in multiprocessing.active_children() if WORKER_PROCESS in (p.name or "")]
+
+
+def _kill_leftover_workers(others=(), wait: float = 2.0) -> None:
+    """End, with SIGKILL, the processes of a local cluster's workers still alive once it has closed: every worker
+    process of this process but ``others`` (those of other clusters, alive before it started).
+
+    The workers ignore SIGINT, SIGTERM and SIGHUP (``slangcli.cluster_worker``), so that a stop reaches them only
+    as an orderly close from this process; when that close did not finish within its time (a worker's nanny slow to
+    answer on a loaded machine), its process outlived a sweep stopped by SIGTERM, holding the sweep's stderr open for
+    minutes. Nothing of theirs is lost: a fit still running was abandoned, and its checkpoint stays."""
+    leftover = [p for p in _worker_processes() if all(p is not q for q in others)]
+    for process in leftover:
+        process.join(timeout=wait / max(len(leftover), 1))
+        if process.is_alive():
+            process.kill()
+            process.join(timeout=wait)
 
 
 def run_tasks(client, function: Callable, items: dict, on_result: Callable, retries: int = 2) -> None:

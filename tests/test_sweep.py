@@ -575,6 +575,39 @@ def test_a_stopped_sweep_says_one_line_and_tables_every_finished_fit(data, tmp_p
         pytest.fail("processes of the stopped sweep's job are still running")
 
 
+def _deaf_worker():  # (a worker process as the sweep sets it up: deaf to the signals that stop a sweep)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+    time.sleep(60)
+
+
+def test_a_worker_process_left_after_the_cluster_closed_is_ended():
+    """A local worker's process that outlives its cluster's orderly close (on a loaded machine a sweep stopped by
+    SIGTERM exited while one did, and it held the sweep's stderr open for minutes) is ended with SIGKILL: it ignores
+    the other signals. Other child processes, and the workers of another cluster, are left alone."""
+    import multiprocessing
+
+    from slangcli.cluster import WORKER_PROCESS, _kill_leftover_workers, _worker_processes
+
+    others = _worker_processes()  # (a cluster of this test process, such as the fixture's, if one is up)
+    context = multiprocessing.get_context("spawn")
+    worker = context.Process(target=_deaf_worker, name=f"{WORKER_PROCESS} (from Nanny)", daemon=True)
+    other = context.Process(target=time.sleep, args=(60,), name="another child", daemon=True)
+    worker.start()
+    other.start()
+    try:
+        time.sleep(1.0)  # (its signal handlers are set)
+        started = time.monotonic()
+        _kill_leftover_workers(others, wait=0.5)
+        assert not worker.is_alive() and worker.exitcode == -signal.SIGKILL
+        assert time.monotonic() - started < 5 and other.is_alive() and all(p.is_alive() for p in others)
+    finally:
+        for process in (worker, other):
+            if process.is_alive():
+                process.kill()
+            process.join()
+
+
 def test_the_local_clusters_workers_leave_the_stopping_signals_to_the_sweep(cluster):
     """The workers of a sweep's local cluster (as conftest.local_cluster starts them, with the same set-up) ignore
     SIGINT, SIGTERM and SIGHUP, and drop the error Dask logs for a heartbeat cut short by the worker's own closing,
