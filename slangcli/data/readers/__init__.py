@@ -107,28 +107,12 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         For every malformed, unreadable or inconsistent input, with a one-line message.
     """
     name = os.fspath(path)
-    if missing not in MISSING_POLICIES:
-        raise DataError(f"{name}: missing must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
-    fmt = format.lower() if isinstance(format, str) else format
-    if fmt not in ("auto", "csv", "libsvm", "idx", "uci"):
-        raise DataError(f"{name}: unknown format {format!r} (expected auto, csv, libsvm or idx)")
-    if fmt == "uci":
-        raise DataError(f"{name}: the uci format is read with a split: {_UCI_SPLIT_HINT}")
-    if _uci_root(name) is not None:
-        raise DataError(f"{name}: is a Gal-layout UCI folder: {_UCI_SPLIT_HINT}")
-    if n_features is not None and (
-        isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer)) or n_features < 1
-    ):
-        raise DataError(f"{name}: n_features must be a positive integer, got {n_features!r}")
-
+    fmt = _checked_options(name, format, missing, n_features)
     source = Input(name)
     try:
         if fmt == "idx" or (fmt == "auto" and _looks_like_idx(source.head)):
             _reject_text_options(name, "IDX", target, delimiter, header, drop_columns, columns, categorical)
-            table = _read_idx(name, source.read_all(), None)
-            if n_features is not None and table.X.shape[1] != n_features:
-                raise DataError(f"{name}: {table.X.shape[1]} feature columns, but n_features is {n_features}")
-            return table
+            return _idx_table(name, source, n_features)
         try:
             fmt, X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_text(
                 name, source, fmt, target, delimiter, header, n_features, targetless_width, drop_columns, columns,
@@ -143,6 +127,43 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     finally:
         source.close()
 
+    provenance = _text_provenance(name, digest, fmt, X, header_used, delimiter_used, target_used,
+                                  source.compressed, info)
+    return Table(X=X, y=y, feature_names=feature_names, provenance=provenance, rows=info.get("rows"),
+                 text=info.get("text"), lines=info.get("lines"), columns=info.get("feature_columns"),
+                 target_column=info.get("target_column"))
+
+
+def _checked_options(name, format, missing, n_features):
+    """The format asked for, lower-cased, once the options that do not depend on the file's bytes are valid: a UCI
+    folder (given as a format or recognised from the path) is refused with a pointer to the split option."""
+    if missing not in MISSING_POLICIES:
+        raise DataError(f"{name}: missing must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
+    fmt = format.lower() if isinstance(format, str) else format
+    if fmt not in ("auto", "csv", "libsvm", "idx", "uci"):
+        raise DataError(f"{name}: unknown format {format!r} (expected auto, csv, libsvm or idx)")
+    if fmt == "uci":
+        raise DataError(f"{name}: the uci format is read with a split: {_UCI_SPLIT_HINT}")
+    if _uci_root(name) is not None:
+        raise DataError(f"{name}: is a Gal-layout UCI folder: {_UCI_SPLIT_HINT}")
+    if n_features is not None and (
+        isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer)) or n_features < 1
+    ):
+        raise DataError(f"{name}: n_features must be a positive integer, got {n_features!r}")
+    return fmt
+
+
+def _idx_table(name, source, n_features):
+    """An IDX images file (its labels file beside it) read whole; its provenance is ``_read_idx``'s."""
+    table = _read_idx(name, source.read_all(), None)
+    if n_features is not None and table.X.shape[1] != n_features:
+        raise DataError(f"{name}: {table.X.shape[1]} feature columns, but n_features is {n_features}")
+    return table
+
+
+def _text_provenance(name, digest, fmt, X, header_used, delimiter_used, target_used, compressed, info):
+    """The provenance of a CSV or LIBSVM table: where it came from and how it was read, and (only when they
+    happened) the columns and rows left out and the rows whose target is missing."""
     provenance = {
         "path": name if name == STDIN else os.path.abspath(name),
         "sha256": digest,
@@ -152,7 +173,7 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         "header": header_used,
         "delimiter": delimiter_used,
         "target": target_used,
-        "compressed": source.compressed,
+        "compressed": compressed,
     }
     if info.get("columns_dropped"):
         provenance["columns_dropped"] = info["columns_dropped"]
@@ -162,9 +183,7 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     if info.get("targets_missing"):
         provenance["targets_missing"] = info["targets_missing"]
         provenance["target_missing_lines"] = info["target_missing_lines"]
-    return Table(X=X, y=y, feature_names=feature_names, provenance=provenance, rows=info.get("rows"),
-                 text=info.get("text"), lines=info.get("lines"), columns=info.get("feature_columns"),
-                 target_column=info.get("target_column"))
+    return provenance
 
 
 def _parse_text(name, source, fmt, target, delimiter, header, n_features, targetless_width, drop_columns, columns,
