@@ -62,49 +62,13 @@ def read_uci_folder(folder, split) -> tuple[Table, np.ndarray, np.ndarray]:
         raise DataError(f"{name}: the split must be an integer, got {split!r}")
     split = int(split)
 
-    n_splits_path = os.path.join(root, "n_splits.txt")
-    (n_splits,), _, _ = _read_uci_numbers(n_splits_path, "a split count", count=1)
-    n_splits = int(n_splits)
-    if n_splits < 1:
-        raise DataError(f"{n_splits_path}: the split count must be at least 1, got {n_splits}")
-    if not 0 <= split < n_splits:
-        raise DataError(
-            f"{name}: split {split} out of range: n_splits.txt says {n_splits} split{'s' * (n_splits != 1)} "
-            f"(0-{n_splits - 1})"
-        )
-
+    n_splits = _uci_split_count(name, root, split)
     data_path = os.path.join(root, "data.txt")
     raw = _read_uci_file(data_path)
     data = _parse_uci_data(data_path, raw)
     n_rows, n_cols = data.shape
-
-    features_path = os.path.join(root, "index_features.txt")
-    target_path = os.path.join(root, "index_target.txt")
-    features, feature_lines, _ = _read_uci_numbers(features_path, "a column", limit=n_cols)
-    (target,), (target_line,), _ = _read_uci_numbers(target_path, "a column", limit=n_cols, count=1)
-    target = int(target)
-    _refuse_repeats(features_path, features, feature_lines, "column")
-    hits = np.flatnonzero(features == target)
-    if hits.size:
-        raise DataError(
-            f"{target_path}:{target_line}: target column {target} is also a feature "
-            f"({os.path.basename(features_path)} line {feature_lines[hits[0]]})"
-        )
-
-    train_path = os.path.join(root, f"index_train_{split}.txt")
-    test_path = os.path.join(root, f"index_test_{split}.txt")
-    train, train_lines, train_sha = _read_uci_numbers(train_path, "a row", limit=n_rows)
-    test, test_lines, test_sha = _read_uci_numbers(test_path, "a row", limit=n_rows)
-    _refuse_repeats(train_path, train, train_lines, "row")
-    _refuse_repeats(test_path, test, test_lines, "row")
-    shared = np.flatnonzero(np.isin(test, train))
-    if shared.size:
-        k = int(shared[0])
-        first = int(np.flatnonzero(train == test[k])[0])
-        raise DataError(
-            f"{test_path}:{test_lines[k]}: row {test[k]} is also a training row "
-            f"({os.path.basename(train_path)} line {train_lines[first]})"
-        )
+    features, target = _uci_columns(root, n_cols)
+    (train, train_path, train_sha), (test, test_path, test_sha) = _uci_split_rows(root, split, n_rows)
 
     X = np.ascontiguousarray(data[:, features])
     y = np.ascontiguousarray(data[:, target])
@@ -128,6 +92,59 @@ def read_uci_folder(folder, split) -> tuple[Table, np.ndarray, np.ndarray]:
     }
     table = Table(X=X, y=y, feature_names=tuple(f"x{c}" for c in features), provenance=provenance)
     return table, train, test
+
+
+def _uci_split_count(name, root, split):
+    """The count in ``n_splits.txt``, once ``split`` is known to be one of those splits."""
+    n_splits_path = os.path.join(root, "n_splits.txt")
+    (n_splits,), _, _ = _read_uci_numbers(n_splits_path, "a split count", count=1)
+    n_splits = int(n_splits)
+    if n_splits < 1:
+        raise DataError(f"{n_splits_path}: the split count must be at least 1, got {n_splits}")
+    if not 0 <= split < n_splits:
+        raise DataError(
+            f"{name}: split {split} out of range: n_splits.txt says {n_splits} split{'s' * (n_splits != 1)} "
+            f"(0-{n_splits - 1})"
+        )
+    return n_splits
+
+
+def _uci_columns(root, n_cols):
+    """The feature columns (``index_features.txt``, in its order) and the target column (``index_target.txt``)
+    of ``data.txt``: within its ``n_cols`` columns, no feature repeated, the target not a feature."""
+    features_path = os.path.join(root, "index_features.txt")
+    target_path = os.path.join(root, "index_target.txt")
+    features, feature_lines, _ = _read_uci_numbers(features_path, "a column", limit=n_cols)
+    (target,), (target_line,), _ = _read_uci_numbers(target_path, "a column", limit=n_cols, count=1)
+    target = int(target)
+    _refuse_repeats(features_path, features, feature_lines, "column")
+    hits = np.flatnonzero(features == target)
+    if hits.size:
+        raise DataError(
+            f"{target_path}:{target_line}: target column {target} is also a feature "
+            f"({os.path.basename(features_path)} line {feature_lines[hits[0]]})"
+        )
+    return features, target
+
+
+def _uci_split_rows(root, split, n_rows):
+    """The training and the test rows of split ``split``, each as ``(rows, path, sha256)`` of its index file: within
+    the ``n_rows`` rows of ``data.txt``, none repeated, no row in both."""
+    train_path = os.path.join(root, f"index_train_{split}.txt")
+    test_path = os.path.join(root, f"index_test_{split}.txt")
+    train, train_lines, train_sha = _read_uci_numbers(train_path, "a row", limit=n_rows)
+    test, test_lines, test_sha = _read_uci_numbers(test_path, "a row", limit=n_rows)
+    _refuse_repeats(train_path, train, train_lines, "row")
+    _refuse_repeats(test_path, test, test_lines, "row")
+    shared = np.flatnonzero(np.isin(test, train))
+    if shared.size:
+        k = int(shared[0])
+        first = int(np.flatnonzero(train == test[k])[0])
+        raise DataError(
+            f"{test_path}:{test_lines[k]}: row {test[k]} is also a training row "
+            f"({os.path.basename(train_path)} line {train_lines[first]})"
+        )
+    return (train, train_path, train_sha), (test, test_path, test_sha)
 
 
 def is_uci_folder(path) -> bool:
