@@ -160,8 +160,33 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
     if missing not in MISSING_POLICIES:
         raise DataError(f"{name}: missing must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
     na = frozenset(NA_VALUES if na_values is None else (str(v).strip() for v in na_values))
+    delim, groups = _sniffed_rows(name, batches, delimiter)
+    rows, row_lines = next(groups)  # at least two rows, unless the file holds only one
+    ncols = len(rows[0])
+    header, names, t, keep, text = _csv_columns(name, rows, row_lines, delim, target, header, width_without_target,
+                                                drop_columns, columns, layout, categorical)
+    if header:
+        rows, row_lines = rows[1:], row_lines[1:]
+
+    table = _CsvTable(name, ncols, t, keep, names, na, missing, text_targets, text,
+                      detect_categories and layout is None)
+    for data, data_lines in itertools.chain([(rows, row_lines)], groups):
+        table.add(data, data_lines)
+    X, y, info = table.result()
+    feature_names = tuple(names[c] for c in keep) if names is not None else tuple(f"x{c}" for c in keep)
+    # without a target column every column is a feature: ncols puts none of them on the target's side
+    info.update(feature_columns=keep, columns_dropped=_dropped_names(ncols, ncols if t is None else t, names, keep),
+                target_column=t)
+    if t is None:
+        return X, None, feature_names, header, delim, None, info
+    target_used = names[t] if names is not None else t
+    return X, y, feature_names, header, delim, target_used, info
+
+
+def _sniffed_rows(name, batches, delimiter):
+    """``(delimiter, groups)``: the delimiter, given or sniffed from the first lines, and the file's rows split at it
+    (``_row_groups``), the lines read to sniff it included."""
     batches = iter(batches)
-    # the delimiter is sniffed from the first lines
     head_linenos, head_texts = [], []
     for linenos, texts in batches:
         head_linenos += linenos
@@ -171,9 +196,15 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
     if not head_texts:
         raise DataError(f"{name}: file is empty")
     delim = _choose_delimiter(name, head_texts, delimiter)
-    groups = _row_groups(name, itertools.chain([(head_linenos, head_texts)], batches), delim)
-    del head_linenos, head_texts
-    rows, row_lines = next(groups)  # at least two rows, unless the file holds only one
+    return delim, _row_groups(name, itertools.chain([(head_linenos, head_texts)], batches), delim)
+
+
+def _csv_columns(name, rows, row_lines, delim, target, header, width_without_target, drop_columns, columns, layout,
+                 categorical):
+    """What the columns of a CSV file hold, from its first rows ``rows`` (which start on ``row_lines``):
+    ``(header, names, t, keep, text)``: whether the first row is a header, its names (None without one), the
+    target's column (None: the file has none), the feature columns in the order read, and the positions among
+    them of the columns read as text. The options are ``_parse_csv``'s."""
     ncols = len(rows[0])
     selected = drop_columns is not None or columns is not None
     if layout is not None:
@@ -212,27 +243,11 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
         t = _resolve_target(name, target, names, ncols) if has_target else ncols
         keep = _feature_columns(name, ncols, t, names, drop_columns, columns)
         text = _categorical_columns(name, categorical, names, ncols, t, keep)
-    elif t is None:
-        t = ncols
     p = len(keep)
     if layout is None and width_without_target is not None and has_target and p != width_without_target:
         raise DataError(f"{name}:{row_lines[0]}: {p} feature columns besides the target (of {ncols}, "
                         f"--drop-columns/--columns applied), but the model takes {width_without_target}")
-    if header:
-        rows, row_lines = rows[1:], row_lines[1:]
-
-    table = _CsvTable(name, ncols, t if has_target else None, keep, names, na, missing, text_targets, text,
-                      detect_categories and layout is None)
-    for data, data_lines in itertools.chain([(rows, row_lines)], groups):
-        table.add(data, data_lines)
-    X, y, info = table.result()
-    feature_names = tuple(names[c] for c in keep) if names is not None else tuple(f"x{c}" for c in keep)
-    info.update(feature_columns=keep, columns_dropped=_dropped_names(ncols, t, names, keep),
-                target_column=t if has_target else None)
-    if not has_target:
-        return X, None, feature_names, header, delim, None, info
-    target_used = names[t] if names is not None else t
-    return X, y, feature_names, header, delim, target_used, info
+    return header, names, (t if has_target else None), keep, text
 
 
 class _CsvTable:
