@@ -287,10 +287,10 @@ class _CsvTable:
 
     def add(self, data, data_lines):
         """Convert and check one block of rows (lists of cells) that start on the lines ``data_lines``."""
-        name, ncols, t, keep, na = self.name, self.ncols, self.t, self.keep, self.na
+        ncols, t, na = self.ncols, self.t, self.na
         for i, row in enumerate(data):
             if len(row) != ncols:
-                raise DataError(f"{name}:{data_lines[i]}: expected {ncols} cells, found {len(row)}")
+                raise DataError(f"{self.name}:{data_lines[i]}: expected {ncols} cells, found {len(row)}")
         n = len(data)
         if n == 0:
             return
@@ -304,32 +304,14 @@ class _CsvTable:
             if not target_missing.any():
                 target_missing = None
 
-        row_missing = np.zeros(n, dtype=bool)
-        if self.missing == "impute":
-            # a missing feature cell stays missing (NaN, or "" in a text column) for the schema to fill in; a row
-            # whose target is missing is kept, its target NaN or "": a fit leaves it out, a prediction makes one
-            if target_missing is not None:
-                lines = [data_lines[i] for i in np.flatnonzero(target_missing)]
-                self.targets_missing += len(lines)
-                self.target_missing_lines += lines[: _LISTED_LINES - len(self.target_missing_lines)]
-        else:
-            if cell_missing is not None:
-                row_missing |= cell_missing.any(axis=1)
-            if target_missing is not None:
-                row_missing |= target_missing
+        row_missing = self._rows_missing(data_lines, cell_missing, target_missing)
         if row_missing.any():
             dropped = np.flatnonzero(row_missing)
             self.rows_missing += len(dropped)
             if self.missing == "error":
                 if self.first_missing is None:
-                    i = int(dropped[0])
-                    file_cols = [keep[j] for j in np.flatnonzero(cell_missing[i])] if cell_missing is not None else []
-                    if target_missing is not None and target_missing[i]:
-                        file_cols.append(t)
-                    col = min(file_cols)
-                    token = data[i][col].strip()
-                    what = f"missing value {token!r}" if token else "empty cell, a missing value"
-                    self.first_missing = (self.where(data_lines[i], col), what, col != t)
+                    self.first_missing = self._missing_cell(data, data_lines, int(dropped[0]), cell_missing,
+                                                            target_missing)
                 return  # the file is refused once it is read: its rows need not be kept
             self.dropped_lines += [data_lines[i] for i in dropped[: _LISTED_LINES - len(self.dropped_lines)]]
             kept = ~row_missing
@@ -342,21 +324,61 @@ class _CsvTable:
             cell_missing = target_missing = None  # (the rows left hold none)
         if self.first_missing is not None or self.non_finite is not None or not len(X):
             return
+        self.non_finite = self._non_finite(X, cell_missing, data_lines)
+        if self.non_finite is None:
+            self._keep(X, texts, target_cells, data_lines, target_missing)
+
+    def _rows_missing(self, data_lines, cell_missing, target_missing):
+        """The rows of a block that --missing error or drop leaves out: those with a missing feature or target.
+        --missing impute leaves out none, and counts the rows whose target is missing."""
+        row_missing = np.zeros(len(data_lines), dtype=bool)
+        if self.missing == "impute":
+            # a missing feature cell stays missing (NaN, or "" in a text column) for the schema to fill in; a row
+            # whose target is missing is kept, its target NaN or "": a fit leaves it out, a prediction makes one
+            if target_missing is not None:
+                lines = [data_lines[i] for i in np.flatnonzero(target_missing)]
+                self.targets_missing += len(lines)
+                self.target_missing_lines += lines[: _LISTED_LINES - len(self.target_missing_lines)]
+        else:
+            if cell_missing is not None:
+                row_missing |= cell_missing.any(axis=1)
+            if target_missing is not None:
+                row_missing |= target_missing
+        return row_missing
+
+    def _missing_cell(self, data, data_lines, i, cell_missing, target_missing):
+        """``(where, what, in a feature)`` of the first missing cell of row ``i`` (a feature's or the target's),
+        for the message :meth:`result` gives under --missing error."""
+        keep, t = self.keep, self.t
+        file_cols = [keep[j] for j in np.flatnonzero(cell_missing[i])] if cell_missing is not None else []
+        if target_missing is not None and target_missing[i]:
+            file_cols.append(t)
+        col = min(file_cols)
+        token = data[i][col].strip()
+        what = f"missing value {token!r}" if token else "empty cell, a missing value"
+        return self.where(data_lines[i], col), what, col != t
+
+    def _non_finite(self, X, cell_missing, data_lines):
+        """The message naming the first feature cell of a block that is infinite or NaN without being a
+        missing-value token, or None."""
         bad = ~np.isfinite(X)
         if bad.any() and cell_missing is not None:
             bad &= ~cell_missing
         if bad.any() and self.text:
             bad[:, list(self.text)] = False  # (a text column is NaN throughout)
-        if bad.any():
-            i, j = (int(k) for k in np.argwhere(bad)[0])
-            self.non_finite = f"{self.where(data_lines[i], keep[j])}: value is {_nonfinite_word(X[i, j])}"
-            return
+        if not bad.any():
+            return None
+        i, j = (int(k) for k in np.argwhere(bad)[0])
+        return f"{self.where(data_lines[i], self.keep[j])}: value is {_nonfinite_word(X[i, j])}"
+
+    def _keep(self, X, texts, target_cells, data_lines, target_missing):
+        """Add the checked rows of a block to the table: features, text cells, lines and targets."""
         if self.lines is not None:
             self.lines.add(np.array(data_lines, dtype=np.int64))
         for k, values in texts.items():
             self.text[k].append(values)
         self.X.add(X)
-        if t is not None:
+        if self.t is not None:
             y = self._targets(target_cells, data_lines, target_missing)
             if not self.text_targets:
                 self.y.add(y)
