@@ -898,6 +898,19 @@ def _libsvm_block(name, linenos, texts, n_features):
     if not labels:
         return None
 
+    y = _libsvm_labels(name, labels, label_lines)
+    row_of = np.repeat(np.arange(len(labels)), counts)
+
+    def line_of(k):
+        return label_lines[row_of[k]]
+
+    index, values = _libsvm_entries(name, tokens, line_of)
+    _check_libsvm_entries(name, row_of, index, values, n_features, line_of)
+    return y, row_of, index, values, line_of
+
+
+def _libsvm_labels(name, labels, label_lines):
+    """The labels of a block (the first token of each line) as float64, each a finite number."""
     try:
         y = np.array(labels, dtype=np.float64)
     except ValueError:
@@ -910,41 +923,38 @@ def _libsvm_block(name, linenos, texts, n_features):
     bad = np.flatnonzero(~np.isfinite(y))
     if bad.size:
         raise DataError(f"{name}:{label_lines[bad[0]]}: label is {_nonfinite_word(y[bad[0]])}")
+    return y
 
-    n = len(labels)
-    row_of = np.repeat(np.arange(n), counts)
 
-    def line_of(k):
-        return label_lines[row_of[k]]
+def _libsvm_entries(name, tokens, line_of):
+    """The ``index:value`` tokens of a block as ``(index, values)``: int64 and float64 arrays."""
+    if not tokens:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    joined = " ".join(tokens)
+    if "qid:" in joined:
+        for k, token in enumerate(tokens):
+            if token.startswith("qid:"):
+                raise DataError(
+                    f"{name}:{line_of(k)}: {token!r}: query ids (qid:) mark ranking data, which slang does not read"
+                )
+    # One split of the whole token stream; it is exact only when every token holds exactly one colon
+    # with text on both sides, which the counts below (and the search for a doubled colon) establish.
+    parts = joined.replace(":", " ").split()
+    ok = joined.count(":") == len(tokens) and len(parts) == 2 * len(tokens)
+    ok = ok and _TWO_COLONS.search(joined) is None
+    index_strings, value_strings = parts[0::2], parts[1::2]
+    ok = ok and "".join(index_strings).isdecimal()
+    if ok:
+        try:
+            return np.array(index_strings, dtype=np.int64), np.array(value_strings, dtype=np.float64)
+        except (ValueError, OverflowError):
+            pass
+    _raise_bad_token(name, tokens, line_of)
 
-    if tokens:
-        joined = " ".join(tokens)
-        if "qid:" in joined:
-            for k, token in enumerate(tokens):
-                if token.startswith("qid:"):
-                    raise DataError(
-                        f"{name}:{line_of(k)}: {token!r}: query ids (qid:) mark ranking data, which slang does not read"
-                    )
-        # One split of the whole token stream; it is exact only when every token holds exactly one colon
-        # with text on both sides, which the counts below (and the search for a doubled colon) establish.
-        parts = joined.replace(":", " ").split()
-        ok = joined.count(":") == len(tokens) and len(parts) == 2 * len(tokens)
-        ok = ok and _TWO_COLONS.search(joined) is None
-        index_strings, value_strings = parts[0::2], parts[1::2]
-        ok = ok and "".join(index_strings).isdecimal()
-        if ok:
-            try:
-                index = np.array(index_strings, dtype=np.int64)
-                values = np.array(value_strings, dtype=np.float64)
-            except (ValueError, OverflowError):
-                ok = False
-        if not ok:
-            _raise_bad_token(name, tokens, line_of)
-    else:
-        index = np.zeros(0, dtype=np.int64)
-        values = np.zeros(0, dtype=np.float64)
 
-    # Line-level checks; the earliest offending token among them is reported.
+def _check_libsvm_entries(name, row_of, index, values, n_features, line_of):
+    """Line-level checks of a block's entries (indices 1-based, strictly increasing within a line, within
+    --n-features; values finite); the earliest offending token among them is reported."""
     problems = []
     hits = np.flatnonzero(index < 1)
     if hits.size:
@@ -966,7 +976,6 @@ def _libsvm_block(name, linenos, texts, n_features):
     if problems:
         k, message = min(problems, key=lambda problem: problem[0])
         raise DataError(f"{name}:{line_of(k)}: {message}")
-    return y, row_of, index, values, line_of
 
 
 def _raise_bad_token(name, tokens, line_of):
