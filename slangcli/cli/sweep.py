@@ -81,40 +81,69 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
     a fit whose worker dies is rerun elsewhere from its last checkpoint. Exit status 1 if any fit failed (the
     table has its message).
     """
-    parameters = fit_parameters()
-    grid = {"data": list(data)} if data else {}
-    for name, value in given.items():
-        if value is None or value == () or (value is False and not parameters[name].secondary_opts):
-            continue
-        grid[option_key(parameters[name])] = list(value) if isinstance(value, tuple) else value
-    if spec is not None:
-        grids = []
-        for g in read_spec(spec):
-            both = [k for k in g if k in grid]
-            if both:
-                raise ConfigError(f"{both[0]} is given both on the command line and in {spec}")
-            grids.append({**grid, **g})
-    else:
-        grids = [grid]
-    points = points_of(grids)
+    points = points_of(_grids(data, spec, given))
     directory = os.path.abspath(directory)
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise click.BadParameter(f"{directory} is not a directory", param_hint="'-o'")
     if dry_run:
-        rows = [{"name": p.name, **p.params, "complete": is_complete(os.path.join(directory, p.name), p.args)}
-                for p in points]
-        for r in rows:
-            click.echo(f"{'done' if r['complete'] else 'todo'}  {r['name']}", err=True)
-        if as_json:
-            emit_json({"directory": directory, "fits": rows})
+        _list_fits(points, directory, as_json)
         return
     require_distributed("slang sweep")
     # refused before a cluster starts, and before DIR is made: nothing is left behind
     check_directory(directory)
     if scheduler:
         check_scheduler_address(scheduler)
-    table = f"{os.path.join(directory, RESULTS[0])} and {RESULTS[1]}"
     started = time.perf_counter()
+    result, failures = _run_with_progress(points, directory, scheduler, workers, checkpoint_seconds, progress)
+    seconds = time.perf_counter() - started
+    complete = sum(r["status"] == "complete" for r in result.records)
+    kept = f", and the {result.kept} complete fits of other grids" if result.kept else ""
+    note(f"{len(points)} fits: {complete} complete ({result.skipped} already), {len(failures)} failed, "
+         f"{seconds:.1f} s; table in {os.path.join(directory, RESULTS[0])}{kept}")
+    if as_json:
+        emit_json({"directory": directory, "fits": len(points), "ran": result.ran, "skipped": result.skipped,
+                   "kept": result.kept, "complete": complete, "failed": len(failures), "seconds": seconds,
+                   "results": [os.path.join(directory, name) for name in RESULTS],
+                   "failures": [{"name": r["name"], "error": r["error"]} for r in failures]})
+    if failures:
+        raise click.exceptions.Exit(1)
+
+
+def _grids(data, spec, given) -> list:
+    """The grids to sweep: the options given on the command line (``data`` and ``given``, click's values), each
+    grid of the ``spec`` file combined with them (an option in both is refused), or those options alone."""
+    parameters = fit_parameters()
+    grid = {"data": list(data)} if data else {}
+    for name, value in given.items():
+        if value is None or value == () or (value is False and not parameters[name].secondary_opts):
+            continue
+        grid[option_key(parameters[name])] = list(value) if isinstance(value, tuple) else value
+    if spec is None:
+        return [grid]
+    grids = []
+    for g in read_spec(spec):
+        both = [k for k in g if k in grid]
+        if both:
+            raise ConfigError(f"{both[0]} is given both on the command line and in {spec}")
+        grids.append({**grid, **g})
+    return grids
+
+
+def _list_fits(points, directory, as_json):
+    """--dry-run: each fit, and whether it is complete in ``directory``, on stderr (and as JSON on stdout)."""
+    rows = [{"name": p.name, **p.params, "complete": is_complete(os.path.join(directory, p.name), p.args)}
+            for p in points]
+    for r in rows:
+        click.echo(f"{'done' if r['complete'] else 'todo'}  {r['name']}", err=True)
+    if as_json:
+        emit_json({"directory": directory, "fits": rows})
+
+
+def _run_with_progress(points, directory, scheduler, workers, checkpoint_seconds, progress):
+    """Run the sweep, reporting each fit on the progress bar and each failure as it comes: ``(result, failures)``
+    (``run_sweep``'s result and the records of the fits that failed). A stop (Ctrl-C, SIGTERM) exits 130 or
+    128 + the signal's number, saying where the fits done so far are."""
+    table = f"{os.path.join(directory, RESULTS[0])} and {RESULTS[1]}"
     failures = []
     with progress_bar(progress, "sweep") as bar:
         def on_skip(skipped, total):
@@ -145,15 +174,4 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
             else:
                 error(f"{stopped} before any fit ran; nothing written")
             raise click.exceptions.Exit(code)
-    seconds = time.perf_counter() - started
-    complete = sum(r["status"] == "complete" for r in result.records)
-    kept = f", and the {result.kept} complete fits of other grids" if result.kept else ""
-    note(f"{len(points)} fits: {complete} complete ({result.skipped} already), {len(failures)} failed, "
-         f"{seconds:.1f} s; table in {os.path.join(directory, RESULTS[0])}{kept}")
-    if as_json:
-        emit_json({"directory": directory, "fits": len(points), "ran": result.ran, "skipped": result.skipped,
-                   "kept": result.kept, "complete": complete, "failed": len(failures), "seconds": seconds,
-                   "results": [os.path.join(directory, name) for name in RESULTS],
-                   "failures": [{"name": r["name"], "error": r["error"]} for r in failures]})
-    if failures:
-        raise click.exceptions.Exit(1)
+    return result, failures
