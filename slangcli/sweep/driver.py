@@ -61,6 +61,12 @@ def _refused(point: Point, exc: ConfigError) -> dict:
             "exit_code": exit_code(exc), "seconds": None, "worker": "", "resumed_at_step": None}
 
 
+def _crashed(name: str, params: dict, exc: BaseException) -> dict:
+    """The record of a fit whose task raised (its worker's error, not ``slang fit``'s own message and exit code)."""
+    return {"name": name, **params, "status": "failed", "error": f"{type(exc).__name__}: {exc}", "exit_code": None,
+            "seconds": None, "worker": "", "resumed_at_step": None}
+
+
 def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: float = 60.0, retries: int = 2,
               on_record: Callable[[dict, int, int], None] | None = None,
               on_skip: Callable[[int, int], None] | None = None,
@@ -80,21 +86,7 @@ def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: flo
     completed but whose records had not reached this client."""
     directory = Path(directory).resolve()
     earlier = read_results(directory)
-    records: dict[str, dict] = {}
-    todo, refused = {}, {}
-    for point in points:
-        path = directory / point.name
-        if is_complete(path, point.args):
-            old = earlier.get(point.name)
-            if old is not None and old.get("status") == "complete":
-                records[point.name] = {**old, **point.params}  # as this grid names its parameters
-            else:  # complete but not in the table (the client died before writing it)
-                records[point.name] = {"name": point.name, **point.params, **complete_record(path)}
-        else:
-            try:
-                todo[point.name] = make_task(point, str(path), checkpoint_seconds)
-            except ConfigError as exc:
-                refused[point.name] = _refused(point, exc)
+    records, todo, refused = _plan(points, directory, earlier, checkpoint_seconds)
     names = {p.name for p in points}
     others = other_fits(directory, names, earlier)
     skipped = len(records)
@@ -102,8 +94,7 @@ def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: flo
         on_skip(skipped, len(points))
     if others and on_kept is not None:
         on_kept(len(others))
-    order = [*(n for n in earlier if n in names or n in others), *(p.name for p in points if p.name not in earlier),
-             *(n for n in others if n not in earlier)]
+    order = _table_order(points, earlier, others)
     last_write = -math.inf
 
     def table():
@@ -113,9 +104,7 @@ def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: flo
     def finished(name, result):
         nonlocal last_write
         if isinstance(result, BaseException):
-            result = {"name": name, **todo[name].params, "status": "failed",
-                      "error": f"{type(result).__name__}: {result}", "exit_code": None, "seconds": None,
-                      "worker": "", "resumed_at_step": None}
+            result = _crashed(name, todo[name].params, result)
         records[name] = result
         if on_record is not None:
             on_record(result, len(records), len(points))
@@ -147,10 +136,7 @@ def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: flo
         if started:
             # (after a local cluster has closed, so no worker still writes; on a cluster of one's own, fits running
             # when the client stopped may finish later, and count at the next sweep)
-            for name, task in todo.items():
-                if name not in records and is_complete(task.path, task.args):
-                    with contextlib.suppress(SlangError):
-                        records[name] = {"name": name, **task.params, **complete_record(task.path)}
+            records.update(_completed_unreported(todo, records))
             table()
             if getattr(getattr(cluster, "status", None), "name", None) == "closed":
                 # its workers are gone, also when interrupted: what they left half-written can go
@@ -160,6 +146,47 @@ def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: flo
     remove_temporaries(directory, points)
     return SweepResult([records[p.name] for p in points], ran=len(todo) + len(refused), skipped=skipped,
                        kept=len(others))
+
+
+def _plan(points: list[Point], directory: Path, earlier: dict, checkpoint_seconds: float):
+    """``(records, todo, refused)``: the records of the points already complete in ``directory`` (their rows of
+    the ``earlier`` table, or read from their run files), the task of each point to run, and the record of each
+    point whose options do not go together."""
+    records: dict[str, dict] = {}
+    todo, refused = {}, {}
+    for point in points:
+        path = directory / point.name
+        if is_complete(path, point.args):
+            old = earlier.get(point.name)
+            if old is not None and old.get("status") == "complete":
+                records[point.name] = {**old, **point.params}  # as this grid names its parameters
+            else:  # complete but not in the table (the client died before writing it)
+                records[point.name] = {"name": point.name, **point.params, **complete_record(path)}
+        else:
+            try:
+                todo[point.name] = make_task(point, str(path), checkpoint_seconds)
+            except ConfigError as exc:
+                refused[point.name] = _refused(point, exc)
+    return records, todo, refused
+
+
+def _table_order(points: list[Point], earlier: dict, others: dict) -> list:
+    """The order of the table's rows: the fits of the ``earlier`` table first, as they were (this sweep's points
+    and the ``others`` kept), then this sweep's new points, then the other fits the earlier table lacked."""
+    names = {p.name for p in points}
+    return [*(n for n in earlier if n in names or n in others), *(p.name for p in points if p.name not in earlier),
+            *(n for n in others if n not in earlier)]
+
+
+def _completed_unreported(todo: dict, records: dict) -> dict:
+    """The records of the fits to run whose run files are complete but whose records have not reached this
+    client (a sweep stopped early)."""
+    late = {}
+    for name, task in todo.items():
+        if name not in records and is_complete(task.path, task.args):
+            with contextlib.suppress(SlangError):
+                late[name] = {"name": name, **task.params, **complete_record(task.path)}
+    return late
 
 
 def sweep_fits(fits: list[dict], directory, *, scheduler: str | None = None, workers: int | None = None,
