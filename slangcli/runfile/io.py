@@ -25,17 +25,14 @@ import h5py
 import numpy as np
 
 from slangcli import __version__
-from slangcli.data.prepare import LabelMap
-from slangcli.data.readers import ARRAYS
-from slangcli.errors import DataError, FormatError
+from slangcli.errors import FormatError
 from slangcli.models import MLP
+from slangcli.runfile.checked import RunChecks
 from slangcli.runfile.outputs import atomic_output, hdf5_image, temporary_beside  # noqa: F401  (temporary_beside: re-exported)
-from slangcli.data.schema import check_record
 from slangcli.gaussian.posteriors import MAX_ABS_VALUE, POSTERIORS
 
 FORMAT_VERSION = "1.4"
 RUN_TYPE = "slang-run"
-# the data format and test source of a run fitted to arrays from Python (format 1.3)
 
 # a dataset may declare up to this many bytes more than MAX_EXPANSION times what the file stores for it
 MAX_UNSTORED_BYTES = 1 << 20
@@ -253,11 +250,13 @@ def _first_link(group, prefix: str = "", seen=None):
 
 
 class _Reader:
-    """Reads and validates one run file; every problem becomes a one-line FormatError naming the file."""
+    """Reads and validates one run file; every problem becomes a one-line FormatError naming the file. The reader
+    checks each part's form as it reads it; :class:`RunChecks` then checks the parts against each other."""
 
     def __init__(self, path):
         self.path = Path(path)
         self.name = str(path)
+        self.checks = RunChecks(self.fail)
 
     def fail(self, message: str):
         raise FormatError(f"{self.name}: {message}")
@@ -440,7 +439,7 @@ class _Reader:
         self.check_version(g, "/posterior")
         posterior = POSTERIOR_READERS[kind](self, g, model)
 
-        self._check_consistency(data, arrays, model)
+        self.checks.data(data, arrays, model)
         g = self.group(f, "history")
         history = {name: self.array(g, name, finite=False) for name in g if isinstance(g[name], h5py.Dataset)}
         for name, values in history.items():
@@ -456,7 +455,7 @@ class _Reader:
             self.fail(f"/ has an unknown status {status!r}")
         # a checkpoint holds no scores yet, and a compressed run only when `slang compress --evaluate` made them
         if status == "complete" and ("compression" not in f or metrics):
-            self._check_metrics(metrics)
+            self.checks.metrics(metrics)
         state = self._state(f) if status == "checkpoint" else None
         compression, compression_arrays = {}, {}
         if "compression" in f:  # written by slang compress (1.2)
@@ -471,7 +470,7 @@ class _Reader:
 
     def schema(self, g) -> dict:
         """The stored data schema's JSON object (``/data/schema``, 1.4); checked against the model in
-        :meth:`_check_consistency`."""
+        :meth:`slangcli.runfile.checked.RunChecks.data`."""
         s = g["schema"]
         if not isinstance(s, h5py.Group):
             self.fail("/data/schema is not a group")
@@ -504,145 +503,6 @@ class _Reader:
         if "t" not in scalars:
             self.fail("/state lacks the step counter 't'")
         return {"arrays": arrays, "scalars": scalars}
-
-    def require(self, obj, key: str, test, what: str, where: str):
-        """``obj[key]``, which must exist and pass ``test``; ``what`` describes it in the message."""
-        if not (isinstance(obj, dict) and key in obj and test(obj[key])):
-            self.fail(f"{where} lacks {key!r} ({what})")
-        return obj[key]
-
-    def _check_consistency(self, data, arrays, model) -> None:
-        """What the provenance promises must be there, with the model's shapes and the types the commands use."""
-        if not isinstance(data.get("options"), dict) or not isinstance(data.get("train"), dict):
-            self.fail("/data provenance lacks 'train' or 'options'")
-        train = data["train"]
-        self.require(train, "format", _is_str, "a string", "/data provenance 'train'")
-        # a run fitted to arrays from Python has no data file (format "arrays", path null)
-        from_arrays = train["format"] == ARRAYS
-        if not from_arrays:
-            self.require(data["options"], "path", _is_str, "the data path", "/data provenance 'options'")
-        for key in ("sha256",) if from_arrays else ("path", "sha256"):
-            self.require(train, key, _is_str, "a string", "/data provenance 'train'")
-        rows = self.require(train, "rows", _is_count, "a row count", "/data provenance 'train'")
-        self.require(train, "features", _is_count, "a feature count", "/data provenance 'train'")
-        if train["format"] == "uci":
-            self.require(train, "folder", _is_str, "the UCI folder", "/data provenance 'train'")
-        if not isinstance(data.get("feature_names", []), list):
-            self.fail("/data provenance 'feature_names' is not a list")
-        P = model.sizes[0]
-        if "schema" in data:
-            try:
-                check_record(data["schema"], P)
-            except DataError as exc:
-                self.fail(f"/data/schema {exc}")
-            if data["schema"]["standardize"] != bool(data.get("standardize")):
-                self.fail("/data/schema and the provenance differ on whether the features are standardised")
-        if data.get("standardize"):
-            for name in ("feature_mean", "feature_scale"):
-                if name not in arrays or arrays[name].shape != (P,):
-                    self.fail(f"/data/{name} must be present with shape ({P},) (the run standardises features)")
-        if model.likelihood == "gaussian":
-            for name in ("target_mean", "target_scale"):
-                if name not in arrays or arrays[name].shape != (1,):
-                    self.fail(f"/data/{name} must be present with shape (1,) (regression run)")
-        # evaluate applies these whenever they are present
-        for name, shape in (("feature_mean", (P,)), ("feature_scale", (P,)), ("target_mean", (1,)),
-                            ("target_scale", (1,))):
-            if name in arrays and arrays[name].shape != shape:
-                self.fail(f"/data/{name} has shape {arrays[name].shape}, expected {shape}")
-            if name.endswith("scale") and name in arrays and not (arrays[name] > 0).all():
-                self.fail(f"/data/{name} must be positive")
-        if model.likelihood != "gaussian":
-            if not (isinstance(data.get("labels"), dict) and isinstance(data["labels"].get("classes"), list)):
-                self.fail("/data provenance lacks the label classes of a classification run")
-            classes = data["labels"]["classes"]
-            try:
-                LabelMap(tuple(classes))
-            except DataError as exc:
-                self.fail(f"/data provenance: {exc}")
-            n_classes = 2 if model.likelihood == "bernoulli" else model.sizes[-1]
-            if len(classes) != n_classes:
-                self.fail(f"/data provenance lists {len(classes)} label classes, the {model.likelihood} model has "
-                          f"{n_classes}")
-        self._check_indices(data, arrays, rows)
-        test = data.get("test")
-        if test is None:
-            return
-        source = self.require(test, "source", lambda s: s in ("file", "split", ARRAYS), "'file', 'split' or 'arrays'",
-                              "/data provenance 'test'")
-        self.require(test, "rows", _is_count, "a row count", "/data provenance 'test'")
-        if source == ARRAYS:
-            self.require(test, "sha256", _is_str, "a string", "/data provenance 'test'")
-            return
-        if source == "file":
-            for key in ("path", "sha256"):
-                self.require(test, key, _is_str, "a string", "/data provenance 'test'")
-            self.require(test, "features", _is_count, "a feature count", "/data provenance 'test'")
-            return
-        if "test_index" not in arrays:
-            self.fail("/data/test_index is missing (the run's test set is a split of its training data)")
-        if "uci_split" not in test and not ("test_fraction" in test and "split_seed" in test):
-            self.fail("/data provenance 'test' lacks 'uci_split', or 'test_fraction' and 'split_seed'")
-
-    def _check_indices(self, data, arrays, rows: int) -> None:
-        """The split's row indices: each lists distinct rows of the training data, the two share none (``evaluate``
-        scores the test rows and the training -ELBO on the training rows: a row in both would be scored as data the
-        fit never saw), and they are there exactly when the test set is a split, with the recorded row counts."""
-        found = {}
-        for name in ("train_index", "test_index"):
-            index = arrays.get(name)
-            if index is None:
-                continue
-            if (index.ndim != 1 or index.dtype.kind not in "iu" or index.size == 0 or index.min() < 0
-                    or index.max() >= rows):
-                self.fail(f"/data/{name} must list rows of the training data (integers from 0 to {rows - 1})")
-            ordered = np.sort(index)
-            repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-            if repeated.size:
-                self.fail(f"/data/{name} lists row {int(repeated[0])} more than once (each row of a split is used "
-                          "once)")
-            found[name] = index
-        test = data.get("test")
-        split = isinstance(test, dict) and test.get("source") == "split"
-        if not found:
-            return  # (a split without its test index is refused with the test provenance)
-        if not split:
-            self.fail(f"/data/{next(iter(found))} is present, but the run's test set is not a split of its training "
-                      "data")
-        for name in ("train_index", "test_index"):
-            if name not in found:
-                self.fail(f"/data/{name} is missing (the run's test set is a split of its training data)")
-        shared = np.intersect1d(found["train_index"], found["test_index"])
-        if shared.size:
-            self.fail(f"/data/train_index and /data/test_index share {shared.size} row(s) (the first: row "
-                      f"{int(shared[0])}); a split's test rows must not be trained on")
-        for name, source, key in (("train_index", data["train"], "rows_used"), ("test_index", test, "rows")):
-            count = source.get(key)
-            if _is_count(count) and count != found[name].size:
-                where = "'train' 'rows_used'" if key == "rows_used" else "'test' 'rows'"
-                self.fail(f"/data/{name} lists {found[name].size} rows, but the provenance {where} is {count}")
-
-    def _check_metrics(self, metrics) -> None:
-        where = "/metrics attribute 'metrics'"
-        self.require(metrics, "train", lambda t: isinstance(t, dict) and _is_number(t.get("neg_elbo_per_example")),
-                     "the training -ELBO per example", where)
-        if "test" in metrics:
-            test = metrics["test"]
-            keys = ("rmse", "loglik") if isinstance(test, dict) and "rmse" in test else ("nll", "accuracy")
-            if not (isinstance(test, dict) and all(_is_number(test.get(key)) for key in keys)):
-                self.fail(f"{where} 'test' lacks {keys[0]!r} or {keys[1]!r} (numbers)")
-
-
-def _is_str(value) -> bool:
-    return isinstance(value, str)
-
-
-def _is_count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def read_run(path) -> Run:
