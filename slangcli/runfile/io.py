@@ -409,45 +409,11 @@ class _Reader:
         versions = self.json(f, "versions", "/")
         meta = {"slang_version": str(self.attr(f, "slang_version", "")), "created": str(self.attr(f, "created", "")),
                 "versions": versions}
-
-        g = self.group(f, "data")
-        self.check_type(g, "data", "/data")
-        data = self.json(g, "provenance", "/data")
-        arrays = {name: self.array(g, name, bounded=False) for name in g if isinstance(g[name], h5py.Dataset)}
-        data.pop("schema", None)  # (only the group holds the schema)
-        if "schema" in g:
-            data["schema"] = self.schema(g)
-
-        g = self.group(f, "model")
-        self.check_type(g, "mlp", "/model")
-        sizes, activation, likelihood, noise = (self.attr(g, name) for name in ("sizes", "activation", "likelihood",
-                                                                               "noise_precision"))
-        try:
-            model = MLP(tuple(int(s) for s in np.asarray(sizes).ravel()), activation=str(activation),
-                        likelihood=str(likelihood), noise_precision=float(noise))
-        except Exception as exc:  # noqa: BLE001 - any invalid model description is a format error
-            self.fail(f"/model is invalid: {exc}")
-        D = model.n_params
-        prior = self.array(g, "prior_precision", (D,))
-        if not (prior > 0).all():
-            self.fail("/model/prior_precision must be positive")
-
-        g = self.group(f, "posterior")
-        kind = self.attr(g, "encoding-type", None)
-        if kind not in POSTERIOR_READERS:
-            self.fail(f"/posterior has unknown encoding-type {kind!r}")
-        self.check_version(g, "/posterior")
-        posterior = POSTERIOR_READERS[kind](self, g, model)
-
+        data, arrays = self._data(f)
+        model, prior = self._model(f)
+        posterior = self._posterior(f, model)
         self.checks.data(data, arrays, model)
-        g = self.group(f, "history")
-        history = {name: self.array(g, name, finite=False) for name in g if isinstance(g[name], h5py.Dataset)}
-        for name, values in history.items():
-            # one value per record; the SNR arrays hold one value per weight matrix in each record
-            # (and the learned prior precisions one per weight matrix)
-            if values.ndim != (2 if name in ("snr", "snr_paper", "prior_precision") else 1):
-                self.fail(f"/history/{name} has shape {values.shape}, expected one "
-                          + ("row per record" if name.startswith("snr") else "value per epoch"))
+        history = self._history(f)
         g = self.group(f, "metrics")
         metrics = self.json(g, "metrics", "/metrics")
         status = str(self.attr(f, "status", "complete"))
@@ -457,16 +423,71 @@ class _Reader:
         if status == "complete" and ("compression" not in f or metrics):
             self.checks.metrics(metrics)
         state = self._state(f) if status == "checkpoint" else None
-        compression, compression_arrays = {}, {}
-        if "compression" in f:  # written by slang compress (1.2)
-            g = self.group(f, "compression")
-            self.check_type(g, "compression", "/compression")
-            compression = self.json(g, "summary", "/compression")
-            compression_arrays = {name: self.array(g, name, bounded=False) for name in g
-                                  if isinstance(g[name], h5py.Dataset)}
+        compression, compression_arrays = self._compression(f) if "compression" in f else ({}, {})
         return Run(model=model, prior_precision=prior, posterior=posterior, config=config, data=data,
                    arrays=arrays, history=history, metrics=metrics, command=command, meta=meta, status=status,
                    state=state, compression=compression, compression_arrays=compression_arrays)
+
+    def _data(self, f):
+        """``(provenance, arrays)`` of ``/data``: the provenance with the stored schema (if any) under "schema", and
+        the preprocessing arrays (split indices, standardisation)."""
+        g = self.group(f, "data")
+        self.check_type(g, "data", "/data")
+        data = self.json(g, "provenance", "/data")
+        arrays = {name: self.array(g, name, bounded=False) for name in g if isinstance(g[name], h5py.Dataset)}
+        data.pop("schema", None)  # (only the group holds the schema)
+        if "schema" in g:
+            data["schema"] = self.schema(g)
+        return data, arrays
+
+    def _model(self, f):
+        """``(model, prior precision)`` of ``/model``: the network it describes, and a positive prior precision per
+        parameter."""
+        g = self.group(f, "model")
+        self.check_type(g, "mlp", "/model")
+        sizes, activation, likelihood, noise = (self.attr(g, name) for name in ("sizes", "activation", "likelihood",
+                                                                               "noise_precision"))
+        try:
+            model = MLP(tuple(int(s) for s in np.asarray(sizes).ravel()), activation=str(activation),
+                        likelihood=str(likelihood), noise_precision=float(noise))
+        except Exception as exc:  # noqa: BLE001 - any invalid model description is a format error
+            self.fail(f"/model is invalid: {exc}")
+        prior = self.array(g, "prior_precision", (model.n_params,))
+        if not (prior > 0).all():
+            self.fail("/model/prior_precision must be positive")
+        return model, prior
+
+    def _posterior(self, f, model):
+        """``/posterior``, read by the reader of its kind (``POSTERIOR_READERS``), which checks it against the
+        model."""
+        g = self.group(f, "posterior")
+        kind = self.attr(g, "encoding-type", None)
+        if kind not in POSTERIOR_READERS:
+            self.fail(f"/posterior has unknown encoding-type {kind!r}")
+        self.check_version(g, "/posterior")
+        return POSTERIOR_READERS[kind](self, g, model)
+
+    def _history(self, f) -> dict:
+        """``/history``: one value per epoch, or one row per record (``snr``, ``snr_paper``, ``prior_precision``);
+        not checked for finite values (a signal-to-noise ratio is NaN where no parameter varies)."""
+        g = self.group(f, "history")
+        history = {name: self.array(g, name, finite=False) for name in g if isinstance(g[name], h5py.Dataset)}
+        for name, values in history.items():
+            # one value per record; the SNR arrays hold one value per weight matrix in each record
+            # (and the learned prior precisions one per weight matrix)
+            if values.ndim != (2 if name in ("snr", "snr_paper", "prior_precision") else 1):
+                self.fail(f"/history/{name} has shape {values.shape}, expected one "
+                          + ("row per record" if name.startswith("snr") else "value per epoch"))
+        return history
+
+    def _compression(self, f):
+        """``(summary, arrays)`` of ``/compression``, written by slang compress (1.2)."""
+        g = self.group(f, "compression")
+        self.check_type(g, "compression", "/compression")
+        compression = self.json(g, "summary", "/compression")
+        compression_arrays = {name: self.array(g, name, bounded=False) for name in g
+                              if isinstance(g[name], h5py.Dataset)}
+        return compression, compression_arrays
 
     def schema(self, g) -> dict:
         """The stored data schema's JSON object (``/data/schema``, 1.4); checked against the model in
