@@ -1,4 +1,4 @@
-"""Shared fixtures: tiny generated data files and a real run fitted through ``slangcli.workflow.fit``; and checks
+"""Shared fixtures: tiny generated data files and a real run fitted through ``slangcli.training.fitting.fit``; and checks
 that apply to every test.
 
 Every data set is drawn from its own ``np.random.default_rng(seed)``; nothing seeds a global generator. The data

@@ -1,6 +1,6 @@
 """Checkpoints and resume: a fit stopped at any step and resumed ends in the same bits as a fit never stopped.
 
-In process (``workflow.fit`` with a ``Checkpointing`` that asks to stop after a given step) for every step method,
+In process (``training.fitting.fit`` with a ``Checkpointing`` that asks to stop after a given step) for every step method,
 and through the command line with real signals: SIGTERM (a last checkpoint is written, exit 143) and SIGKILL at
 random moments (the output path holds nothing or the last valid checkpoint, never a broken file).
 """

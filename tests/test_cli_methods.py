@@ -140,7 +140,7 @@ def test_exact_methods_refuse_networks(train_csv, out_dir):
 
 
 def test_every_method_can_be_fitted_programmatically(train_csv):
-    """``workflow.fit`` with each method's hyperparameters by name (the benchmark's route); a name the method
+    """``training.fitting.fit`` with each method's hyperparameters by name (the benchmark's route); a name the method
     lacks is a ConfigError there too."""
     opts = DataOptions(path=str(train_csv), test_fraction=0.25)
     for method in METHODS:

@@ -41,7 +41,7 @@ def rank_outputs(output: str, ranks: list[int]) -> list[str]:
 @dataclass
 class Compressed:
     """One compressed posterior: its rank, where it goes, the run to write, each layer's compression and, when
-    asked, its scores (``workflow.score``)."""
+    asked, its scores (``predictive.evaluation.score``)."""
 
     rank: int
     path: str
