@@ -8,8 +8,8 @@ Normal) of ``E[g^2] / Var[g^2]``, the moments taken over the gradients of the la
 1000, 5000 and 9000. This script trains ``bbb`` and ``ktied`` (k from ``--ranks``) with the settings of
 ``ktied_mnist.py`` and, at each of ``--steps``, replays the last ``--window`` training steps: before each of them
 the gradient of the standard-deviation parameters is taken with that step's own minibatch and weight noise (the
-generator of step t, ``slangcli.training.loop``), so the window holds exactly the gradients the training used, each at the
-parameters of its own step. Reported per method and step, for the chosen layer:
+generator of step t, ``slangcli.training.loop``), so the window holds exactly the gradients the training used, each at
+the parameters of its own step. Reported per method and step, for the chosen layer:
 
 - ``window``: the paper's statistic over that window, and ``|E g| / std g`` over it;
 - ``draws``: the same two statistics from ``--draws`` independent minibatch-and-noise draws at the parameters of

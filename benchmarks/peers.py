@@ -12,10 +12,10 @@ Runs, on the same splits, the same network, the same initial mean and the same m
 
 Regression's noise precision (on the standardised target) is ``--noise-precision``: 1 by default, fixed for every
 method (nothing is tuned); ``auto`` lets slang's methods learn it as ``slang fit`` does by default (the learner of
-``slangcli.training.learned`` attached to the training loop as the fit attaches it, and, for a network, the natural-gradient
-rates ``slangcli.training.options.NETWORK_RATES`` unless ``--hyper`` gives them). The reference cannot learn it; it uses
-``--reference-noise-precision`` (repeatable: one reference variant each, named ``ivon-ref@...`` when there are
-several):
+``slangcli.training.learned`` attached to the training loop as the fit attaches it, and, for a network, the
+natural-gradient rates ``slangcli.training.options.NETWORK_RATES`` unless ``--hyper`` gives them). The reference cannot
+learn it; it uses ``--reference-noise-precision`` (repeatable: one reference variant each, named ``ivon-ref@...`` when
+there are several):
 
 - a number: that value;
 - ``learned``: the value slang's ``--learned-from`` method (default ``slang``) learned on the same split and seed,

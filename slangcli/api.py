@@ -9,8 +9,8 @@ Inputs are anything ``numpy.asarray`` accepts; a pandas DataFrame's column names
 Series' name the target's (read through the ``columns`` and ``name`` attributes, without importing pandas).
 Features are numbers, converted to float64, that must be finite (and, unless standardised, within 1e150 in
 magnitude), or text: a column of strings is categorical (one indicator per level) or, when all its values are
-true/false or yes/no, boolean, as in a CSV file (``slangcli.data.schema``, stored with the run); targets are label values
-of any kind (classification) or numbers (regression), as in the files.
+true/false or yes/no, boolean, as in a CSV file (``slangcli.data.schema``, stored with the run); targets are label
+values of any kind (classification) or numbers (regression), as in the files.
 
 Features given to a fitted posterior are matched to its own as ``slang predict`` matches a file's columns
 (``slangcli.data.columns``): a DataFrame's columns by name when the fit knows its features by name (a header row, or a

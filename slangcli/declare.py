@@ -1,10 +1,10 @@
 """Options declared once: a dataclass field with what every door needs to know of it (:func:`option`), and the
 check of a value against it (:func:`check_value`).
 
-``slangcli.training.options.FitOptions`` (how to fit) and ``slangcli.data.sources.DataOptions`` (how to read the data) are
-declared with these fields; ``slang fit``'s and ``slang sweep``'s command-line options, ``slangcli.fit``'s
-signature and the estimators' parameters are generated from them. This module imports nothing from slang but its
-errors, so that every layer can declare its options here.
+``slangcli.training.options.FitOptions`` (how to fit) and ``slangcli.data.sources.DataOptions`` (how to read the data)
+are declared with these fields; ``slang fit``'s and ``slang sweep``'s command-line options, ``slangcli.fit``'s signature
+and the estimators' parameters are generated from them. This module imports nothing from slang but its errors, so that
+every layer can declare its options here.
 """
 
 from __future__ import annotations

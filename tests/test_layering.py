@@ -148,8 +148,8 @@ def violations(root, rules=RULES, parts=PARTS):
 def import_graph(root):
     """``{module: {imported module: (line, lazy)}}`` over the modules of the package folder ``root``.
 
-    An imported name is the module it lies in (``slangcli.runfile.io.Run`` is ``slangcli.runfile.io``). A module's own packages
-    are left out: Python initialises them before the module whatever it imports (``from slangcli import
+    An imported name is the module it lies in (``slangcli.runfile.io.Run`` is ``slangcli.runfile.io``). A module's own
+    packages are left out: Python initialises them before the module whatever it imports (``from slangcli import
     __version__`` in ``slangcli.runfile.io``). Of several imports of one module the module-level one is kept.
     """
     paths = {module_name(path, root): path for path in sorted(root.rglob("*.py"))}

@@ -140,8 +140,8 @@ def _declared_option(f) -> click.Option:
 def _method_option(spec) -> click.Option:
     """The option of a method's hyperparameter, generated from the methods' declarations
     (``slangcli.methods.base.hyperparameter``). Its default is None, "not given": the method's own default
-    applies, and the help lists the defaults per method (and the task's, ``slangcli.training.options.NETWORK_RATES``), so
-    it cannot drift. ``FitOptions`` refuses an option the chosen method does not have."""
+    applies, and the help lists the defaults per method (and the task's, ``slangcli.training.options.NETWORK_RATES``),
+    so it cannot drift. ``FitOptions`` refuses an option the chosen method does not have."""
     kind = click.Choice(spec.choices) if spec.choices else spec.kind
     declarations = [spec.flag, *([spec.short] if spec.short else []), spec.name]
     help_text = spec.help_text()

@@ -7,8 +7,8 @@ cell gets; the standardisation of the encoded features; and their names. ``slang
 fit it (:meth:`Schema.fit`) on the training data, and training, ``slang evaluate``, ``slang predict`` and
 :meth:`slangcli.FitResult.predict` all turn raw columns into the model's inputs with it (:meth:`Schema.encode`,
 :meth:`Schema.apply`), so that the same row gives the same inputs whichever door it comes through. A run file
-stores it (``slangcli.runfile.io``, format 1.4); a run without one (format 1.3 and older; LIBSVM, IDX and UCI data, whose
-features are all numbers) gets the schema its provenance implies (:func:`schema_of`).
+stores it (``slangcli.runfile.io``, format 1.4); a run without one (format 1.3 and older; LIBSVM, IDX and UCI data,
+whose features are all numbers) gets the schema its provenance implies (:func:`schema_of`).
 
 Raw columns are a float64 array ``X : (N, P)`` (one column per feature column; NaN where a cell is missing) and the
 text of the columns that are not numbers, ``text = {k: (N,) str array}`` ("" where missing), as the CSV reader

@@ -146,8 +146,8 @@ def feature_name(feature_names, j: int) -> str:
 def tiny_features(X: np.ndarray, feature_names) -> list[str]:
     """Warnings naming the feature columns of ``X : (N, P)``, used as read, that are nonzero but below
     ``1 / MAX_ABS_VALUE`` in magnitude on every row: to move a logit or a regression output by 1 such a feature
-    needs a weight beyond ``MAX_ABS_VALUE``, which no fit may reach (``slangcli.training.loop``), so the model cannot use
-    it."""
+    needs a weight beyond ``MAX_ABS_VALUE``, which no fit may reach (``slangcli.training.loop``), so the model cannot
+    use it."""
     if X.size == 0:
         return []
     peak = np.abs(X).max(axis=0)

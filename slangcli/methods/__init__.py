@@ -1,7 +1,7 @@
 """Inference methods by their command-line names: the registry.
 
-Step methods (driven by ``slangcli.training.loop.run``) and solvers (called once by ``slangcli.training.fitting``); each says
-what it is in its own declarations (``description``: ``slang fit --help`` lists them).
+Step methods (driven by ``slangcli.training.loop.run``) and solvers (called once by ``slangcli.training.fitting``); each
+says what it is in its own declarations (``description``: ``slang fit --help`` lists them).
 
 A method is a module (or ``base.Method`` record) that follows the protocol of ``slangcli.methods.base``
 (:class:`~slangcli.methods.base.Method` lists every part and its default): its ``Hyper`` dataclass declares each

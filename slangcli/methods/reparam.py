@@ -66,8 +66,8 @@ def likelihood_gradients(mu: np.ndarray, sigma: np.ndarray, eps: np.ndarray, pro
     The samples, the network pass and the two sums are in ``dtype`` (the inputs ``X`` are rounded to it; ``mu``
     and ``sigma`` are expected in it). The sums are new arrays, the caller's to overwrite."""
     S, M = eps.shape[0], X.shape[0]
-    # the noise arrives in float32 (slangcli.gaussian.noise): one exact cast for a float64 pass, because a product with a
-    # float32 operand costs twice a float64 one and the noise is used twice
+    # the noise arrives in float32 (slangcli.gaussian.noise): one exact cast for a float64 pass, because a product with
+    # a float32 operand costs twice a float64 one and the noise is used twice
     eps = eps.astype(dtype, copy=False)
     theta = sigma * eps
     theta += mu

@@ -229,7 +229,8 @@ def calibration(run: Run, run_name: str, label: str, data=None, *, bins=None, sa
                        _classes(run), source)
 
 
-# The scoring below is the only use of the scores (slangcli.predictive.evaluation) in the figures: a rename there is a fix here alone.
+# The scoring below is the only use of the scores (slangcli.predictive.evaluation) in the figures: a rename there is a
+# fix here alone.
 def _score_classifier(run, run_name, data, *, bins, samples, seed) -> dict:
     from slangcli.data.sources import load_test
     from slangcli.predictive.evaluation import score

@@ -7,8 +7,8 @@ samples are those of ``slang predict`` for the same seed (``metrics.weight_sampl
 the same data.
 
 A stored posterior is computed with inside :func:`computing_with`: a run file's values are finite and bounded
-(``slangcli.runfile.io``), but a posterior can still be too large or too ill-conditioned for float64 arithmetic (a mean near
-the bound, a precision near zero). NumPy's floating-point warnings are then off, every result is checked instead
+(``slangcli.runfile.io``), but a posterior can still be too large or too ill-conditioned for float64 arithmetic (a mean
+near the bound, a precision near zero). NumPy's floating-point warnings are then off, every result is checked instead
 (:func:`check_finite`), and a failed linear-algebra routine or a non-finite result is one FormatError naming the file.
 """
 

@@ -24,8 +24,8 @@ Calibration:
   whose most probable class is the true one.
 - regression: the coverage of central predictive intervals, the fraction of targets inside
   ``[Q((1-c)/2), Q((1+c)/2)]`` of each example's predictive distribution, the Monte-Carlo mixture
-  ``(1/S) sum_s N(f_s, 1/tau)`` (``slangcli.predictive.mixture``). Its CDF ``F`` is continuous and strictly increasing, so
-  ``y`` is inside exactly when ``(1-c)/2 <= F(y) <= (1+c)/2``: coverage needs ``F(y_n)`` (the probability integral
+  ``(1/S) sum_s N(f_s, 1/tau)`` (``slangcli.predictive.mixture``). Its CDF ``F`` is continuous and strictly increasing,
+  so ``y`` is inside exactly when ``(1-c)/2 <= F(y) <= (1+c)/2``: coverage needs ``F(y_n)`` (the probability integral
   transform), a running sum over weight samples, and no quantile search.
 """
 

@@ -8,15 +8,15 @@ Classification, in nats (Houlsby et al. 2011; Depeweg et al., ICML 2018, eq. 13)
 - epistemic, their difference, the mutual information ``I[y; theta | x] >= 0``.
 
 For Bayesian logistic regression (no hidden layer, Bernoulli) the logit is Gaussian under q, ``f ~ N(m, v)``, and
-both expectations are one-dimensional integrals done by quadrature to about 1e-12 (``slangcli.gaussian.quadrature``): the
-probabilities are exactly those of ``slang evaluate``. Otherwise all three come from the same S weight samples, so
-the mutual information of the sampled mixture is itself non-negative (concavity of the entropy) and only rounding
-can take it below 0; it is clamped there.
+both expectations are one-dimensional integrals done by quadrature to about 1e-12 (``slangcli.gaussian.quadrature``):
+the probabilities are exactly those of ``slang evaluate``. Otherwise all three come from the same S weight samples, so
+the mutual information of the sampled mixture is itself non-negative (concavity of the entropy) and only rounding can
+take it below 0; it is clamped there.
 
 Regression: the predictive distribution is the mixture ``(1/S) sum_s N(f_s, 1/tau)`` over weight samples
-(``slangcli.predictive.mixture``): its mean, its standard deviation split into aleatoric ``sqrt(1/tau)`` and epistemic (the
-standard deviation of ``f_s`` over the samples), ``total^2 = aleatoric^2 + epistemic^2``, and the exact quantiles of
-the mixture for a central interval. Everything is mapped to the target's original units, ``y = target_mean +
+(``slangcli.predictive.mixture``): its mean, its standard deviation split into aleatoric ``sqrt(1/tau)`` and epistemic
+(the standard deviation of ``f_s`` over the samples), ``total^2 = aleatoric^2 + epistemic^2``, and the exact quantiles
+of the mixture for a central interval. Everything is mapped to the target's original units, ``y = target_mean +
 target_scale * y_standardised``.
 
 Weight samples come in chunks of ``SAMPLE_CHUNK``; chunk k is drawn from ``derive_rng(seed, PREDICT, k)``, so a chunk

@@ -3,10 +3,10 @@ and the options of each fit.
 
 A sweep's grid speaks ``slang fit``'s command line: ``{"data": [...], "rank": ["1,2,4"], "seed": ["0-9"]}``.
 :func:`parameters` lists the options it may vary, in the command's order of options, read from their
-declarations (``slangcli.training.options.command_line``): the data options of ``slang fit`` (``DataOptions``), the fit's own
-(``slangcli.training.options.FitOptions``, each registered method's hyperparameters after ``--method``) and
-``--checkpoint-every``. :func:`expand` reads one given value as the command line reads it (lists, integer ranges,
-each item checked by the option's kind and written canonically), :func:`product` makes every combination, and
+declarations (``slangcli.training.options.command_line``): the data options of ``slang fit`` (``DataOptions``), the
+fit's own (``slangcli.training.options.FitOptions``, each registered method's hyperparameters after ``--method``) and
+``--checkpoint-every``. :func:`expand` reads one given value as the command line reads it (lists, integer ranges, each
+item checked by the option's kind and written canonically), :func:`product` makes every combination, and
 :func:`make_point` the :class:`Point` of one: the fit's ``slang fit`` arguments (options at their default left out,
 paths made absolute) and its run file's name (the readable parameters and a hash of the arguments).
 

@@ -2,11 +2,11 @@
 
 A task carries the fit's ``DataOptions`` and ``FitOptions``, built once in the sweep's process
 (:func:`make_task`, from the point's parameters through ``slangcli.sweep.grid.options_of``), and the run file's
-path. On the worker it calls the library's fit (``slangcli.training.fitting.fit``), or continues the checkpoint of the same
-fit it finds at the path (``slangcli.training.fitting.resume``: the task of a worker that died), and writes the run file as
-``slang fit`` does (atomically; checkpoints every ``--checkpoint-seconds`` and ``--checkpoint-every`` steps). The
-run file records the ``slang fit`` command line that makes the same fit (:attr:`Task.command`), which is also how
-a later sweep recognises it as complete (:func:`is_complete`).
+path. On the worker it calls the library's fit (``slangcli.training.fitting.fit``), or continues the checkpoint of the
+same fit it finds at the path (``slangcli.training.fitting.resume``: the task of a worker that died), and writes the run
+file as ``slang fit`` does (atomically; checkpoints every ``--checkpoint-seconds`` and ``--checkpoint-every`` steps).
+The run file records the ``slang fit`` command line that makes the same fit (:attr:`Task.command`), which is also how a
+later sweep recognises it as complete (:func:`is_complete`).
 
 Errors travel as the project's exception types: a ``slangcli.errors`` error (bad data, a diverged fit, options
 that do not go together) or a MemoryError becomes the record's status ``failed``, its message and the exit code

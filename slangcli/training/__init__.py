@@ -1,1 +1,2 @@
-"""A fit: its options declared once, its plan, the training loop, checkpoints, restarts, tuning and learned precisions, and the fit of prepared data from a plan to a run."""
+"""A fit: its options declared once, its plan, the training loop, checkpoints, restarts, tuning and learned precisions,
+and the fit of prepared data from a plan to a run."""

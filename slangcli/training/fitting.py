@@ -1,10 +1,10 @@
 """Fitting a posterior to prepared data with the options of ``slangcli.training.options.FitOptions``: the model and problem, tuning, the training of a step
 method or the solve of a solver, resuming a checkpoint, and the final scores of the run.
 
-Step methods train in ``slangcli.training.loop.run`` from a ``slangcli.training.plan.Plan``; checkpoints store the method's
-state (``slangcli.training.checkpoints``: :class:`Checkpointing` says when and how); a resumed fit equals, bit for bit, the
-fit that was never stopped, because every random stream is derived from the seed and the step. ``restarts > 1``
-fits from several seeds and keeps the lowest training -ELBO (``slangcli.training.restarts``).
+Step methods train in ``slangcli.training.loop.run`` from a ``slangcli.training.plan.Plan``; checkpoints store the
+method's state (``slangcli.training.checkpoints``: :class:`Checkpointing` says when and how); a resumed fit equals, bit
+for bit, the fit that was never stopped, because every random stream is derived from the seed and the step. ``restarts >
+1`` fits from several seeds and keeps the lowest training -ELBO (``slangcli.training.restarts``).
 """
 
 from __future__ import annotations
@@ -275,16 +275,16 @@ def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None
          map_jobs: Callable | None = None) -> Plan:
     """What the fit of ``prepared`` with ``options`` trains, and how: built once, before any step.
 
-    A method not given is the task's (:data:`slangcli.training.options.DEFAULT_METHOD`); its hyperparameters are the given
-    ones over the task's and the method's defaults (:meth:`FitOptions.method_hyper`). Step methods train for
+    A method not given is the task's (:data:`slangcli.training.options.DEFAULT_METHOD`); its hyperparameters are the
+    given ones over the task's and the method's defaults (:meth:`FitOptions.method_hyper`). Step methods train for
     ``epochs`` or ``iterations`` steps on minibatches of ``batch_size`` (:data:`slangcli.training.options.STEP_DEFAULTS`
     when not given); the exact solvers use the whole training set at once. Every ``snr_every`` steps (the methods with
-    ``std_gradients``, ``slangcli.methods.base.Method``) the gradient SNR of the standard-deviation parameters is recorded in the
-    history from ``snr_draws`` independent gradient draws (``slangcli.training.loop.gradient_snr``).
+    ``std_gradients``, ``slangcli.methods.base.Method``) the gradient SNR of the standard-deviation parameters is
+    recorded in the history from ``snr_draws`` independent gradient draws (``slangcli.training.loop.gradient_snr``).
 
     ``noise_precision="auto"`` (regression) and ``prior_precision="auto"`` learn them by maximising the ELBO along
-    with the posterior (``slangcli.training.learned``), starting from 1. With ``tune``, the search (:func:`_tuned`) chooses
-    them, and the rates, before the plan is made.
+    with the posterior (``slangcli.training.learned``), starting from 1. With ``tune``, the search (:func:`_tuned`)
+    chooses them, and the rates, before the plan is made.
     """
     method = options.resolved_method
     module = METHODS[method]

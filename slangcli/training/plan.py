@@ -1,10 +1,10 @@
 """A fit's plan, what it gave, and the training loop run from the plan.
 
 A :class:`Plan` is built once, from the fit's options (``slangcli.training.fitting.fit_prepared``) or from a checkpoint
-(``slangcli.training.fitting.resume``), and never changed: a fresh fit, a resumed one (``slangcli.training.checkpoints``) and each
-restart (``slangcli.training.restarts``) train from it through :func:`train_steps`, so all three run the same loop with the
-same thread policy and gradient-SNR records. What training or solving gives is an :class:`Outcome`, from which the
-run is assembled (``slangcli.training.fitting``).
+(``slangcli.training.fitting.resume``), and never changed: a fresh fit, a resumed one
+(``slangcli.training.checkpoints``) and each restart (``slangcli.training.restarts``) train from it through
+:func:`train_steps`, so all three run the same loop with the same thread policy and gradient-SNR records. What training
+or solving gives is an :class:`Outcome`, from which the run is assembled (``slangcli.training.fitting``).
 """
 
 from __future__ import annotations

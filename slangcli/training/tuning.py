@@ -112,7 +112,8 @@ def grid(param: str, start: dict) -> tuple[float, ...]:
     if param in FACTORS:
         values = [float(start[param] * f) for f in FACTORS[param]]
         return tuple(v for v in values if param != "beta" or v < 1.0)
-    # the starting value too (a learned one, slangcli.training.learned), so the search never ends worse than where it began
+    # the starting value too (a learned one, slangcli.training.learned), so the search never ends worse than where it
+    # began
     return tuple(sorted({float(v) for v in GRIDS[param]} | {float(start[param])}))
 
 

@@ -80,8 +80,8 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     missing : {"error", "drop", "impute"}
         CSV only: a missing value in a feature or the target is an error naming its place and token, or its row
         is left out (counted in the provenance; ``Table.rows`` says which rows are left), or (``impute``) the row is
-        kept with the cell missing: NaN in ``X``, "" in a text column, for ``slangcli.data.schema`` to fill in; a missing
-        target is NaN or "" too, and the provenance counts such rows (``targets_missing``, and the first lines,
+        kept with the cell missing: NaN in ``X``, "" in a text column, for ``slangcli.data.schema`` to fill in; a
+        missing target is NaN or "" too, and the provenance counts such rows (``targets_missing``, and the first lines,
         ``target_missing_lines``): a fit leaves them out, a prediction makes one for them.
     layout : None or callable
         CSV only: data read against a stored run (``slangcli.data.columns``). ``layout(names, ncols, line)`` returns
