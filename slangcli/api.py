@@ -24,7 +24,7 @@ import hashlib
 import inspect
 import os
 import warnings
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Callable
 
 import numpy as np
@@ -34,6 +34,7 @@ from slangcli.data import columns
 from slangcli.data.prepare import prepare
 from slangcli.data.schema import Schema, schema_of
 from slangcli.data.sources import DataOptions, transform, with_target
+from slangcli.declare import check_value
 from slangcli.errors import DataError, DataTypeError
 from slangcli.predictive.evaluation import Predictions as _Predictions, predict_arrays, score
 from slangcli.predictive.metrics import check_draws, weight_samples
@@ -45,9 +46,11 @@ from slangcli.training.options import FitOptions, signature
 __all__ = ["fit", "load", "FitResult"]
 
 
-def _features(X, what: str = "X", allow_missing: bool = False) -> tuple[np.ndarray, tuple[str, ...] | None]:
+def _features(X, what: str = "X", allow_missing: bool = False,
+              nan_hint: str | None = None) -> tuple[np.ndarray, tuple[str, ...] | None]:
     """``X`` as a C-ordered float64 ``(N, P)`` array, and its column names if it has them (a DataFrame);
-    ``allow_missing``: a NaN is a missing value (to impute), not an error."""
+    ``allow_missing``: a NaN is a missing value (to impute), not an error; ``nan_hint``: what a refused NaN's message
+    says to do about it."""
     if hasattr(X, "tocsr") or hasattr(X, "todense"):
         raise DataTypeError(f"{what}: sparse input is not supported; pass a dense array ({what}.toarray())")
     columns = getattr(X, "columns", None)
@@ -77,9 +80,15 @@ def _features(X, what: str = "X", allow_missing: bool = False) -> tuple[np.ndarr
         bad &= ~np.isnan(A)
     if bad.any():
         row, col = np.argwhere(bad)[0]
+        if np.isnan(A[row, col]) and nan_hint:
+            raise DataError(f"{what}: row {row}, column {col} is NaN, a missing value; {nan_hint}")
         word = "NaN" if np.isnan(A[row, col]) else "inf"
         raise DataError(f"{what}: row {row}, column {col} is {word} (the features must be finite)")
     return A, names
+
+
+# what slangcli.fit says of a missing cell it was not told what to do with
+FIT_MISSING = "missing='impute' fills such cells in, missing='drop' leaves such rows out, as slang fit's --missing does"
 
 
 def _is_missing(value) -> bool:
@@ -104,7 +113,7 @@ def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False):
         except Exception:  # noqa: BLE001 - the numeric path names the problem
             A = None
     if A is None or A.ndim != 2 or (A.dtype.kind not in "OUS" and kinds is None):
-        A, names = _features(X, what, allow_missing=allow_missing)
+        A, names = _features(X, what, allow_missing=allow_missing, nan_hint=FIT_MISSING if kinds is None else None)
         return A, {}, names
     columns = getattr(X, "columns", None)
     names = tuple(str(c) for c in columns) if columns is not None else None
@@ -132,8 +141,7 @@ def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False):
             kind = "numeric" if numbers or not texts else "text"
         if not allow_missing and any(missing):
             i = missing.index(True)
-            how = ("slangcli.fit takes complete data (slang fit --missing impute fills such cells in)"
-                   if kinds is None else "missing='impute' fills it in as the fit's --missing impute would")
+            how = FIT_MISSING if kinds is None else "missing='impute' fills it in as the fit's --missing impute would"
             raise DataError(f"{what}: row {i}, column {label(j)}: missing value ({cells[i]!r}); {how}")
         if kind == "numeric":
             present = [i for i, gap in enumerate(missing) if not gap]
@@ -246,6 +254,10 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     likelihood : str
         ``auto`` (two label values: bernoulli; a few integers or strings: categorical; else gaussian),
         ``bernoulli``, ``categorical`` or ``gaussian``.
+    missing : {"error", "impute", "drop"}
+        A missing cell of the features (NaN, None, pandas' NA): an error naming it (default), filled in with the
+        training rows' mean or most frequent level (stored, and applied again by every prediction), or its row left
+        out; as ``slang fit --missing``. The targets must be complete.
     standardize : bool
         Standardise the features (and a regression target) with training statistics (stored, and applied again
         by every prediction); True by default, for every model, as ``slang fit``; False uses them as given.
@@ -263,52 +275,82 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     -------
     FitResult
     """
+    missing = _missing_policy(options.pop("missing", "error"))
     fit_options = FitOptions.of(**options)
+    notify = notify or (lambda msg: None)
     given_names, target_name = string_columns(X), getattr(y, "name", None)
-    X, text, names = _raw_features(X, "X")
+    X, text, names = _raw_features(X, "X", allow_missing=missing != "error")
     y = _targets(y, len(X), "y")
     if (X_test is None) != (y_test is None):
         raise DataError("give both X_test and y_test, or neither")
     names = names or tuple(f"x{j}" for j in range(X.shape[1]))
+    if missing == "drop":
+        X, text, y = _complete_rows(X, text, y, "X", notify)
     standardize = bool(fit_options.standardize)
-    # the data schema, as slang fit fits a file's: columns of text become categories (or booleans)
-    schema = Schema.fit(X, text, names=names, path="X", standardize=standardize)
+    # the data schema, as slang fit fits a file's: columns of text become categories (or booleans), and the values a
+    # missing cell gets (the training mean, the most frequent level) are stored
+    schema = Schema.fit(X, text, names=names, path="X", missing=missing, standardize=standardize)
     test = None
     if X_test is not None:
         test_names = string_columns(X_test)
         if given_names is not None and test_names is not None and test_names != given_names:
             # the test features by name, as every prediction takes them
-            missing = [n for n in given_names if n not in test_names]
-            if missing:
-                raise DataError(f"X_test: column {missing[0]!r} of X is missing")
+            absent = [n for n in given_names if n not in test_names]
+            if absent:
+                raise DataError(f"X_test: column {absent[0]!r} of X is missing")
             X_test = X_test[list(given_names)]
-        X_test, test_text, _ = _raw_features(X_test, "X_test", kinds=[column.kind for column in schema.columns])
+        X_test, test_text, _ = _raw_features(X_test, "X_test", kinds=[column.kind for column in schema.columns],
+                                             allow_missing=missing != "error")
         y_test = _targets(y_test, len(X_test), "y_test")
         if X_test.shape[1] != X.shape[1]:
             raise DataError(f"X_test: {X_test.shape[1]} features, but X has {X.shape[1]}")
-        X_test = schema.encode(X_test, test_text, where=_where("X_test", names))
+        if missing == "drop":
+            X_test, test_text, y_test = _complete_rows(X_test, test_text, y_test, "X_test", notify)
+        X_test = schema.encode(X_test, test_text, impute=missing == "impute", where=_where("X_test", names))
         test = {"source": "arrays", **_provenance(X_test, y_test)}
-    X = schema.encode(X, text, where=_where("X", names))
+    X = schema.encode(X, text, impute=missing == "impute", where=_where("X", names))
     train = _provenance(X, y)
     train["target"] = target_name if isinstance(target_name, str) else None
     # features known by name, as a header row names a file's: matched by name by every prediction
     train["header"] = given_names is not None
-    data_options = DataOptions(path=None, standardize=standardize).record()
-    prepared = prepare(X, y, X_test, y_test, likelihood=fit_options.likelihood, standardize=standardize,
-                                name="y", test_name="y_test", train_provenance=train, test_provenance=test,
-                                feature_names=schema.encoded_names, options=data_options, features_name="X",
-                                test_features_name="X_test")
+    data_options = DataOptions(path=None, standardize=standardize, missing=missing).record()
+    prepared = prepare(X, y, X_test, y_test, likelihood=fit_options.likelihood, standardize=standardize, name="y",
+                       test_name="y_test", train_provenance=train, test_provenance=test,
+                       feature_names=schema.encoded_names, options=data_options, features_name="X",
+                       test_features_name="X_test")
     prepared.data["schema"] = with_target(schema, prepared).record()
-    notify = notify or (lambda msg: None)
     run = fit_prepared(prepared, fit_options, command=[], progress=progress, notify=notify)
     return FitResult(run)
 
 
-# the keywords of fit, generated from the declaration: help(), IDEs and notebooks list them with their defaults
+# the data option that applies to arrays: what a missing cell (NaN, None, pandas' NA) means, declared with slang fit's
+MISSING = next(f for f in fields(DataOptions) if f.name == "missing")
+
+
+def _missing_policy(value) -> str:
+    check_value(MISSING, value, "missing")
+    return value
+
+
+def _complete_rows(X: np.ndarray, text: dict, y: np.ndarray, what: str, notify):
+    """The rows of ``X`` (with their ``text`` cells and targets ``y``) without a missing cell, as ``--missing
+    drop`` keeps a file's; the count of the others said through ``notify``."""
+    gaps = np.isnan(X).any(axis=1) if X.size else np.zeros(len(X), dtype=bool)
+    for cells in text.values():
+        gaps |= cells == ""
+    if gaps.any():
+        notify(f"{what}: {int(gaps.sum())} row{'s' if gaps.sum() != 1 else ''} with a missing value left out "
+               "(missing='drop')")
+    keep = ~gaps
+    return X[keep], {k: cells[keep] for k, cells in text.items()}, y[keep]
+
+
+# the keywords of fit, generated from the declarations: help(), IDEs and notebooks list them with their defaults
 fit.__signature__ = signature(
     [*(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in ("X", "y")),
      *(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in ("X_test", "y_test"))],
-    [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in ("progress", "notify")])
+    [inspect.Parameter("missing", inspect.Parameter.KEYWORD_ONLY, default=MISSING.default),
+     *(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in ("progress", "notify"))])
 
 
 def _where(what: str, names) -> Callable[[int, int], str]:

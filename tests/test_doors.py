@@ -111,3 +111,35 @@ def test_a_classifier_that_learned_nothing_says_so(tmp_path):
     proc = slang("fit", "noise.csv", "--test-fraction", "0.25", "-o", "r.h5", cwd=tmp_path)
     assert "slang: warning: the fit is barely better than a constant predictor on the test rows (NLL" in proc.stderr
     assert "the features may say little about the target" in proc.stderr
+
+
+@pytest.mark.parametrize("missing", ["impute", "drop"])
+def test_slangcli_fit_treats_missing_cells_as_slang_fit_missing_does(tmp_path, missing):
+    """slangcli.fit refused a DataFrame with a missing cell and named slang fit --missing impute, the one door that
+    took it; missing='impute' and missing='drop' now fit the posterior slang fit fits, bit for bit, and a model
+    fitted with impute fills a prediction's missing cells in with the same stored values."""
+    pd = pytest.importorskip("pandas")
+    X, mass = penguins_shaped(n=120, seed=3)
+    X = X.copy()
+    X[[4, 17, 60], [0, 2, 1]] = np.nan
+    names = ["bill_length_mm", "bill_depth_mm", "flipper_length_mm"]
+    (tmp_path / "p.csv").write_text("bill_length_mm,bill_depth_mm,flipper_length_mm,body_mass_g\n" + "".join(
+        ",".join("NA" if np.isnan(v) else f"{v:.1f}" for v in row) + f",{m:.0f}\n" for row, m in zip(X, mass)))
+    slang("fit", tmp_path / "p.csv", "-o", tmp_path / "cli.h5", "--epochs", "3", "--missing", missing, cwd=tmp_path)
+    cli = read_run(tmp_path / "cli.h5")
+    frame = pd.DataFrame(X, columns=names)
+    api = slangcli.fit(frame, pd.Series(mass, name="body_mass_g"), missing=missing, epochs=3)
+    assert api.run.data["options"]["missing"] == missing
+    np.testing.assert_array_equal(api.posterior.mean, cli.posterior.mean)
+    np.testing.assert_array_equal(api.run.arrays["feature_mean"], cli.arrays["feature_mean"])
+    if missing == "impute":  # the stored values, the training means, fill a prediction's missing cells in
+        from slangcli.data.schema import schema_of
+
+        fills = {column.name: column.fill for column in schema_of(api.run).columns}
+        assert fills == pytest.approx({name: np.nanmean(X[:, j]) for j, name in enumerate(names)}, rel=1e-12)
+        gap = frame.iloc[[4]]
+        np.testing.assert_array_equal(api.predict(gap, missing="impute").mean, api.predict(gap.fillna(fills)).mean)
+    with pytest.raises(ValueError, match="missing='impute' fills such cells in"):
+        slangcli.fit(frame, mass, epochs=1)
+    with pytest.raises(ValueError, match="unknown missing 'fill'"):
+        slangcli.fit(frame, mass, missing="fill")

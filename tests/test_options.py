@@ -90,7 +90,11 @@ def test_slangcli_fit_takes_the_declared_options_as_keywords():
     for name, p in own.items():
         assert p.default == DECLARED[name].default and p.kind is inspect.Parameter.KEYWORD_ONLY, name
     assert parameters["hyper"].kind is inspect.Parameter.VAR_KEYWORD
-    assert set(parameters) == {"X", "y", "X_test", "y_test", "progress", "notify", "hyper", *own}
+    # the one data option that applies to arrays, with slang fit's declared default
+    from slangcli.data.sources import DataOptions
+
+    assert parameters["missing"].default == DataOptions.__dataclass_fields__["missing"].default == "error"
+    assert set(parameters) == {"X", "y", "X_test", "y_test", "missing", "progress", "notify", "hyper", *own}
 
 
 @pytest.mark.parametrize("estimator, likelihood", [(SLANGClassifier, "categorical"), (SLANGRegressor, "gaussian")])
