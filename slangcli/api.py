@@ -335,7 +335,8 @@ def _missing_policy(value) -> str:
 def _complete_rows(X: np.ndarray, text: dict, y: np.ndarray, what: str, notify):
     """The rows of ``X`` (with their ``text`` cells and targets ``y``) without a missing cell, as ``--missing
     drop`` keeps a file's; the count of the others said through ``notify``."""
-    gaps = np.isnan(X).any(axis=1) if X.size else np.zeros(len(X), dtype=bool)
+    numeric = [j for j in range(X.shape[1]) if j not in text]  # (a column of text is NaN in X: its cells are text's)
+    gaps = np.isnan(X[:, numeric]).any(axis=1)
     for cells in text.values():
         gaps |= cells == ""
     if gaps.any():

@@ -141,5 +141,10 @@ def test_slangcli_fit_treats_missing_cells_as_slang_fit_missing_does(tmp_path, m
         np.testing.assert_array_equal(api.predict(gap, missing="impute").mean, api.predict(gap.fillna(fills)).mean)
     with pytest.raises(ValueError, match="missing='impute' fills such cells in"):
         slangcli.fit(frame, mass, epochs=1)
+    # a column of text beside them: its cells are not missing values of the numbers (drop kept no row)
+    frame["island"] = np.where(np.arange(len(frame)) % 2, "Biscoe", "Dream")
+    frame.loc[9, "island"] = None
+    with_text = slangcli.fit(frame, mass, missing=missing, epochs=1)
+    assert with_text.run.data["train"]["rows"] == (len(frame) - 4 if missing == "drop" else len(frame))
     with pytest.raises(ValueError, match="unknown missing 'fill'"):
         slangcli.fit(frame, mass, missing="fill")
