@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from slangcli.data.sources import DataOptions
-from slangcli.declare import AUTO, MAX_SEED, check_value, option
+from slangcli.declare import AUTO, MAX_SEED, check_value, flag_of, option
 from slangcli.errors import ConfigError
 from slangcli.gaussian.posteriors import MAX_ABS_VALUE
 from slangcli.methods import METHODS
@@ -272,8 +272,8 @@ def field_names() -> tuple[str, ...]:
 def flag(name: str) -> str:
     """The command-line option of a field or a hyperparameter: ``init_precision -> --init-precision``."""
     for f in fields(FitOptions):
-        if f.name == name and f.metadata["flag"]:
-            return f.metadata["flag"]
+        if f.name == name:
+            return flag_of(f)
     return "--" + name.replace("_", "-")
 
 
