@@ -170,3 +170,33 @@ def test_a_network_whose_likelihood_the_data_decide_is_checked_for_the_methods_i
     assert options.for_likelihood("gaussian").resolved_method == "slang"
     with pytest.raises(ConfigError, match="--rank does not apply to --method ivon.*give --method slang"):
         options.for_likelihood("bernoulli")
+
+
+class _Planned(Exception):
+    pass
+
+
+def _planned_steps(**options) -> int:
+    """The number of steps a fit of 2 000 rows would take, read from its first progress call (the fit stops there)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((2000, 2))
+
+    def progress(step, n_steps):
+        raise _Planned(n_steps)
+
+    with pytest.raises(_Planned) as planned:
+        slangcli.fit(X, X @ [1.0, -1.0], progress=progress, eval_samples=4, **options)
+    return planned.value.args[0]
+
+
+def test_the_default_length_stops_at_the_step_cap_and_given_lengths_are_exact():
+    from slangcli.training.options import DEFAULT_MAX_STEPS
+
+    # 2 000 rows in minibatches of 32 are 63 steps an epoch: 200 epochs would be 12 600 steps
+    assert 200 * 63 > DEFAULT_MAX_STEPS
+    notes = []
+    assert _planned_steps(notify=notes.append) == DEFAULT_MAX_STEPS
+    assert any(f"at most {DEFAULT_MAX_STEPS} steps" in note for note in notes)
+    assert _planned_steps(epochs=200) == 200 * 63
+    assert _planned_steps(iterations=12345) == 12345
+    assert _planned_steps(batch_size=100) == 200 * 20  # below the cap: the default epochs, as before

@@ -37,7 +37,7 @@ from slangcli.training import learned
 from slangcli.training import loop as train
 from slangcli.training import tuning
 from slangcli.training.checkpoints import Checkpointing
-from slangcli.training.options import AUTO, FitOptions, default_method, model_kind
+from slangcli.training.options import AUTO, DEFAULT_MAX_STEPS, FitOptions, default_method, model_kind
 from slangcli.training.plan import Outcome, Plan, train_steps
 from slangcli.training.restarts import train_restarts
 
@@ -301,6 +301,10 @@ def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None
     if hasattr(hyper, "samples"):  # a step's weight samples are held at once
         metrics.check_draws(hyper.samples, model.n_params, f"--samples {hyper.samples}")
     batch, epochs, n_steps = _budget(options, module, n)
+    if n_steps is not None and epochs is None and options.iterations is None:
+        notify(f"training for {n_steps} steps, {n_steps / streams.steps_per_epoch(n, batch):.2g} epochs of the "
+               f"{n} training rows (the default length: {options.step_value('epochs')} epochs, at most "
+               f"{DEFAULT_MAX_STEPS} steps; --epochs or --iterations sets it)")
     tuned = None
     params = tuning.parse_tune(options.tune, prepared.likelihood, module)
     if params:
@@ -338,14 +342,19 @@ def _model(sizes: tuple, options: FitOptions, likelihood: str, values: dict) -> 
 
 def _budget(options: FitOptions, module, n: int) -> tuple:
     """``(batch, epochs, n_steps)`` of a step method's fit on ``n`` rows (all None for a solver): ``--iterations``
-    steps, else ``--epochs`` passes over the rows in minibatches of ``--batch-size`` (at most ``n``)."""
+    steps, else ``--epochs`` passes over the rows in minibatches of ``--batch-size`` (at most ``n``); given
+    neither, the default epochs up to :data:`slangcli.training.options.DEFAULT_MAX_STEPS` steps (``epochs`` then
+    None: the fit stops within an epoch)."""
     if is_solver(module):
         return None, options.epochs, None
     batch = min(options.step_value("batch_size"), n)
     if options.iterations is not None:
         return batch, options.epochs, options.iterations
     epochs = options.step_value("epochs")
-    return batch, epochs, epochs * streams.steps_per_epoch(n, batch)
+    n_steps = epochs * streams.steps_per_epoch(n, batch)
+    if options.epochs is None and n_steps > DEFAULT_MAX_STEPS:
+        return batch, None, DEFAULT_MAX_STEPS
+    return batch, epochs, n_steps
 
 
 def _tuned(prepared: Prepared, options: FitOptions, module, hyper, sizes: tuple, values: dict, learn: dict,
