@@ -66,8 +66,9 @@ def compressed_run(run: Run, k: int, source: dict, *, command: list | None = Non
     for l, c in enumerate(layers):
         arrays[f"singular_values_{l}"] = c.singular_values
         arrays[f"explained_variance_{l}"] = c.explained_variance
+    # (a calibration's scores are those of the source's predictive, not of the compressed posterior's: not kept)
     new = replace(run, posterior=posterior, metrics={}, command=list(command or []), meta=meta(),
-                  compression=summary, compression_arrays=arrays, status="complete", state=None)
+                  compression=summary, compression_arrays=arrays, status="complete", state=None, calibration={})
     return Compressed(rank=k, path=path, run=new, layers=layers)
 
 

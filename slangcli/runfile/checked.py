@@ -16,6 +16,11 @@ from slangcli.data.schema import check_record
 from slangcli.errors import DataError
 
 
+# the split-conformal scores of /calibration by task (slangcli.predictive.conformal computes them)
+CALIBRATION_SCORES = {"regression": "abs_residual_over_std_total",
+                      "classification": "one_minus_true_class_probability"}
+
+
 class RunChecks:
     """The checks between the parts of one run file; ``fail(message)`` raises the reader's error."""
 
@@ -157,6 +162,40 @@ class RunChecks:
             if _is_count(count) and count != found[name].size:
                 where = "'train' 'rows_used'" if key == "rows_used" else "'test' 'rows'"
                 self.fail(f"/data/{name} lists {found[name].size} rows, but the provenance {where} is {count}")
+
+    def calibration(self, calibration, data, arrays, model) -> None:
+        """``/calibration`` (1.5) against the run: the score of the model's task, how it was computed, the scores
+        sorted (and within [0, 1] for a classifier), and the held-out rows: distinct rows of the training data that the
+        fit neither trained nor was tested on."""
+        where = "/calibration attribute 'summary'"
+        task = "regression" if model.likelihood == "gaussian" else "classification"
+        self.require(calibration, "score", lambda v: v == CALIBRATION_SCORES[task],
+                     f"the score of a {task}, {CALIBRATION_SCORES[task]!r}", where)
+        self.require(calibration, "fraction", lambda v: _is_number(v) and 0 < v < 1, "a fraction between 0 and 1",
+                     where)
+        self.require(calibration, "seed", _is_count, "the fit's seed", where)
+        predictive = self.require(calibration, "predictive", lambda v: v in ("mc", "quadrature"),
+                                  "'mc' or 'quadrature'", where)
+        if predictive == "mc":
+            self.require(calibration, "samples", lambda v: _is_count(v) and v >= 1, "the weight samples", where)
+        scores, index, n = calibration["scores"], calibration["index"], calibration["n"]
+        if (np.diff(scores) < 0).any() or scores[0] < 0 or (task == "classification" and scores[-1] > 1):
+            self.fail("/calibration/scores must be sorted ascending, from 0" + (" to 1" if task == "classification"
+                                                                                  else ""))
+        rows = data["train"]["rows"]
+        if index.dtype.kind not in "iu" or index.min() < 0 or index.max() >= rows or np.unique(index).size != n:
+            self.fail(f"/calibration/index must list {n} distinct rows of the training data (integers from 0 to "
+                      f"{rows - 1})")
+        for name in ("train_index", "test_index"):
+            if name in arrays:
+                shared = np.intersect1d(index, arrays[name])
+                if shared.size:
+                    self.fail(f"/calibration/index and /data/{name} share {shared.size} row(s) (the first: row "
+                              f"{int(shared[0])}); the calibration rows are held out of the fit")
+        used = data["train"].get("rows_used")
+        if "train_index" not in arrays and _is_count(used) and used + n != rows:
+            self.fail(f"/calibration/index lists {n} rows and the provenance 'train' 'rows_used' is {used}, but the "
+                      f"training data have {rows} rows (the fit trains on the rows not held out)")
 
     def metrics(self, metrics) -> None:
         """A complete run's scores: the training -ELBO per example, and the test scores of its likelihood."""

@@ -1,4 +1,4 @@
-"""Run files: one HDF5 file per fit or compression, format version 1.4 (described in ``docs/FORMAT.md``).
+"""Run files: one HDF5 file per fit or compression, format version 1.5 (described in ``docs/FORMAT.md``).
 
 Every group carries ``encoding-type`` and ``encoding-version`` attributes; the reader dispatches on them and
 refuses, with a :class:`FormatError`, files that are not slang runs, that a newer major format wrote, or whose
@@ -31,8 +31,10 @@ from slangcli.runfile.checked import RunChecks
 from slangcli.runfile.outputs import atomic_output, hdf5_image, temporary_beside  # noqa: F401  (temporary_beside: re-exported)
 from slangcli.gaussian.posteriors import MAX_ABS_VALUE, POSTERIORS
 
-FORMAT_VERSION = "1.4"
+FORMAT_VERSION = "1.5"
 RUN_TYPE = "slang-run"
+# the datasets of /calibration (its other fields are the JSON attribute "summary")
+CALIBRATION_ARRAYS = ("scores", "index")
 
 # a dataset may declare up to this many bytes more than MAX_EXPANSION times what the file stores for it
 MAX_UNSTORED_BYTES = 1 << 20
@@ -91,6 +93,10 @@ class Run:
     state: dict | None = None
     compression: dict = field(default_factory=dict)  # slang compress: source, ranks, errors, parameter counts
     compression_arrays: dict = field(default_factory=dict)  # slang compress: singular values per layer
+    # slang fit --calibrate (1.5): the held-out rows' sorted split-conformal scores ("scores"), their rows ("index"),
+    # "n", "fraction", "seed", "score" (its definition), "predictive", "samples" (slangcli.predictive.conformal);
+    # empty for a run without
+    calibration: dict = field(default_factory=dict)
 
 
 def _typed(group, kind: str) -> None:
@@ -171,6 +177,13 @@ def _write_file(tmp, run: Run) -> None:
                 g.create_dataset(name, data=np.asarray(arr))
             for name, value in run.state["scalars"].items():
                 g.attrs[name] = value
+        if run.calibration:
+            # split-conformal scores (1.5): the summary as JSON, the scores and their rows as datasets
+            g = f.create_group("calibration")
+            _typed(g, "calibration")
+            _json_attr(g, "summary", {k: v for k, v in run.calibration.items() if k not in CALIBRATION_ARRAYS})
+            for name in CALIBRATION_ARRAYS:
+                g.create_dataset(name, data=np.asarray(run.calibration[name]))
         if run.compression:
             g = f.create_group("compression")
             _typed(g, "compression")
@@ -424,9 +437,13 @@ class _Reader:
             self.checks.metrics(metrics)
         state = self._state(f) if status == "checkpoint" else None
         compression, compression_arrays = self._compression(f) if "compression" in f else ({}, {})
+        calibration = self._calibration(f) if "calibration" in f else {}
+        if calibration:
+            self.checks.calibration(calibration, data, arrays, model)
         return Run(model=model, prior_precision=prior, posterior=posterior, config=config, data=data,
                    arrays=arrays, history=history, metrics=metrics, command=command, meta=meta, status=status,
-                   state=state, compression=compression, compression_arrays=compression_arrays)
+                   state=state, compression=compression, compression_arrays=compression_arrays,
+                   calibration=calibration)
 
     def _data(self, f):
         """``(provenance, arrays)`` of ``/data``: the provenance with the stored schema (if any) under "schema", and
@@ -488,6 +505,21 @@ class _Reader:
         compression_arrays = {name: self.array(g, name, bounded=False) for name in g
                               if isinstance(g[name], h5py.Dataset)}
         return compression, compression_arrays
+
+    def _calibration(self, f) -> dict:
+        """``/calibration`` (1.5), written by ``slang fit --calibrate``: its summary and datasets, each of its form
+        (the values are checked against the run in :meth:`slangcli.runfile.checked.RunChecks.calibration`)."""
+        g = f["calibration"]
+        if not isinstance(g, h5py.Group):
+            self.fail("/calibration is not a group")
+        self.check_type(g, "calibration", "/calibration")
+        summary = self.json(g, "summary", "/calibration")
+        n = summary.get("n")
+        if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+            self.fail("/calibration attribute 'summary' lacks 'n' (the number of calibration rows, >= 1)")
+        scores = self.array(g, "scores", (n,), bounded=False)
+        index = self.array(g, "index", (n,))
+        return {**summary, "scores": scores, "index": index}
 
     def schema(self, g) -> dict:
         """The stored data schema's JSON object (``/data/schema``, 1.4); checked against the model in
