@@ -31,7 +31,7 @@ import numpy as np
 
 from slangcli.compress.runs import compressed_run
 from slangcli.data import columns
-from slangcli.data.prepare import prepare
+from slangcli.data.prepare import calibration_split, prepare
 from slangcli.data.schema import Schema, schema_of
 from slangcli.data.sources import DataOptions, transform, with_target
 from slangcli.declare import check_value
@@ -286,10 +286,14 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     names = names or tuple(f"x{j}" for j in range(X.shape[1]))
     if missing == "drop":
         X, text, y = _complete_rows(X, text, y, "X", notify)
+    # calibrate: the rows held out of the fit (slangcli.data.prepare.calibration_split), as slang fit holds out a file's
+    kept = held = None
+    if fit_options.calibrate is not None:
+        kept, held = calibration_split(len(X), fit_options.calibrate, fit_options.seed, path="X")
     standardize = bool(fit_options.standardize)
     # the data schema, as slang fit fits a file's: columns of text become categories (or booleans), and the values a
     # missing cell gets (the training mean, the most frequent level) are stored
-    schema = Schema.fit(X, text, names=names, path="X", missing=missing, standardize=standardize)
+    schema = Schema.fit(X, text, names=names, path="X", missing=missing, standardize=standardize, train=kept)
     test = None
     if X_test is not None:
         test_names = string_columns(X_test)
@@ -309,7 +313,11 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
         X_test = schema.encode(X_test, test_text, impute=missing == "impute", where=_where("X_test", names))
         test = {"source": "arrays", **_provenance(X_test, y_test)}
     X = schema.encode(X, text, impute=missing == "impute", where=_where("X", names))
-    train = _provenance(X, y)
+    train = _provenance(X, y)  # (of every row given: the rows held out are among them)
+    calibration = None
+    if held is not None:
+        calibration = (X[held], y[held], held)
+        X, y = X[kept], y[kept]
     train["target"] = target_name if isinstance(target_name, str) else None
     # features known by name, as a header row names a file's: matched by name by every prediction
     train["header"] = given_names is not None
@@ -317,7 +325,7 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     prepared = prepare(X, y, X_test, y_test, likelihood=fit_options.likelihood, standardize=standardize, name="y",
                        test_name="y_test", train_provenance=train, test_provenance=test,
                        feature_names=schema.encoded_names, options=data_options, features_name="X",
-                       test_features_name="X_test")
+                       test_features_name="X_test", calibration=calibration)
     prepared.data["schema"] = with_target(schema, prepared).record()
     run = fit_prepared(prepared, fit_options, command=[], progress=progress, notify=notify)
     return FitResult(run)
@@ -371,6 +379,12 @@ class Predictions(_Predictions):
     values), ``entropy_total``, ``entropy_aleatoric``, ``entropy_epistemic`` (nats). Regression, in the target's
     units: ``mean``, ``std`` (= ``std_total``), ``std_aleatoric``, ``std_epistemic``, and ``lower``, ``upper``
     of the central predictive interval.
+
+    A fit with ``calibrate`` adds, at the same level (``interval``), the split-conformal interval
+    ``calibrated_lower``, ``calibrated_upper`` (regression) or prediction set ``calibrated_set : (N, C)`` (1 for the
+    classes in it) and ``calibrated_set_size`` (classification); ``info["calibration"]`` says how many calibration
+    rows stand behind them (``slangcli.predictive.conformal``: coverage at least the level for rows exchangeable
+    with them).
     """
 
     def __getattr__(self, name):
@@ -403,6 +417,12 @@ class FitResult:
     config = property(lambda self: self.run.config)
     likelihood = property(lambda self: self.run.model.likelihood)
     n_features = property(lambda self: self.run.model.sizes[0])
+
+    @property
+    def calibration(self) -> dict | None:
+        """The calibration of a fit with ``calibrate`` (``slang fit --calibrate``): ``n``, ``fraction``, ``seed``,
+        ``score``, the sorted ``scores`` of the held-out rows and their rows ``index``; None without."""
+        return dict(self.run.calibration) if self.run.calibration else None
 
     @property
     def classes(self) -> list | None:
@@ -463,7 +483,8 @@ class FitResult:
         ``samples`` and ``seed``: the same numbers). Columns of text are read as the fit read them (categories,
         booleans). ``missing``: ``"impute"`` fills a missing value (None, NaN) in with the training rows' mean or
         most frequent value, as ``slang predict --missing impute``; ``"error"`` refuses it; by default, ``impute``
-        when the fit imputed (``--missing impute``), else ``error``."""
+        when the fit imputed (``--missing impute``), else ``error``. ``interval`` is the level of the central
+        predictive interval and, for a fit with ``calibrate``, of its calibrated intervals or prediction sets."""
         inputs = self._inputs(X, missing=missing)
         out = predict_arrays(self.run, inputs, samples=samples, seed=seed, interval=interval)
         return Predictions(arrays=out.arrays, classes=out.classes, info=out.info)
@@ -477,14 +498,17 @@ class FitResult:
     def score(self, X, y, *, predictive: str = "auto", samples: int = 1000, seed: int = 0, bins: int = 15) -> dict:
         """Test scores of the posterior predictive on ``(X, y)``, as ``slang evaluate`` computes them:
         classification ``nll``, ``accuracy``, ``ece`` and its bins; regression ``rmse``, ``loglik`` and interval
-        ``coverage`` (original units)."""
+        ``coverage`` (original units); a fit with ``calibrate`` also the coverage of its calibrated intervals
+        (``calibrated_coverage``) or prediction sets (``calibrated_set_coverage``, ``calibrated_set_size``)."""
         A, text = self._columns(X, "X")
         y = _targets(y, len(A), "y")
         X, y = transform(self.run, A, y, "y", text=text, where=_where("X", schema_of(self.run).names))
         target_scale = float(self.run.arrays["target_scale"][0]) if "target_scale" in self.run.arrays else 1.0
+        target_mean = float(self.run.arrays["target_mean"][0]) if "target_mean" in self.run.arrays else 0.0
         out = score(self.model, self.posterior, self.run.prior_precision, X_train=None, y_train=None,
-                             X_test=X, y_test=y, target_scale=target_scale, predictive=predictive,
-                             samples=samples, seed=seed, bins=bins)
+                    X_test=X, y_test=y, target_scale=target_scale, predictive=predictive,
+                    samples=samples, seed=seed, bins=bins, calibration=self.run.calibration,
+                    target_mean=target_mean)
         return out["test"]
 
     def sample(self, n: int, *, seed: int = 0) -> np.ndarray:

@@ -24,6 +24,7 @@ __all__ = [
     "PREDICT",
     "TUNE",
     "RESTART",
+    "CALIBRATE",
     "derive_rng",
     "steps_per_epoch",
     "epoch_order",
@@ -33,8 +34,8 @@ __all__ = [
 
 # Stream identifiers of the derived generators.
 # stream 4: gradient-SNR draws; 5: weight samples of `slang predict`; 6: folds and fits of `--tune`; 7: the seeds
-# of `--restarts`
-INIT, ORDER, STEP, EVAL, SNR, PREDICT, TUNE, RESTART = 0, 1, 2, 3, 4, 5, 6, 7
+# of `--restarts`; 8: the training rows `--calibrate` holds out
+INIT, ORDER, STEP, EVAL, SNR, PREDICT, TUNE, RESTART, CALIBRATE = 0, 1, 2, 3, 4, 5, 6, 7, 8
 
 
 def derive_rng(seed: int, stream: int, *index: int) -> np.random.Generator:

@@ -101,7 +101,7 @@ def test_slangcli_fit_takes_the_declared_options_as_keywords():
 def test_the_estimators_take_the_declared_options_as_parameters(estimator, likelihood):
     expected = {"method": None, "hidden": (), "activation": "relu", "standardize": True, "prior_precision": 1.0,
                 "bias_prior_precision": 1e-5, "batch_size": None, "epochs": None, "random_state": None,
-                "predict_samples": 1000, "method_params": None}
+                "predict_samples": 1000, "calibrate": None, "method_params": None}
     if likelihood == "gaussian":
         expected["noise_precision"] = "auto"
     assert estimator().get_params() == expected
@@ -156,6 +156,8 @@ def test_the_defaults_that_depend_on_the_task_are_applied_as_declared():
     ({"rank": 3, "method": "ivon"}, "--rank does not apply to --method ivon"),
     ({"tune_rounds": 6}, "--tune-rounds must be between 1 and --tune-folds (5), got 6"),
     ({"standardize": "yes"}, "--standardize must be True or False, got 'yes'"),
+    ({"calibrate": 0}, "--calibrate must lie strictly between 0 and 1, got 0"),
+    ({"calibrate": 1.5}, "--calibrate must lie strictly between 0 and 1, got 1.5"),
 ])
 def test_each_value_is_checked_once_by_the_declaration(values, says):
     with pytest.raises(ConfigError) as exc:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from slangcli import streams
 from slangcli.blocks import pairwise_sum, row_blocks
 from slangcli.data.readers._common import _fmt_label, _listing
 from slangcli.errors import DataError
@@ -26,6 +27,7 @@ __all__ = [
     "LabelMap",
     "fit_labels",
     "train_test_split",
+    "calibration_split",
     "Standardizer",
     "check_width",
 ]
@@ -229,6 +231,20 @@ def train_test_split(n, test_fraction, seed) -> tuple[np.ndarray, np.ndarray]:
     return train, test
 
 
+def calibration_split(n: int, fraction: float, seed: int, *, path) -> tuple[np.ndarray, np.ndarray]:
+    """The rows ``--calibrate fraction`` holds out of ``n`` training rows: sorted int64 ``(kept, held out)`` indices
+    into them. ``round(fraction * n)`` rows are held out, the first of a permutation drawn from the fit's seed on its
+    own stream (``streams.CALIBRATE``), so that no other random stream of the fit changes; each side must keep at
+    least one row (a DataError naming ``path`` otherwise)."""
+    n_held = round(fraction * n)
+    if n_held < 1 or n - n_held < 1:
+        raise DataError(f"{path}: --calibrate {fraction:g} of {n} training row{'s' if n != 1 else ''} holds out "
+                        f"{n_held} and trains on {n - n_held}; split conformal needs at least 1 row on each side "
+                        f"(give a {'larger' if n_held < 1 else 'smaller'} fraction, or more rows)")
+    permutation = streams.derive_rng(seed, streams.CALIBRATE).permutation(n)
+    return np.sort(permutation[n_held:]).astype(np.int64), np.sort(permutation[:n_held]).astype(np.int64)
+
+
 @dataclass(frozen=True, eq=False)
 class Standardizer:
     """Per-feature affine scaling ``(X - mean) / scale`` fitted on training data.
@@ -349,13 +365,19 @@ class Prepared:
     n_outputs: int
     data: dict  # JSON provenance, stored in the run file
     arrays: dict  # split indices, feature and target standardisation, stored in the run file
+    # the rows --calibrate held out of the training rows, prepared as the test rows are (None: none held out), and
+    # their 0-based rows in the training source (the file's data rows, or the arrays' rows)
+    X_calibration: np.ndarray | None = None
+    y_calibration: np.ndarray | None = None
+    calibration_index: np.ndarray | None = None
 
 
 def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: str = "auto",
             standardize: bool = False, name: str = "training data", test_name: str = "test data",
             train_provenance: dict | None = None, test_provenance: dict | None = None, feature_names=(),
             options: dict | None = None, features_name: str | None = None,
-            test_features_name: str | None = None, overwrite: bool = False) -> Prepared:
+            test_features_name: str | None = None, overwrite: bool = False,
+            calibration: tuple | None = None) -> Prepared:
     """Code the targets and standardise the features of raw arrays: the one preparation behind the files of
     ``slang fit`` and the arrays of ``slangcli.fit``.
 
@@ -366,6 +388,8 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
     (arrays the caller read and holds for nothing else: a file's table). ``name`` and ``test_name`` are what
     messages call the data,
     ``features_name`` and ``test_features_name`` their features when these are apart (arrays ``X`` and ``y``).
+    ``calibration``: ``(X, y_raw, index)`` of the rows ``--calibrate`` held out of the training rows
+    (:func:`calibration_split`), prepared as the test rows are, with the statistics of the training rows left.
     """
     features_name = features_name or name
     test_features_name = test_features_name or test_name
@@ -383,12 +407,16 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
         y_train = target.apply(y[:, None], path=name)[:, 0]
         y_test = (None if y_test_raw is None
                   else target.apply(y_test_raw.astype(float)[:, None], path=test_name)[:, 0])
+        if calibration is not None:
+            y_held = target.apply(calibration[1].astype(float)[:, None], path=name)[:, 0]
         n_outputs = 1
     else:
         labels = fit_labels(y_train_raw, path=name, n_classes=2 if likelihood == "bernoulli" else None)
         dtype = float if likelihood == "bernoulli" else np.int64
         y_train = labels.encode(y_train_raw, path=name, dtype=dtype)
         y_test = None if y_test_raw is None else labels.encode(y_test_raw, path=test_name, dtype=dtype)
+        if calibration is not None:
+            y_held = _held_out_labels(labels, calibration[1], name, dtype)
         targets["classes"] = list(labels.classes)
         n_outputs = 1 if likelihood == "bernoulli" else len(labels.classes)
 
@@ -396,6 +424,8 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
         std = Standardizer.fit(X_train)
         X_train = std.apply(X_train, path=features_name, overwrite=overwrite)
         X_test = None if X_test is None else std.apply(X_test, path=test_features_name, overwrite=overwrite)
+        if calibration is not None:
+            calibration = (std.apply(calibration[0], path=features_name, overwrite=overwrite), *calibration[1:])
         arrays["feature_mean"], arrays["feature_scale"] = std.mean, std.scale
 
     data = {
@@ -407,4 +437,24 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
         "standardize": bool(standardize),
         "options": options if options is not None else {},
     }
-    return Prepared(X_train, y_train, X_test, y_test, likelihood, n_outputs, data, arrays)
+    if calibration is None:
+        return Prepared(X_train, y_train, X_test, y_test, likelihood, n_outputs, data, arrays)
+    X_held, _, index = calibration
+    return Prepared(X_train, y_train, X_test, y_test, likelihood, n_outputs, data, arrays, X_calibration=X_held,
+                    y_calibration=y_held, calibration_index=np.asarray(index, dtype=np.int64))
+
+
+def _held_out_labels(labels: LabelMap, y_raw, name, dtype) -> np.ndarray:
+    """The codes of the labels of the rows ``--calibrate`` held out; a label that none of the training rows left
+    has is refused by name (the model has no class for it)."""
+    try:
+        return labels.encode(y_raw, path=name, dtype=dtype)
+    except DataError:
+        for value in _distinct(np.asarray(y_raw)):
+            try:
+                labels.encode(np.asarray([value]), path=name)
+            except DataError:
+                raise DataError(f"{name}: the label {_fmt_label(value.item())!r} is among the rows --calibrate holds "
+                                f"out but not among the training rows left (known: {_listing(labels.classes)}); a "
+                                "smaller --calibrate, or another --seed, keeps it in training") from None
+        raise

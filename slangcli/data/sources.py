@@ -18,7 +18,7 @@ import numpy as np
 
 from slangcli.data import task
 from slangcli.data.columns import file_layout
-from slangcli.data.prepare import LabelMap, Prepared, Standardizer, prepare, train_test_split
+from slangcli.data.prepare import LabelMap, Prepared, Standardizer, calibration_split, prepare, train_test_split
 from slangcli.declare import DELIMITERS, MAX_SEED, check_value, option
 from slangcli.errors import ConfigError, DataError
 from slangcli.data.readers import (ARRAYS, MISSING_POLICIES, NA_VALUES, STDIN, Table, is_uci_folder, read_table,
@@ -221,24 +221,37 @@ def _read_sources(opts: DataOptions, notify):
 
 
 def load_training(opts: DataOptions, *, likelihood: str = "auto",
-                  notify: Callable[[str], None] = lambda msg: None) -> Prepared:
+                  notify: Callable[[str], None] = lambda msg: None,
+                  calibrate: tuple[float, int] | None = None) -> Prepared:
     """Read, split, code and standardise the training (and test) data of the files in ``opts``: the data schema is
     fitted on the training rows and encodes every row. Notes about the data come once every row is encoded, so that
-    an error comes alone."""
+    an error comes alone.
+
+    ``calibrate = (fraction, seed)`` holds out that fraction of the training rows (those left after any test split;
+    ``slangcli.data.prepare.calibration_split``) before anything is fitted to them: the schema and the
+    standardisation are those of the rows left, and the rows held out are prepared as test rows are."""
     notes = []
     table, test_table, train_index, test_index = _read_sources(opts, notes.append)
+    fit_rows, held = train_index, None  # the rows the fit trains on (None: every row of the table)
+    if calibrate is not None:
+        rows = train_index if train_index is not None else np.arange(len(table.X), dtype=np.int64)
+        kept, out = calibration_split(len(rows), *calibrate, path=opts.path)
+        fit_rows, held = rows[kept], rows[out]
     impute = opts.missing == "impute"
-    schema = fit_schema(table, opts.path, train=train_index, missing=opts.missing, na_values=opts.na_values,
+    schema = fit_schema(table, opts.path, train=fit_rows, missing=opts.missing, na_values=opts.na_values,
                         standardize=bool(opts.standardize))
     # (counted before the encoding fills them in)
     imputed = [(opts.path, schema.count_missing(table.X, table.text))] if impute else []
     # the table is read for this fit alone: encoded (a file of numbers: filled in) in place
     X = schema.encode(table.X, table.text, impute=impute, where=_where(opts.path, table), overwrite=True)
+    calibration = None if held is None else (X[held], table.y[held], held)
     if train_index is not None:
         X_test, y_test_raw = X[test_index], table.y[test_index]
-        X_train, y_train_raw = _keep_rows(X, train_index), _keep_rows(table.y, train_index)
+    if fit_rows is not None:
+        X_train, y_train_raw = _keep_rows(X, fit_rows), _keep_rows(table.y, fit_rows)
     else:
         X_train, y_train_raw = X, table.y
+    if train_index is None:
         X_test = y_test_raw = None
         if test_table is not None:
             if impute:
@@ -270,9 +283,11 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
                        standardize=bool(opts.standardize), name=opts.path, test_name=opts.test or opts.path,
                        train_provenance=table.provenance, test_provenance=test,
                        feature_names=schema.encoded_names, options=opts.record(),
-                       overwrite=True)  # the table is read for this preparation alone: standardised in place
+                       overwrite=True,  # the table is read for this preparation alone: standardised in place
+                       calibration=calibration)
     if train_index is not None:
-        prepared.arrays["train_index"], prepared.arrays["test_index"] = train_index, test_index
+        # (the rows trained on: those of the split's training part that --calibrate did not hold out)
+        prepared.arrays["train_index"], prepared.arrays["test_index"] = fit_rows, test_index
     if schema.stored:
         prepared.data["schema"] = with_target(schema, prepared, table).record()
     return prepared
@@ -484,10 +499,14 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
 
 
 def load_train(run: Run, run_name: str):
-    """The run's training data ``(X, y)`` as used in the fit."""
+    """The run's training data ``(X, y)`` as used in the fit (without the rows ``--calibrate`` held out)."""
     table = _reread_training(run, run_name)
     impute = _stored_options(run).missing == "impute" and schema_of(run).can_impute
-    return _transform_table(run, table, run.data["train"]["path"], run.arrays.get("train_index"), impute=impute)
+    index = run.arrays.get("train_index")
+    calibration = getattr(run, "calibration", None)
+    if index is None and calibration:
+        index = np.setdiff1d(np.arange(len(table.X)), calibration["index"])
+    return _transform_table(run, table, run.data["train"]["path"], index, impute=impute)
 
 
 def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str | None = None,

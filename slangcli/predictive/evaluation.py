@@ -26,6 +26,7 @@ from slangcli.data.prepare import LabelMap
 from slangcli.data.sources import load_inputs, load_test, load_train
 from slangcli.errors import ConfigError, DataError, FormatError
 from slangcli.gaussian import divergence
+from slangcli.predictive import conformal
 from slangcli.predictive import metrics
 from slangcli.predictive import predict as predictive_uncertainty
 from slangcli.runfile.io import Run
@@ -87,13 +88,17 @@ def check_finite(results, what: str, *run_names: str) -> None:
 
 
 def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y_test=None, target_scale=1.0,
-          predictive="auto", samples=1000, seed=0, bins=15) -> dict:
+          predictive="auto", samples=1000, seed=0, bins=15, calibration: dict | None = None,
+          target_mean=0.0) -> dict:
     """Test scores under the posterior predictive and the training -ELBO / N.
 
     Classification: ``nll`` (nats per example), ``accuracy``, and the expected calibration error ``ece`` with its
     ``calibration`` bins (``bins`` equal-width confidence bins). Regression: ``rmse`` of the predictive mean and the
     per-point predictive ``loglik``, both in the target's original units (``target_scale``), and the ``coverage``
-    of the central predictive intervals of ``metrics.COVERAGE_LEVELS``.
+    of the central predictive intervals of ``metrics.COVERAGE_LEVELS``. With the ``calibration`` of a run fitted
+    with ``--calibrate`` (``slangcli.predictive.conformal``), also the coverage of its calibrated intervals or
+    prediction sets (and their mean size) at ``conformal.CALIBRATED_LEVELS``; ``target_mean`` and ``target_scale``
+    put a regression's scores in the target's units, as the calibration's are.
     """
     metrics.check_samples(samples)
     try:
@@ -104,6 +109,7 @@ def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y
     with blas_threads(model.n_params, min(samples, 64), max(len(X_train) if X_train is not None else 1, 1)):
         if X_test is not None:
             # the one predictive (the weight samples and probabilities of slang predict for the same seed)
+            probs = None
             if model.likelihood == "gaussian":
                 out["test"] = metrics.regression_scores(posterior, model, X_test, y_test, samples=samples, seed=seed,
                                                         target_scale=target_scale)
@@ -112,6 +118,10 @@ def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y
                                                         predictive=predictive)["probs"]
                 out["test"] = {**metrics.classification_scores(probs, y_test),
                                **metrics.calibration(probs, y_test, bins)}
+            if calibration:
+                scores = conformal.conformity(model, posterior, X_test, y_test, samples=samples, seed=seed,
+                                              target_mean=target_mean, target_scale=target_scale, probs=probs)
+                out["test"].update(conformal.coverage_metrics(model, calibration, scores, probs))
         if X_train is not None:
             nelbo = metrics.neg_elbo_per_example(posterior, model, prior_precision, X_train, y_train,
                                                  predictive=predictive, samples=min(samples, 100),
@@ -137,6 +147,8 @@ def check_comparable(run: Run, run_name: str, reference: Run, reference_name: st
         why = "the training files' sha256 differ"
     elif not _same_rows(run.arrays.get("train_index"), reference.arrays.get("train_index")):
         why = "different rows of the training file (another split)"
+    elif not _same_rows(run.calibration.get("index"), reference.calibration.get("index")):
+        why = "different rows of the training file held out by --calibrate"
     elif bool(run.data.get("standardize")) != bool(reference.data.get("standardize")):
         why = "features standardised in one run only"
     else:
@@ -187,10 +199,11 @@ def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samp
     X_test, y_test, source, X_train, y_train, target_scale = _scoring_data(
         run, run_name, data_path, notify, "the training -ELBO is the value stored at fit time" if stored_train
         else "the training -ELBO is not reported (the run stores none)", missing, layout)
+    target_mean = float(run.arrays["target_mean"][0]) if "target_mean" in run.arrays else 0.0
     with computing_with(run_name):
         out = score(run.model, run.posterior, run.prior_precision, X_train=X_train, y_train=y_train,
                     X_test=X_test, y_test=y_test, target_scale=target_scale, predictive=predictive,
-                    samples=samples, seed=seed, bins=bins)
+                    samples=samples, seed=seed, bins=bins, calibration=run.calibration, target_mean=target_mean)
     check_finite({k: out[k] for k in ("test", "train") if k in out}, "scores", run_name)
     if X_train is None and stored_train:
         out["train"] = dict(stored_train, stored=True)
@@ -210,9 +223,13 @@ class Predictions:
     ``row`` (the 0-based data row predicted; not from :func:`predict_arrays`), then
     classification ``probabilities : (N, C)``, ``predicted`` (label values), ``entropy_total``,
     ``entropy_aleatoric``, ``entropy_epistemic``; regression ``mean``, ``std_total``, ``std_aleatoric``,
-    ``std_epistemic``, ``lower``, ``upper`` (original units); and ``target`` (label values or original units) when
+    ``std_epistemic``, ``lower``, ``upper`` (original units); for a run fitted with ``--calibrate``
+    (``slangcli.predictive.conformal``), regression ``calibrated_lower``, ``calibrated_upper`` (the split-conformal
+    interval of the same level, ``mean -+ q std_total``), classification ``calibrated_set`` ``(N, C)`` (1 for the
+    classes in the prediction set) and ``calibrated_set_size``; and ``target`` (label values or original units) when
     the data carry the target column. ``classes`` are the label values of the probability columns, ``info`` a
-    JSON-ready description (likelihood, predictive, samples, seed, interval, data, rows).
+    JSON-ready description (likelihood, predictive, samples, seed, interval, data, rows, and a calibrated run's
+    ``calibration``: ``n``, ``fraction``, ``level``, ``quantile`` (null: infinite), how its scores were made).
     """
 
     arrays: dict
@@ -237,7 +254,10 @@ def predict(run: Run, run_name: str, data_path, *, samples: int = 1000, seed: in
     X, target, source, rows = load_inputs(run, data_path, missing=missing, layout=layout, notify=notify)
     with computing_with(run_name):
         out = predict_arrays(run, X, samples=samples, seed=seed, interval=interval)
-    check_finite(out.arrays, "predictions", run_name)
+    # (calibrated bounds are infinite where the calibration rows are too few for a finite interval at this level)
+    infinite = out.info.get("calibration") and out.info["calibration"]["quantile"] is None
+    check_finite({name: values for name, values in out.arrays.items()
+                  if not (infinite and name.startswith("calibrated_"))}, "predictions", run_name)
     if target is not None:
         out.arrays["target"] = target
     if source.get("rows_missing"):
@@ -283,4 +303,16 @@ def predict_arrays(run: Run, X: np.ndarray, *, samples: int = 1000, seed: int = 
     info = {"run": None, "likelihood": model.likelihood, "predictive": out["predictive"],
             "samples": samples if mc else None, "seed": seed if mc else None,
             "interval": interval if model.likelihood == "gaussian" else None, "data": {"rows": int(len(X))}}
+    if run.calibration:
+        # the split-conformal intervals or sets of the same level, from the same predictive (the run's scores)
+        q = conformal.quantile(run.calibration["scores"], interval)
+        if model.likelihood == "gaussian":
+            arrays["calibrated_lower"], arrays["calibrated_upper"] = conformal.intervals(out["mean"], out["std_total"],
+                                                                                         q)
+        else:
+            arrays["calibrated_set"] = conformal.sets(out["probs"], q)
+            arrays["calibrated_set_size"] = arrays["calibrated_set"].sum(axis=1)
+        info["calibration"] = {**{key: run.calibration[key] for key in ("n", "fraction", "seed", "score", "predictive",
+                                                                        "samples")},
+                               "level": interval, "quantile": None if math.isinf(q) else q}
     return Predictions(arrays=arrays, classes=classes, info=info)

@@ -88,17 +88,19 @@ def classify(posterior, model: MLP, X: np.ndarray, *, samples: int = 1000, seed:
     return {**_entropy_split(prob_sum / samples, entropy_sum / samples), "predictive": "mc"}
 
 
-def regress(posterior, model: MLP, X: np.ndarray, *, samples: int = 1000, seed: int = 0, level: float = 0.95,
+def regress(posterior, model: MLP, X: np.ndarray, *, samples: int = 1000, seed: int = 0, level: float | None = 0.95,
             target_mean: float = 0.0, target_scale: float = 1.0) -> dict:
     """Predictive ``mean``, ``std_total``, ``std_aleatoric``, ``std_epistemic`` and the central ``level`` interval
-    ``lower``, ``upper`` (all ``(N,)``, original units) of a regression model, from ``samples`` weight samples."""
+    ``lower``, ``upper`` (all ``(N,)``, original units) of a regression model, from ``samples`` weight samples;
+    ``level=None``: the moments alone (the same numbers, without the quantile search)."""
     if model.likelihood != "gaussian":
         raise ValueError("a predictive interval needs a regression model")
-    if not 0.0 < level < 1.0:
+    if level is not None and not 0.0 < level < 1.0:
         raise ValueError(f"the interval level must lie strictly between 0 and 1, got {level}")
     n = X.shape[0]
     sigma = 1.0 / np.sqrt(model.noise_precision)
-    out = {name: np.empty(n) for name in ("mean", "std_epistemic", "std_total", "lower", "upper")}
+    names = ("mean", "std_epistemic", "std_total") + (("lower", "upper") if level is not None else ())
+    out = {name: np.empty(n) for name in names}
     block = max(1, BLOCK_BUDGET // samples)
     for lo in range(0, n, block):
         Xb = X[lo : lo + block]
@@ -110,12 +112,13 @@ def regress(posterior, model: MLP, X: np.ndarray, *, samples: int = 1000, seed: 
             s += theta.shape[0]
         rows = slice(lo, lo + Xb.shape[0])
         out["mean"][rows], out["std_epistemic"][rows], out["std_total"][rows] = mixture.moments(f, sigma)
-        out["lower"][rows] = mixture.quantile(0.5 * (1.0 - level), f, sigma)
-        out["upper"][rows] = mixture.quantile(0.5 * (1.0 + level), f, sigma)
+        if level is not None:
+            out["lower"][rows] = mixture.quantile(0.5 * (1.0 - level), f, sigma)
+            out["upper"][rows] = mixture.quantile(0.5 * (1.0 + level), f, sigma)
     # original units: an increasing affine map, so quantiles map to quantiles and standard deviations scale
-    for name in ("mean", "lower", "upper"):
+    for name in ("mean", "lower", "upper")[: 3 if level is not None else 1]:
         out[name] = target_mean + target_scale * out[name]
     for name in ("std_epistemic", "std_total"):
         out[name] = target_scale * out[name]
     out["std_aleatoric"] = np.full(n, target_scale * sigma)
-    return {**out, "level": float(level), "predictive": "mc"}
+    return {**out, "level": None if level is None else float(level), "predictive": "mc"}

@@ -26,6 +26,7 @@ from slangcli.gaussian.posteriors import MAX_ABS_VALUE
 from slangcli.methods import METHODS
 from slangcli.methods.base import Problem, adapt, is_solver, samples_per_step
 from slangcli.models import MLP
+from slangcli.predictive import conformal
 from slangcli.predictive import metrics
 from slangcli.predictive.evaluation import score
 from slangcli.runfile.checks import recorded_options, stored_hyper
@@ -61,7 +62,7 @@ def fit(opts: DataOptions, options: FitOptions | None = None, *, notify: Callabl
                           f"standardize={options.standardize}: give it once, as a fit option")
     opts = replace(opts, standardize=bool(options.standardize))
     with _urgent(checkpointing, "reading the data"):
-        prepared = load_training(opts, likelihood=options.likelihood, notify=notify)
+        prepared = load_training(opts, likelihood=options.likelihood, notify=notify, calibrate=_held_out(options))
     sizes = (prepared.X_train.shape[1], *options.hidden, prepared.n_outputs)
     for line in task.describe(prepared.data, prepared.arrays, prepared.likelihood, sizes[0],
                               MLP(sizes, likelihood=prepared.likelihood).n_params):
@@ -75,6 +76,13 @@ def fit(opts: DataOptions, options: FitOptions | None = None, *, notify: Callabl
             notify(hint)
     return fit_prepared(prepared, options, notify=notify, command=command, progress=progress,
                         checkpointing=checkpointing, map_jobs=map_jobs)
+
+
+def _held_out(options) -> tuple[float, int] | None:
+    """``load_training``'s ``calibrate`` for a fit's options (a ``FitOptions`` or a run's config): ``(fraction,
+    seed)``, or None without ``--calibrate``."""
+    get = options.get if isinstance(options, dict) else lambda name: getattr(options, name)
+    return None if get("calibrate") is None else (get("calibrate"), get("seed"))
 
 
 def _check_running(options: FitOptions, checkpointing: Checkpointing | None) -> None:
@@ -100,6 +108,13 @@ def fit_prepared(prepared: Prepared, options: FitOptions | None = None, *,
         for warning in task.tiny_features(prepared.X_train, prepared.data.get("feature_names", ())):
             notify(warning)
     options = options if options is not None else FitOptions.of(**keywords)
+    if (options.calibrate is None) != (prepared.X_calibration is None):
+        raise ConfigError("--calibrate holds out rows as the data are prepared (load_training's or prepare's "
+                          "calibrate): the prepared data and the options must agree")
+    if prepared.X_calibration is not None:
+        held, kept = len(prepared.X_calibration), len(prepared.X_train)
+        notify(f"--calibrate {options.calibrate:g}: {held} of {held + kept} training rows held out to calibrate the "
+               f"intervals (split conformal); the fit trains on the other {kept}")
     with _naming_magnitude(prepared):
         run = _fit_prepared(prepared, options.for_likelihood(prepared.likelihood), notify=notify,
                             command=command, progress=progress, checkpointing=checkpointing, map_jobs=map_jobs)
@@ -332,6 +347,8 @@ def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None
         "model": {"sizes": list(model.sizes), "activation": model.activation, "likelihood": model.likelihood,
                   "noise_precision": model.noise_precision},
     }
+    if options.calibrate is not None:  # (recorded only when given: a fit without it records what it always did)
+        config["calibrate"] = options.calibrate
     return Plan(method, module, hyper, model, problem, prepared, config, list(command or []),
                 learn["noise_precision"], learn["prior_precision"])
 
@@ -449,7 +466,7 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
     if STDIN in (opts.path, opts.test):
         raise DataError(f"{run_name}: its data were read from standard input, which cannot be read again; fit anew")
     with _urgent(checkpointing, "reading the data"):
-        prepared = load_training(opts, likelihood=run.model.likelihood, notify=notify)
+        prepared = load_training(opts, likelihood=run.model.likelihood, notify=notify, calibrate=_held_out(config))
     for part in ("train", "test"):
         old, new = run.data.get(part) or {}, prepared.data.get(part) or {}
         if old.get("sha256") != new.get("sha256"):
@@ -505,13 +522,22 @@ def _finish(planned: Plan, outcome: Outcome) -> Run:
     if outcome.restarts is not None:
         config["restarts"] = outcome.restarts
     target_scale = float(p.arrays["target_scale"][0]) if "target_scale" in p.arrays else 1.0
+    target_mean = float(p.arrays["target_mean"][0]) if "target_mean" in p.arrays else 0.0
+    calibration = {}
+    if p.X_calibration is not None:
+        # the held-out rows' scores under the predictive of evaluate and predict (the fit's samples and seed)
+        calibration = conformal.record(problem.model, outcome.posterior, p.X_calibration, p.y_calibration,
+                                       p.calibration_index, fraction=config["calibrate"], seed=config["seed"],
+                                       samples=config.get("eval_samples", 1000), target_mean=target_mean,
+                                       target_scale=target_scale)
     scores = score(problem.model, outcome.posterior, problem.prior_precision, X_train=p.X_train, y_train=p.y_train,
                    X_test=p.X_test, y_test=p.y_test, target_scale=target_scale,
-                   samples=config.get("eval_samples", 1000), seed=config["seed"])
+                   samples=config.get("eval_samples", 1000), seed=config["seed"], calibration=calibration,
+                   target_mean=target_mean)
     scores["fit_seconds"] = outcome.fit_seconds
     scores["steps"] = int(outcome.steps)
     if outcome.solver is not None:
         scores["solver"] = outcome.solver
     return Run(model=problem.model, prior_precision=problem.prior_precision, posterior=outcome.posterior,
                config=config, data=p.data, arrays=p.arrays, history=outcome.history, metrics=scores,
-               command=planned.command, meta=meta())
+               command=planned.command, meta=meta(), calibration=calibration)

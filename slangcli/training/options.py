@@ -138,6 +138,12 @@ class FitOptions:
                            "-ELBO (step methods, without checkpoints).", kind="count", least=1, estimator=None)
     tune_rounds: int | None = option(None, "Score --tune candidates on the first N folds only.", kind="count",
                                      least=1, estimator=None, applied="all")
+    # (split conformal prediction, slangcli.predictive.conformal: the held-out rows' scores are stored in the run)
+    calibrate: float | None = option(None, "Hold out this fraction of the training rows (drawn from --seed), fit on "
+                                     "the rest, and store the held-out rows' split-conformal scores: predict then "
+                                     "also writes intervals (regression) or prediction sets (classification) with "
+                                     "guaranteed coverage, and evaluate reports their coverage.", kind="fraction",
+                                     metavar="F")
     hyper: dict = option(None, "The method's own hyperparameters by name (rank, samples, lr, ...).", kind="hyper",
                          estimator="method_params")
 
