@@ -218,14 +218,15 @@ class _SLANGEstimator:
             message += "Feature names must be in the same order as they were in fit.\n"
         raise ValueError(message)
 
-    def _predictions(self, X):
+    def _predictions(self, X, interval: float = 0.95):
         self._check_fitted()
         self._check_feature_names(X)
         X_arr, _ = api._features(X, "X")
         if X_arr.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X_arr.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
-        return self.result_.predict(X_arr, samples=self.predict_samples, seed=_seed(self.random_state))
+        return self.result_.predict(X_arr, samples=self.predict_samples, seed=_seed(self.random_state),
+                                    interval=interval)
 
 
 class SLANGClassifier(_SLANGEstimator):
@@ -318,7 +319,9 @@ class SLANGRegressor(_SLANGEstimator):
     Gaussian noise on the standardised target (the target is standardised with training statistics), by default
     ``"auto"``: learned with the posterior (``slangcli.training.learned``).
     ``predict(X, return_std=True)`` returns the predictive mean and total standard deviation; ``result_.predict``
-    gives the aleatoric/epistemic split and intervals.
+    gives the aleatoric/epistemic split and intervals. With ``calibrate=F`` (a fraction of the training rows held out
+    to calibrate; ``slang fit --calibrate``), ``predict_interval(X, level)`` gives split-conformal intervals with
+    guaranteed coverage.
     """
 
     _likelihood = "gaussian"
@@ -342,6 +345,22 @@ class SLANGRegressor(_SLANGEstimator):
         epistemic together)."""
         p = self._predictions(X)
         return (p.mean, p.std_total) if return_std else p.mean
+
+    def predict_interval(self, X, level: float = 0.95):
+        """The split-conformal intervals ``(lower, upper)`` of level ``level`` for every row of ``X``, of a regressor
+        fitted with ``calibrate=F`` (``slang fit --calibrate``): ``mean -+ q std`` with ``q`` from the held-out rows'
+        scores, covering the target of a row exchangeable with them with probability at least ``level``; infinite
+        bounds when the held-out rows are too few for that level."""
+        self._check_fitted()
+        if self.result_.calibration is None:
+            raise ValueError(f"{type(self).__name__}: predict_interval needs a fit with calibrate=F (a fraction of the "
+                             "training rows held out to calibrate the intervals); result_.predict gives the "
+                             "posterior predictive's own intervals")
+        if isinstance(level, bool) or not isinstance(level, (int, float, np.integer, np.floating)) \
+                or not 0 < level < 1:
+            raise ValueError(f"{type(self).__name__}: level must lie strictly between 0 and 1, got {level!r}")
+        p = self._predictions(X, interval=float(level))
+        return p.calibrated_lower, p.calibrated_upper
 
     def score(self, X, y, sample_weight=None):
         """Coefficient of determination R^2 of :meth:`predict`."""

@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from slangcli.cli import main
 from slangcli.cli.output import emit_json, needs_stdout, stderr
+from slangcli.predictive import conformal
 from slangcli.runfile.io import POSTERIOR_NAMES, read_run
 
 
@@ -44,7 +45,23 @@ def summary(run, path) -> dict:
         "status": run.status,
         "versions": run.meta["versions"],
         "compression": run.compression or None,
+        "calibration": _calibration(run.calibration),
     }
+
+
+def _calibration(calibration: dict) -> dict | None:
+    """A calibrated run's calibration (``slang fit --calibrate``) without its arrays, with the quantiles of the
+    levels evaluate reports (None: infinite)."""
+    if not calibration:
+        return None
+    quantiles = {f"{c:g}": conformal.quantile(calibration["scores"], c) for c in conformal.CALIBRATED_LEVELS}
+    return {**{k: v for k, v in calibration.items() if k not in ("scores", "index")},
+            "quantiles": {k: None if np.isinf(q) else q for k, q in quantiles.items()}}
+
+
+# the nonconformity scores in words
+_SCORE_TEXT = {conformal.SCORES["regression"]: "|y - mean| / std_total",
+               conformal.SCORES["classification"]: "1 - p(true class)"}
 
 
 def _shape_text(shape) -> str:
@@ -122,6 +139,12 @@ def inspect(run_file, as_json):
     if d.get("labels"):
         classes = d["labels"]["classes"]
         lines.append(f"labels     {', '.join(str(x) for x in classes)} -> 0..{len(classes) - 1}")
+    cal = s["calibration"]
+    if cal:
+        quantiles = ", ".join(f"{100 * float(k):g}% {'inf' if q is None else f'{q:.4g}'}"
+                              for k, q in cal["quantiles"].items())
+        lines.append(f"calibrated {cal['n']} rows held out (--calibrate {cal['fraction']:g}, seed {cal['seed']}), "
+                     f"split-conformal score {_SCORE_TEXT.get(cal['score'], cal['score'])}; quantiles {quantiles}")
     if "test" in m and "rmse" in m["test"]:
         lines.append(f"test       RMSE {m['test']['rmse']:.4f}  log-likelihood {m['test']['loglik']:.4f}")
     elif "test" in m:

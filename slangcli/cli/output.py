@@ -65,10 +65,19 @@ def metric_rows(scores: dict) -> list[tuple[str, str, object]]:
             # runs written before calibration was measured have no coverage
             rows += [("test", f"coverage of {100 * float(level):g}% interval", value)
                      for level, value in test.get("coverage", {}).items()]
+            # a run fitted with --calibrate: its split-conformal intervals beside the Bayesian ones
+            rows += [("test", f"coverage of calibrated {100 * float(level):g}% interval", value)
+                     for level, value in test.get("calibrated_coverage", {}).items()]
         else:
             rows += [("test", "NLL (nats)", test["nll"]), ("test", "accuracy", test["accuracy"])]
             if "ece" in test:
                 rows.append(("test", f"ECE ({test['calibration']['bins']} bins)", test["ece"]))
+            for level, value in test.get("calibrated_set_coverage", {}).items():
+                rows += [("test", f"coverage of calibrated {100 * float(level):g}% set", value),
+                         ("test", f"mean size of calibrated {100 * float(level):g}% set",
+                          test["calibrated_set_size"][level])]
+        if "calibration_n" in test:
+            rows.append(("test", "calibration rows (split conformal)", test["calibration_n"]))
         rows.append(("test", "examples", test["n"]))
     if "train" in scores:
         rows.append(("train", "-ELBO / N", scores["train"]["neg_elbo_per_example"]))

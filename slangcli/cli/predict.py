@@ -10,6 +10,7 @@ from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_output
 from slangcli.cli.output import check_stdout, emit_json, needs_stdout, note
 from slangcli.data.columns import LAYOUTS
 from slangcli.data.sources import PREDICT_MISSING
+from slangcli.predictive import conformal
 from slangcli.predictive.evaluation import predict as predict_run
 from slangcli.predictive.tables import HDF5_SUFFIXES, csv_header, write_predictions
 from slangcli.runfile.io import read_run
@@ -25,7 +26,8 @@ from slangcli.runfile.io import read_run
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the Monte-Carlo weight samples.")
 @click.option("--interval", type=FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.95,
-              show_default=True, help="Probability of the central predictive interval (regression).")
+              show_default=True, help="Probability of the central predictive interval (regression), and the "
+                                      "level of a calibrated run's intervals or prediction sets (fit --calibrate).")
 @click.option("--missing", type=click.Choice(PREDICT_MISSING), default=None,
               help="A row of DATA with a missing value: kept, its predictions empty; left out (the row column "
                    "says which rows are there); an error; or imputed as the fit would (the training rows' mean or "
@@ -43,6 +45,9 @@ def predict(run_file, data, output, samples, seed, interval, missing, layout, as
       entropy_aleatoric (expected entropy), entropy_epistemic (mutual information), in nats.
     Regression: mean, std_total, std_aleatoric, std_epistemic, lower_<level>, upper_<level> (the exact quantiles
       of the Monte-Carlo predictive mixture), in the target's units.
+    A run fitted with --calibrate adds its split-conformal intervals, calibrated_lower_<level> and
+      calibrated_upper_<level> (regression), or prediction sets, calibrated_set_<level>_<label> (1 for the
+      classes in the set) and calibrated_set_size_<level> (classification), and states their guarantee.
     Plus target, when DATA carries the target column. A CSV file's columns are matched to the model's features
     by header name (other columns are ignored); without a header row, by position, as the training file's
     columns or the model's features alone, with or without the target.
@@ -71,6 +76,8 @@ def predict(run_file, data, output, samples, seed, interval, missing, layout, as
     else:
         note(f"mean predictive std {mean['std_total']:.4g}: aleatoric {mean['std_aleatoric']:.4g}, "
              f"epistemic {mean['std_epistemic']:.4g} (mean over examples)")
+    if info.get("calibration"):
+        note(conformal.guarantee(info["calibration"], info["likelihood"], info["samples"], info["seed"]))
     if as_json:
         hdf5 = output.lower().endswith(HDF5_SUFFIXES)
         emit_json({"output": output, "format": "hdf5" if hdf5 else "csv", **info,

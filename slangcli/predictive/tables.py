@@ -2,7 +2,10 @@
 
 CSV: one row per example, in the order of the data, the first column ``row`` its 0-based data row; a header row;
 class probabilities as one column per class (``p_<label>``), the interval as ``lower_<level %>``,
-``upper_<level %>``; a row without a prediction (a missing value) has empty cells. Numbers carry 12 significant digits
+``upper_<level %>``, a calibrated run's (``slang fit --calibrate``) split-conformal interval as
+``calibrated_lower_<level %>``, ``calibrated_upper_<level %>`` and its prediction set as one 0/1 column per class
+(``calibrated_set_<level %>_<label>``) and ``calibrated_set_size_<level %>``; a row without a prediction (a missing
+value) has empty cells. Numbers carry 12 significant digits
 (the quadrature predictive is accurate to about 1e-12, Monte-Carlo estimates far less); the HDF5 file keeps
 float64.
 
@@ -38,11 +41,17 @@ atomic_path = atomic_output
 def csv_header(predictions) -> list[str]:
     """The CSV column names of a :class:`slangcli.predictive.evaluation.Predictions`."""
     header = []
+    calibrated = predictions.info.get("calibration")
     for name in predictions.arrays:
         if name == "probabilities":
             header += [f"p_{label}" for label in LabelMap(tuple(predictions.classes)).names]
         elif name in ("lower", "upper"):
             header.append(f"{name}_{100 * predictions.info['interval']:g}")
+        elif name in ("calibrated_lower", "calibrated_upper", "calibrated_set_size"):
+            header.append(f"{name}_{100 * calibrated['level']:g}")
+        elif name == "calibrated_set":  # one 0/1 column per class: in the prediction set or not
+            header += [f"calibrated_set_{100 * calibrated['level']:g}_{label}"
+                       for label in LabelMap(tuple(predictions.classes)).names]
         else:
             header.append(name)
     return header
@@ -66,7 +75,7 @@ def _csv_cells(predictions, rows=slice(None)) -> list[list[str]]:
         values = values[rows]
         if name == "row":
             cells.append([str(v) for v in values.tolist()])
-        elif name == "probabilities":
+        elif name in ("probabilities", "calibrated_set"):
             cells += [_numbers(column) for column in values.T]
         elif labels is not None and name in ("predicted", "target"):
             # label values as the label map writes them (4, -1, benign), not as floats (4.0); a row without a
@@ -111,6 +120,8 @@ def _write_h5(path, predictions) -> None:
             ds = f.create_dataset(name, data=_h5_data(values))
             if name in ("lower", "upper"):
                 ds.attrs["level"] = predictions.info["interval"]
+            elif name.startswith("calibrated_"):
+                ds.attrs["level"] = predictions.info["calibration"]["level"]
 
 
 def write_predictions(output: str, predictions) -> None:
