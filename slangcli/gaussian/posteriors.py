@@ -22,13 +22,19 @@ reads them back and checks them against the model. ``reader`` is ``slangcli.runf
 ``reader.array(group, name, shape=None)`` (a numeric dataset of finite values within ``MAX_ABS_VALUE`` in
 magnitude, of ``shape`` when given),
 ``reader.dataset_shape(group, name)`` (None when there is no such dataset) and ``reader.fail(message)`` (raises
-the file's FormatError), so every problem is one message naming the file. The kinds are registered by name in
-:data:`POSTERIORS`; ``slangcli.runfile.io`` writes and reads every kind registered there.
+the file's FormatError), so every problem is one message naming the file (and the group: ``group.name``, which is
+``/posterior`` or, in a mixture, ``/posterior/member_k``). The kinds are registered by name in :data:`POSTERIORS`;
+``slangcli.runfile.io`` writes and reads every kind registered there.
+
+A fifth kind is made of the others: ``MixtureGaussian`` (``"mixture"``), the equal-weight mixture of K posteriors
+of the kinds above (``slang fit --members K``), registered in :data:`COMPOSITES`. Its encoding holds its members
+as groups (``stored_groups``) and its count as an attribute (``stored_attributes``); its reader also uses
+``reader.attr(group, name, default)``, ``reader.subgroup(group, name)`` and ``reader.check_version(group, where)``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.linalg
@@ -97,13 +103,13 @@ class LowRankGaussian:
         mean = reader.array(group, "mean", (D,))
         shape = reader.dataset_shape(group, "U")
         if shape is None or len(shape) != 2 or shape[0] != D:
-            reader.fail(f"/posterior/U must have shape ({D}, L)")
+            reader.fail(f"{group.name}/U must have shape ({D}, L)")
         U = reader.array(group, "U")
         d = reader.array(group, "d", (D,))
         if not (d > 0).all():
-            reader.fail("/posterior/d must be positive")
+            reader.fail(f"{group.name}/d must be positive")
         if not (d >= 1 / MAX_ABS_VALUE).all():  # the diagonal's variances 1 / d bounded like every stored value
-            reader.fail(f"/posterior/d must be at least {1 / MAX_ABS_VALUE:g} (1 / d, a variance, at most "
+            reader.fail(f"{group.name}/d must be at least {1 / MAX_ABS_VALUE:g} (1 / d, a variance, at most "
                         f"{MAX_ABS_VALUE:g})")
         return cls(mean=mean, U=U, d=d)
 
@@ -168,7 +174,7 @@ class DiagonalGaussian:
         mean = reader.array(group, "mean", (D,))
         log_sigma = reader.array(group, "log_sigma", (D,))
         if not (np.abs(log_sigma) <= MAX_ABS_LOG_SIGMA).all():
-            reader.fail(f"/posterior/log_sigma must lie in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}] "
+            reader.fail(f"{group.name}/log_sigma must lie in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}] "
                         "(sigma^2 and 1 / sigma^2 finite)")
         return cls(mean=mean, log_sigma=log_sigma)
 
@@ -231,9 +237,9 @@ class FullGaussian:
         mean = reader.array(group, "mean", (D,))
         chol = reader.array(group, "chol", (D, D))
         if np.any(np.triu(chol, 1)):
-            reader.fail("/posterior/chol must be lower triangular (nonzero entries above the diagonal)")
+            reader.fail(f"{group.name}/chol must be lower triangular (nonzero entries above the diagonal)")
         if not (np.diag(chol) > 0).all():
-            reader.fail("/posterior/chol must have a positive diagonal")
+            reader.fail(f"{group.name}/chol must have a positive diagonal")
         return cls(mean=mean, chol=chol)
 
     def std(self) -> np.ndarray:
@@ -326,26 +332,26 @@ class KTiedGaussian:
         mean = reader.array(g, "mean", (model.n_params,))
         bias_log_sigma = reader.array(g, "bias_log_sigma", (B,))
         if not (np.abs(bias_log_sigma) <= MAX_ABS_LOG_SIGMA).all():
-            reader.fail(f"/posterior/bias_log_sigma must lie in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}]")
+            reader.fail(f"{group.name}/bias_log_sigma must lie in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}]")
         floor = reader.array(g, "floor", (L,))
         if not (floor >= 0).all():
-            reader.fail("/posterior/floor must be >= 0")
+            reader.fail(f"{group.name}/floor must be >= 0")
         expected = {f"{x}_{l}" for l in range(L) for x in "UV"}
         extra = sorted(n for n in g if n.startswith(("U_", "V_")) and n not in expected)
         if extra:
-            reader.fail(f"/posterior/{extra[0]} does not belong to the model's {L} layers")
+            reader.fail(f"{group.name}/{extra[0]} does not belong to the model's {L} layers")
         U, V = [], []
         for l, s in enumerate(layers):
             for name, rows in ((f"U_{l}", s.n_in), (f"V_{l}", s.n_out)):
                 shape = reader.dataset_shape(g, name)
                 if shape is not None and (len(shape) != 2 or shape[0] != rows or shape[1] < 1):
-                    reader.fail(f"/posterior/{name} has shape {shape}, expected ({rows}, k) with k >= 1 "
+                    reader.fail(f"{group.name}/{name} has shape {shape}, expected ({rows}, k) with k >= 1 "
                                 f"(layer {l} is {s.n_in} x {s.n_out})")
             u, v = reader.array(g, f"U_{l}"), reader.array(g, f"V_{l}")
             if u.shape[1] != v.shape[1]:
-                reader.fail(f"/posterior/U_{l} and V_{l} have different ranks ({u.shape[1]} and {v.shape[1]})")
+                reader.fail(f"{group.name}/U_{l} and V_{l} have different ranks ({u.shape[1]} and {v.shape[1]})")
             if floor[l] == 0 and not ((u > 0).all() and (v > 0).all()):
-                reader.fail(f"/posterior/U_{l} and V_{l} must be positive where the layer has no floor (floor 0)")
+                reader.fail(f"{group.name}/U_{l} and V_{l} must be positive where the layer has no floor (floor 0)")
             U.append(u)
             V.append(v)
         posterior = cls(mean=mean, U=tuple(U), V=tuple(V), bias_log_sigma=bias_log_sigma, floor=floor,
@@ -353,7 +359,7 @@ class KTiedGaussian:
         for l, A in enumerate(posterior.sigma_matrices()):
             with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
                 if not (np.isfinite(A).all() and (A > 0).all() and (np.abs(np.log(A)) <= MAX_ABS_LOG_SIGMA).all()):
-                    reader.fail(f"/posterior/U_{l} V_{l}^T gives standard deviations that are not positive and "
+                    reader.fail(f"{group.name}/U_{l} V_{l}^T gives standard deviations that are not positive and "
                                 f"finite with log in [-{MAX_ABS_LOG_SIGMA:g}, {MAX_ABS_LOG_SIGMA:g}]")
         return posterior
 
@@ -427,3 +433,130 @@ POSTERIORS = {
     "full": FullGaussian,
     "ktied": KTiedGaussian,
 }
+
+
+@dataclass(frozen=True)
+class MixtureGaussian:
+    """The equal-weight mixture ``(1/K) sum_k q_k`` of K posteriors of one model (``slang fit --members K``). Each
+    member ``q_k`` is a posterior of a registered kind (:data:`POSTERIORS`) fitted on its own, and keeps the noise
+    precision (``noise_precision : (K,)``) and the prior precisions (``prior_precision : (K, D)``) its fit ended
+    with: learned ones differ between members. ``noise_precision[0]`` and ``prior_precision[0]`` are member 0's,
+    which the run's ``/model`` describes.
+
+    Not a Gaussian: it has the mixture's moments (:attr:`mean`; :meth:`marginal_variances`, the mean of the
+    members' variances plus the variance of their means) but no precision, quadratic forms or KL divergence in
+    closed form. The predictive (``slangcli.predictive``) uses its members through :meth:`components`, each with
+    its own noise precision; its training -ELBO is reported per member, each with its own prior.
+
+    Run-file encoding ``mixture``: the attribute ``members`` (K), the datasets ``noise_precision`` and
+    ``prior_precision``, and the groups ``member_0`` .. ``member_{K-1}``, each a posterior in its own kind's
+    encoding (``docs/FORMAT.md``).
+    """
+
+    members: tuple
+    noise_precision: np.ndarray
+    prior_precision: np.ndarray
+
+    kind = "mixture"
+    encoding = "mixture"
+
+    @property
+    def n_members(self) -> int:
+        return len(self.members)
+
+    @property
+    def n_params(self) -> int:
+        return self.members[0].mean.size
+
+    @property
+    def mean(self) -> np.ndarray:
+        """The mixture's mean, the members' average."""
+        return np.mean([m.mean for m in self.members], axis=0)
+
+    def marginal_variances(self) -> np.ndarray:
+        """The mixture's marginal variances: the mean of the members' plus the variance of their means."""
+        means = np.stack([m.mean for m in self.members])
+        within = np.mean([m.marginal_variances() for m in self.members], axis=0)
+        return within + np.mean((means - means.mean(axis=0)) ** 2, axis=0)
+
+    def std(self) -> np.ndarray:
+        return np.sqrt(self.marginal_variances())
+
+    def n_variational_params(self) -> int:
+        """The members' variational parameters, all of them."""
+        return sum(m.n_variational_params() for m in self.members)
+
+    def components(self, model) -> list[tuple]:
+        """``(member, its model, its prior precisions)`` for each member: ``model`` with the member's noise
+        precision."""
+        return [(member, replace(model, noise_precision=float(tau)), prior)
+                for member, tau, prior in zip(self.members, self.noise_precision, self.prior_precision)]
+
+    def stored_attributes(self) -> dict:
+        return {"members": self.n_members}
+
+    def stored_arrays(self) -> dict:
+        return {"noise_precision": self.noise_precision, "prior_precision": self.prior_precision}
+
+    def stored_groups(self) -> dict:
+        """The members, each written as a group in its own kind's encoding."""
+        return {f"member_{k}": member for k, member in enumerate(self.members)}
+
+    @classmethod
+    def from_group(cls, reader, group, model) -> "MixtureGaussian":
+        """Checked: the count ``members`` (a whole number >= 1) against the member groups and the per-member
+        arrays; positive precisions, member 0's noise precision that of ``/model``; each member a registered kind
+        (not a mixture), read and checked by its own reader."""
+        where = group.name
+        K = reader.attr(group, "members", None)
+        if isinstance(K, (bool, np.bool_)) or not isinstance(K, (int, np.integer)) or K < 1:
+            reader.fail(f"{where} lacks a whole number of members >= 1 (attribute 'members', got {K!r})")
+        K, D = int(K), model.n_params
+        expected = {"noise_precision", "prior_precision", *(f"member_{k}" for k in range(K))}
+        extra = sorted(name for name in group if name not in expected)
+        if extra:
+            found = sum(name.startswith("member_") for name in group)
+            reader.fail(f"{where}/{extra[0]} is not part of a mixture of {K} members (attribute 'members'"
+                        + (f"; the file holds {found} member groups)" if extra[0].startswith("member_") else ")"))
+        missing = [f"member_{k}" for k in range(K) if f"member_{k}" not in group]
+        if missing:
+            reader.fail(f"{where} lacks the group {missing[0]} (a mixture of {K} members, attribute 'members')")
+        noise = reader.array(group, "noise_precision", (K,))
+        if not (noise > 0).all():
+            reader.fail(f"{where}/noise_precision must be positive")
+        if noise[0] != model.noise_precision:
+            reader.fail(f"{where}/noise_precision[0] is {float(noise[0])!r}, but /model, member 0's, has "
+                        f"{model.noise_precision!r}")
+        prior = reader.array(group, "prior_precision", (K, D))
+        if not (prior > 0).all():
+            reader.fail(f"{where}/prior_precision must be positive")
+        kinds = {kind.encoding: kind for kind in POSTERIORS.values()}
+        members = []
+        for k in range(K):
+            sub = reader.subgroup(group, f"member_{k}")
+            kind = reader.attr(sub, "encoding-type", None)
+            if kind == cls.encoding:
+                reader.fail(f"{sub.name} is a mixture; a mixture's members are single posteriors")
+            if kind not in kinds:
+                reader.fail(f"{sub.name} has unknown encoding-type {kind!r}")
+            reader.check_version(sub, sub.name)
+            members.append(kinds[kind].from_group(reader, sub, model))
+        return cls(members=tuple(members), noise_precision=noise, prior_precision=prior)
+
+
+# The kinds made of registered kinds: read and written like them (``slangcli.runfile.io``), but not Gaussians (no
+# KL divergence between two of them, ``slangcli.gaussian.divergence``).
+COMPOSITES = {"mixture": MixtureGaussian}
+
+
+def is_mixture(posterior) -> bool:
+    return isinstance(posterior, MixtureGaussian)
+
+
+def components(posterior, model, prior_precision) -> list[tuple]:
+    """``(posterior, model, prior precisions)`` of each part of ``posterior``: a mixture's members, each with its
+    own noise and prior precisions (:meth:`MixtureGaussian.components`), or the posterior itself with ``model`` and
+    ``prior_precision``."""
+    if is_mixture(posterior):
+        return posterior.components(model)
+    return [(posterior, model, prior_precision)]

@@ -197,6 +197,29 @@ class RunChecks:
             self.fail(f"/calibration/index lists {n} rows and the provenance 'train' 'rows_used' is {used}, but the "
                       f"training data have {rows} rows (the fit trains on the rows not held out)")
 
+    def members(self, config, posterior, state) -> None:
+        """A mixture's count of members against the fit's (``config`` ``members``, 1.5; 1 when absent): a complete
+        run holds them all, a checkpoint of a fit of several members those done and the one in progress (its
+        ``/state`` attribute ``member``, counted from 0)."""
+        K = config.get("members", 1)
+        if not (_is_count(K) and K >= 1):
+            self.fail(f"/ attribute 'config' 'members' must be a whole number >= 1, got {K!r}")
+        expected, checkpoint = K, state is not None and K > 1
+        if checkpoint:
+            k = state["scalars"].get("member")
+            if not (isinstance(k, int) and 0 <= k < K):
+                self.fail(f"/state attribute 'member' must be the member in progress, from 0 to {K - 1}, got {k!r}")
+            expected = k + 1
+        count = getattr(posterior, "n_members", None)
+        if count is None and expected > 1:
+            self.fail(f"/posterior is a single {posterior.encoding} posterior, but / attribute 'config' says "
+                      f"{K} members")
+        if count is not None and count != expected:
+            if checkpoint:
+                self.fail(f"/posterior is a mixture of {count} members, but the checkpoint is at member "
+                          f"{expected - 1} of {K} (it holds members 0 to {expected - 1})")
+            self.fail(f"/posterior is a mixture of {count} members, but / attribute 'config' 'members' says {K}")
+
     def metrics(self, metrics) -> None:
         """A complete run's scores: the training -ELBO per example, and the test scores of its likelihood."""
         where = "/metrics attribute 'metrics'"

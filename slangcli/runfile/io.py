@@ -29,7 +29,7 @@ from slangcli.errors import FormatError
 from slangcli.models import MLP
 from slangcli.runfile.checked import RunChecks
 from slangcli.runfile.outputs import atomic_output, hdf5_image, temporary_beside  # noqa: F401  (temporary_beside: re-exported)
-from slangcli.gaussian.posteriors import MAX_ABS_VALUE, POSTERIORS
+from slangcli.gaussian.posteriors import COMPOSITES, MAX_ABS_VALUE, POSTERIORS
 
 FORMAT_VERSION = "1.5"
 RUN_TYPE = "slang-run"
@@ -42,15 +42,15 @@ MAX_EXPANSION = 64
 
 
 class _Registered(Mapping):
-    """The posterior kinds registered in ``slangcli.gaussian.posteriors.POSTERIORS`` as ``{key(cls): value(cls)}``, looked up
-    anew on every use: a kind registered after this module was imported is written, read and named like the
-    built-in ones."""
+    """The posterior kinds registered in ``slangcli.gaussian.posteriors.POSTERIORS`` (and the composite kinds of
+    ``COMPOSITES``, the mixture) as ``{key(cls): value(cls)}``, looked up anew on every use: a kind registered after
+    this module was imported is written, read and named like the built-in ones."""
 
     def __init__(self, key, value):
         self._key, self._value = key, value
 
     def _table(self) -> dict:
-        return {self._key(cls): self._value(cls) for cls in POSTERIORS.values()}
+        return {self._key(cls): self._value(cls) for cls in (*POSTERIORS.values(), *COMPOSITES.values())}
 
     def __getitem__(self, name):
         return self._table()[name]
@@ -62,7 +62,7 @@ class _Registered(Mapping):
         return iter(self._table())
 
     def __len__(self) -> int:
-        return len(POSTERIORS)
+        return len(self._table())
 
 
 # every posterior kind carries its encoding (``encoding``, ``stored_arrays`` and the classmethod ``from_group``,
@@ -156,10 +156,7 @@ def _write_file(tmp, run: Run) -> None:
         g.attrs["noise_precision"] = float(run.model.noise_precision)
         g.create_dataset("prior_precision", data=run.prior_precision)
 
-        g = f.create_group("posterior")
-        _typed(g, run.posterior.encoding)
-        for name, values in run.posterior.stored_arrays().items():
-            g.create_dataset(name, data=values)
+        _write_posterior(f.create_group("posterior"), run.posterior)
 
         g = f.create_group("history")
         _typed(g, "history")
@@ -190,6 +187,18 @@ def _write_file(tmp, run: Run) -> None:
             _json_attr(g, "summary", run.compression)
             for name, arr in run.compression_arrays.items():
                 g.create_dataset(name, data=np.asarray(arr))
+
+
+def _write_posterior(g, posterior) -> None:
+    """``posterior`` in its kind's encoding in the group ``g``: its datasets, and a composite kind's attributes and
+    member groups (each in its own kind's encoding)."""
+    _typed(g, posterior.encoding)
+    for name, value in getattr(posterior, "stored_attributes", dict)().items():
+        g.attrs[name] = value
+    for name, values in posterior.stored_arrays().items():
+        g.create_dataset(name, data=values)
+    for name, member in getattr(posterior, "stored_groups", dict)().items():
+        _write_posterior(g.create_group(name), member)
 
 
 # libhdf5 can loop forever reading a variable-length string attribute whose global-heap object is corrupted (seen
@@ -326,6 +335,12 @@ class _Reader:
             self.fail(f"missing group /{name}")
         return f[name]
 
+    def subgroup(self, group, name: str):
+        """The group ``name`` inside ``group`` (a mixture's member), which must be one."""
+        if name not in group or not isinstance(group[name], h5py.Group):
+            self.fail(f"{group.name}/{name} is missing or not a group")
+        return group[name]
+
     def array(self, group, name: str, shape: tuple | None = None, *, finite=True, bounded=True,
               where=None) -> np.ndarray:
         """The numeric dataset ``name`` of ``group`` (of ``shape`` when given), read whole. With ``finite`` its
@@ -436,6 +451,7 @@ class _Reader:
         if status == "complete" and ("compression" not in f or metrics):
             self.checks.metrics(metrics)
         state = self._state(f) if status == "checkpoint" else None
+        self.checks.members(config, posterior, state)
         compression, compression_arrays = self._compression(f) if "compression" in f else ({}, {})
         calibration = self._calibration(f) if "calibration" in f else {}
         if calibration:
@@ -491,8 +507,9 @@ class _Reader:
         history = {name: self.array(g, name, finite=False) for name in g if isinstance(g[name], h5py.Dataset)}
         for name, values in history.items():
             # one value per record; the SNR arrays hold one value per weight matrix in each record
-            # (and the learned prior precisions one per weight matrix)
-            if values.ndim != (2 if name in ("snr", "snr_paper", "prior_precision") else 1):
+            # (and the learned prior precisions one per weight matrix); a mixture's member k >= 1 has its own
+            # under the prefix "member<k>_" (1.5)
+            if values.ndim != (2 if member_name(name)[1] in ("snr", "snr_paper", "prior_precision") else 1):
                 self.fail(f"/history/{name} has shape {values.shape}, expected one "
                           + ("row per record" if name.startswith("snr") else "value per epoch"))
         return history
@@ -556,6 +573,15 @@ class _Reader:
         if "t" not in scalars:
             self.fail("/state lacks the step counter 't'")
         return {"arrays": arrays, "scalars": scalars}
+
+
+def member_name(name: str) -> tuple[int, str]:
+    """``(k, name)`` of a history array's name: ``"member2_nll" -> (2, "nll")``; a name without the prefix is
+    member 0's (or a single fit's)."""
+    head, _, rest = name.partition("_")
+    if head.startswith("member") and head[6:].isdigit() and rest:
+        return int(head[6:]), rest
+    return 0, name
 
 
 def read_run(path) -> Run:
