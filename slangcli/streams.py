@@ -25,7 +25,9 @@ __all__ = [
     "TUNE",
     "RESTART",
     "CALIBRATE",
+    "MEMBER",
     "derive_rng",
+    "member_seed",
     "steps_per_epoch",
     "epoch_order",
     "batch_indices",
@@ -34,12 +36,21 @@ __all__ = [
 
 # Stream identifiers of the derived generators.
 # stream 4: gradient-SNR draws; 5: weight samples of `slang predict`; 6: folds and fits of `--tune`; 7: the seeds
-# of `--restarts`; 8: the training rows `--calibrate` holds out
-INIT, ORDER, STEP, EVAL, SNR, PREDICT, TUNE, RESTART, CALIBRATE = 0, 1, 2, 3, 4, 5, 6, 7, 8
+# of `--restarts`; 8: the training rows `--calibrate` holds out; 9: the seeds of the members of `--members` (fits,
+# and a mixture's predictive draws)
+INIT, ORDER, STEP, EVAL, SNR, PREDICT, TUNE, RESTART, CALIBRATE, MEMBER = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
 
 
 def derive_rng(seed: int, stream: int, *index: int) -> np.random.Generator:
     return np.random.default_rng([seed, stream, *index])
+
+
+def member_seed(seed: int, k: int) -> int:
+    """The seed of member ``k`` of an ensemble of posteriors (``slang fit --members K``): member 0 has ``seed``
+    itself (so one member is the single fit), member ``k >= 1`` a number below 2**31 drawn from the generator
+    ``(seed, MEMBER, k)``. A fit's member k trains from ``member_seed(--seed, k)``, and a mixture's predictive
+    draws member k's weight samples from ``member_seed(its seed, k)``."""
+    return seed if k == 0 else int(derive_rng(seed, MEMBER, k).integers(2**31))
 
 
 def steps_per_epoch(n_data: int, batch_size: int) -> int:

@@ -145,3 +145,119 @@ def test_files_without_members_read_as_one_member(run_file):
             obj.attrs["encoding-version"] = "1.4"
     run = read_run(run_file)
     assert run.posterior.kind == "lowrank" and "members" not in run.config
+
+
+# ------------------------------------------------------------------------------------------------ the predictive
+
+
+def _member_runs(run):
+    """Each member of ``run``'s mixture as a run of its own (its noise and prior precisions)."""
+    return [dataclasses.replace(run, posterior=member, model=model, prior_precision=prior,
+                                config={**run.config, "members": 1})
+            for member, model, prior in run.posterior.components(run.model)]
+
+
+def test_logistic_regression_averages_the_members_exact_probabilities(mixture_run):
+    """The quadrature route is per member: the mixture's probabilities are exactly the average of the members',
+    its expected entropy the average of theirs, and its mutual information includes their disagreement."""
+    from slangcli.predictive.evaluation import predict_arrays
+
+    X = np.random.default_rng(3).normal(size=(25, 3))
+    mixed = predict_arrays(mixture_run, X).arrays
+    members = [predict_arrays(run, X).arrays for run in _member_runs(mixture_run)]
+    assert predict_arrays(mixture_run, X).info["predictive"] == "quadrature"
+    np.testing.assert_array_equal(mixed["probabilities"],
+                                  np.mean([m["probabilities"] for m in members], axis=0))
+    np.testing.assert_array_equal(mixed["entropy_aleatoric"],
+                                  np.mean([m["entropy_aleatoric"] for m in members], axis=0))
+    # the entropy of the average is at least the average entropy: the members' disagreement is epistemic
+    assert (mixed["entropy_epistemic"] >= np.mean([m["entropy_epistemic"] for m in members], axis=0) - 1e-12).all()
+    assert (mixed["entropy_epistemic"] > np.mean([m["entropy_epistemic"] for m in members], axis=0) + 1e-3).any()
+
+
+def test_monte_carlo_classification_shares_the_draws_among_the_members(mixture_run):
+    """Each member gets ceil(S / K) of the draws, from the stream of member_seed(seed, k): the mixture's
+    probabilities are the average of the members' own with those draws."""
+    from slangcli.predictive.predict import classify
+    from slangcli.streams import member_seed
+
+    X = np.random.default_rng(4).normal(size=(10, 3))
+    mixed = classify(mixture_run.posterior, mixture_run.model, X, samples=7, seed=11, predictive="mc")
+    members = [classify(run.posterior, run.model, X, samples=4, seed=member_seed(11, k), predictive="mc")
+               for k, run in enumerate(_member_runs(mixture_run))]
+    assert mixed["predictive"] == "mc"
+    np.testing.assert_array_equal(mixed["probs"], np.mean([m["probs"] for m in members], axis=0))
+    assert member_seed(11, 0) == 11 and member_seed(11, 1) != 11
+
+
+@pytest.fixture(scope="module")
+def regression_mixture():
+    """A regression network's run whose posterior is a mixture of its fitted posterior and a mean-field one with
+    another noise precision."""
+    import slangcli
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(30, 2))
+    y = X @ [1.0, -2.0] + rng.normal(0, 0.3, 30)
+    run = slangcli.fit(X, y, hidden=3, iterations=20, eval_samples=8, seed=2).run
+    D = run.model.n_params
+    other = DiagonalGaussian(mean=run.posterior.mean + rng.normal(0, 0.3, D), log_sigma=np.full(D, -1.5))
+    mixed = _mixture_of(run, other)
+    posterior = dataclasses.replace(mixed.posterior, noise_precision=mixed.posterior.noise_precision * [1.0, 4.0])
+    return dataclasses.replace(mixed, posterior=posterior), X
+
+
+def test_regression_pools_the_members_draws_with_their_own_noise(regression_mixture):
+    """Mean: the mean of the members' means. Variance: the law of total variance, the members' mean variance
+    plus the variance of their means (aleatoric: their mean noise variance). The members' predictions are their
+    own, alone, with the same draws (ceil(S / K) each, from member_seed(seed, k))."""
+    from slangcli.predictive.evaluation import predict_arrays
+    from slangcli.predictive.mixture import cdf
+    from slangcli.streams import member_seed
+
+    run, X = regression_mixture
+    mixed = predict_arrays(run, X, samples=9, seed=3, interval=0.9).arrays
+    members = [predict_arrays(r, X, samples=5, seed=member_seed(3, k), interval=0.9).arrays
+               for k, r in enumerate(_member_runs(run))]
+    means = np.stack([m["mean"] for m in members])
+    np.testing.assert_allclose(mixed["mean"], means.mean(axis=0), rtol=1e-12, atol=1e-12)
+    total = np.mean([m["std_total"] ** 2 for m in members], axis=0) + means.var(axis=0)
+    np.testing.assert_allclose(mixed["std_total"] ** 2, total, rtol=1e-10)
+    np.testing.assert_allclose(mixed["std_aleatoric"] ** 2, np.mean([m["std_aleatoric"] ** 2 for m in members],
+                                                                    axis=0), rtol=1e-12)
+    np.testing.assert_allclose(mixed["std_total"] ** 2, mixed["std_aleatoric"] ** 2 + mixed["std_epistemic"] ** 2,
+                               rtol=1e-12)
+    assert (mixed["std_epistemic"] > np.mean([m["std_epistemic"] for m in members], axis=0)).all()
+    # the interval's ends are the quantiles of the pooled mixture: its CDF, each member's half, is 0.05 and 0.95
+    scale, shift = float(run.arrays["target_scale"][0]), float(run.arrays["target_mean"][0])
+    for end, p in (("lower", 0.05), ("upper", 0.95)):
+        z = (mixed[end] - shift) / scale
+        at = [cdf(z, _outputs(r, X, 5, member_seed(3, k)), 1 / np.sqrt(r.model.noise_precision))
+              for k, r in enumerate(_member_runs(run))]
+        np.testing.assert_allclose(np.mean(at, axis=0), p, rtol=0, atol=1e-9)
+
+
+def _outputs(run, X, samples, seed):
+    """The network's outputs ``(samples, N)`` under the predictive's draws of ``run``'s posterior."""
+    from slangcli.predictive.metrics import weight_samples
+
+    return np.concatenate([run.model.forward(theta, X)[0][..., 0] for theta in weight_samples(run.posterior, seed,
+                                                                                              samples)])
+
+
+def test_regression_scores_use_the_same_pooled_predictive(regression_mixture):
+    from slangcli.predictive.evaluation import predict_arrays, score
+    from slangcli.streams import member_seed
+
+    run, X = regression_mixture
+    y = np.linspace(-1, 1, len(X))
+    scale = float(run.arrays["target_scale"][0])
+    out = score(run.model, run.posterior, run.prior_precision, X_train=X, y_train=y, X_test=X, y_test=y,
+                target_scale=scale, samples=9, seed=3)
+    mean = (predict_arrays(run, X, samples=9, seed=3).arrays["mean"] - float(run.arrays["target_mean"][0])) / scale
+    np.testing.assert_allclose(out["test"]["rmse"], scale * np.sqrt(np.mean((mean - y) ** 2)), rtol=1e-12)
+    members = [score(r.model, r.posterior, r.prior_precision, X_train=X, y_train=y, samples=9,
+                     seed=member_seed(3, k))["train"]["neg_elbo_per_example"]
+               for k, r in enumerate(_member_runs(run))]
+    assert out["train"]["members"] == members
+    assert out["train"]["neg_elbo_per_example"] == pytest.approx(np.mean(members), rel=1e-15)

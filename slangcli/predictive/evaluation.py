@@ -26,6 +26,7 @@ from slangcli.data.prepare import LabelMap
 from slangcli.data.sources import load_inputs, load_test, load_train
 from slangcli.errors import ConfigError, DataError, FormatError
 from slangcli.gaussian import divergence
+from slangcli.gaussian.posteriors import is_mixture
 from slangcli.predictive import conformal
 from slangcli.predictive import metrics
 from slangcli.predictive import predict as predictive_uncertainty
@@ -123,16 +124,34 @@ def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y
                                               target_mean=target_mean, target_scale=target_scale, probs=probs)
                 out["test"].update(conformal.coverage_metrics(model, calibration, scores, probs))
         if X_train is not None:
-            nelbo = metrics.neg_elbo_per_example(posterior, model, prior_precision, X_train, y_train,
-                                                 predictive=predictive, samples=min(samples, 100),
-                                                 rng=streams.derive_rng(seed, streams.EVAL, 1))
-            out["train"] = {"neg_elbo_per_example": float(nelbo), "n": int(len(X_train))}
+            if is_mixture(posterior):
+                out["train"] = _members_neg_elbo(posterior, model, X_train, y_train, predictive, samples, seed)
+            else:
+                nelbo = metrics.neg_elbo_per_example(posterior, model, prior_precision, X_train, y_train,
+                                                     predictive=predictive, samples=min(samples, 100),
+                                                     rng=streams.derive_rng(seed, streams.EVAL, 1))
+                out["train"] = {"neg_elbo_per_example": float(nelbo), "n": int(len(X_train))}
     return out
+
+
+def _members_neg_elbo(posterior, model, X_train, y_train, predictive, samples, seed) -> dict:
+    """The training -ELBO / N of a mixture's members, each with its own noise and prior precisions and the draws
+    of ``member_seed(seed, k)`` (member k's fit scored alone, with that seed), and their mean: an upper bound on
+    the mixture's own -ELBO / N (the entropy of a mixture is at least the mean of its members'), which has no
+    closed form."""
+    values = [float(metrics.neg_elbo_per_example(
+                  member, part_model, prior, X_train, y_train, predictive=predictive, samples=min(samples, 100),
+                  rng=streams.derive_rng(streams.member_seed(seed, k), streams.EVAL, 1)))
+              for k, (member, part_model, prior) in enumerate(posterior.components(model))]
+    return {"neg_elbo_per_example": float(np.mean(values)), "n": int(len(X_train)), "members": values}
 
 
 def check_comparable(run: Run, run_name: str, reference: Run, reference_name: str) -> None:
     """Refuse, with one DataError line, a reference run whose posterior is over other parameters (another model)
-    or that was fitted to other training data (file checksum, the rows used, feature standardisation)."""
+    or that was fitted to other training data (file checksum, the rows used, feature standardisation); and, with
+    one ConfigError line, a mixture of posteriors on either side (:func:`refuse_mixture`)."""
+    refuse_mixture(run, run_name, "compared with a reference posterior")
+    refuse_mixture(reference, reference_name, "a reference posterior")
     a, b = run.model, reference.model
     checks = [("layer sizes", a.sizes, b.sizes), ("likelihood", a.likelihood, b.likelihood)]
     if not a.is_linear:  # the activation means nothing without hidden layers
@@ -154,6 +173,16 @@ def check_comparable(run: Run, run_name: str, reference: Run, reference_name: st
     else:
         return
     raise DataError(f"{reference_name}: not comparable with {run_name}: fitted to different training data ({why})")
+
+
+def refuse_mixture(run: Run, run_name: str, role: str) -> None:
+    """Refuse a mixture of posteriors (``slang fit --members K``) as ``role`` (what the posterior would be used
+    as): the KL divergences between two posteriors, and the moments the posterior figure compares, are those of
+    Gaussians, and a mixture's KL divergence has no closed form."""
+    if is_mixture(run.posterior):
+        raise ConfigError(f"{run_name}: a mixture of {run.posterior.n_members} posteriors (--members) cannot be "
+                          f"{role}: the KL divergence is computed between two Gaussian posteriors, and a "
+                          "mixture's has no closed form")
 
 
 def _same_rows(a, b) -> bool:

@@ -38,9 +38,10 @@ import scipy.special
 
 from slangcli._startup import memory_limit
 from slangcli.errors import ConfigError
+from slangcli.gaussian.posteriors import is_mixture
 from slangcli.gaussian.quadrature import expect_softplus
 from slangcli.models import MLP
-from slangcli.streams import PREDICT, derive_rng
+from slangcli.streams import PREDICT, derive_rng, member_seed
 
 PREDICTIVES = ("auto", "quadrature", "mc")
 # Monte-Carlo weight samples of a predictive (an evaluation, a prediction, a fit's final scores): at most this many.
@@ -131,6 +132,20 @@ def weight_samples(posterior, seed: int, samples: int) -> Iterator[np.ndarray]:
         yield posterior.sample(derive_rng(seed, PREDICT, k), min(SAMPLE_CHUNK, samples - start))
 
 
+def draw_parts(posterior, model: MLP, seed: int, samples: int) -> list[tuple]:
+    """The predictive's Monte-Carlo draws by part, ``(posterior, model, seed, samples)``: the posterior itself, or
+    for each member k of a mixture of K (``slang fit --members K``) ``(member, its model, member_seed(seed, k),
+    ceil(samples / K))``, the model with the member's noise precision. The members share the draws evenly, each
+    from its own stream (member 0 from ``seed``'s, so that its draws are those of the single fit's predictive), and
+    the pooled draws weigh every member equally: ``K ceil(samples / K)`` in all, ``samples`` when K divides it."""
+    if not is_mixture(posterior):
+        return [(posterior, model, seed, samples)]
+    K = posterior.n_members
+    each = -(-samples // K)
+    return [(member, part_model, member_seed(seed, k), each)
+            for k, (member, part_model, _) in enumerate(posterior.components(model))]
+
+
 def _sample_chunks(posterior, rng, samples):
     """Weight samples in chunks of at most 64, so memory stays bounded for large S."""
     left = samples
@@ -218,21 +233,26 @@ def regression_scores(posterior, model: MLP, X, y, *, samples=1000, rng=None, se
     the change of variables (``- log target_scale``). ``coverage`` is that of the central intervals of
     ``levels`` (default ``COVERAGE_LEVELS``) of the same mixture (invariant under the affine change of units). With
     ``seed`` the weight samples are the predictive's own (:func:`weight_samples`, those of ``slang predict``), else
-    drawn from ``rng``.
+    drawn from ``rng``. A mixture of posteriors pools its members' draws (:func:`draw_parts`), each with its
+    member's noise precision.
     """
-    tau = model.noise_precision
     total_f = np.zeros(X.shape[0])
     log_sum = np.full(X.shape[0], -np.inf)
     cdf_sum = np.zeros(X.shape[0])
-    draws = weight_samples(posterior, seed, samples) if seed is not None else _sample_chunks(posterior, rng, samples)
-    for theta in draws:
-        for rows in row_chunks(model, X.shape[0], theta.shape[0]):
-            f = model.forward(theta, X[rows])[0][..., 0]  # (S, n)
-            total_f[rows] += f.sum(0)
-            logp = 0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (y[rows] - f) ** 2
-            log_sum[rows] = np.logaddexp(log_sum[rows], scipy.special.logsumexp(logp, axis=0))
-            cdf_sum[rows] += scipy.special.ndtr(np.sqrt(tau) * (y[rows] - f)).sum(0)
-    mean_f = total_f / samples
+    drawn = 0
+    # (with ``rng`` the seeds are unused: every part draws from ``rng`` in turn)
+    for part, part_model, part_seed, n in draw_parts(posterior, model, 0 if seed is None else seed, samples):
+        tau = part_model.noise_precision
+        draws = weight_samples(part, part_seed, n) if seed is not None else _sample_chunks(part, rng, n)
+        for theta in draws:
+            for rows in row_chunks(part_model, X.shape[0], theta.shape[0]):
+                f = part_model.forward(theta, X[rows])[0][..., 0]  # (S, n)
+                total_f[rows] += f.sum(0)
+                logp = 0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (y[rows] - f) ** 2
+                log_sum[rows] = np.logaddexp(log_sum[rows], scipy.special.logsumexp(logp, axis=0))
+                cdf_sum[rows] += scipy.special.ndtr(np.sqrt(tau) * (y[rows] - f)).sum(0)
+        drawn += n
+    mean_f = total_f / drawn
     rmse = target_scale * np.sqrt(np.mean((mean_f - y) ** 2))
-    loglik = np.mean(log_sum - np.log(samples)) - np.log(target_scale)
-    return {"rmse": float(rmse), "loglik": float(loglik), "n": int(len(y)), "coverage": coverage(cdf_sum / samples, levels)}
+    loglik = np.mean(log_sum - np.log(drawn)) - np.log(target_scale)
+    return {"rmse": float(rmse), "loglik": float(loglik), "n": int(len(y)), "coverage": coverage(cdf_sum / drawn, levels)}

@@ -18,7 +18,10 @@ float64, in 5 to 10 iterations (measured with S = 1000, N = 2000), and a few who
 bracket's end fall back to bisection (at most about 60 halvings). The quantiles are those of the mixture itself,
 not of a Gaussian with its mean and variance.
 
-All functions work on ``f : (S, N)``, N mixtures at once (one per example).
+All functions work on ``f : (S, N)``, N mixtures at once (one per example). ``sigma`` is one number, or one per
+sample, ``(S, 1)``: the predictive of a mixture of posteriors (``slang fit --members K``) pools its members' draws,
+each with its member's noise precision; the mixture's variance is then ``mean_s sigma_s^2 + (1/S) sum_s (f_s -
+f_bar)^2``, and the bracket above holds with each component's own ``sigma_s z_p``.
 """
 
 from __future__ import annotations
@@ -37,9 +40,16 @@ def cdf(y, f: np.ndarray, sigma: float) -> np.ndarray:
     return scipy.special.ndtr((np.asarray(y) - f) / sigma).mean(axis=0)
 
 
+def _noise_variance(sigma):
+    """The mixture's noise variance: ``sigma^2``, or the mean of the samples' ``sigma_s^2``."""
+    return sigma**2 if np.ndim(sigma) == 0 else float(np.mean(sigma**2))
+
+
 def _cdf_and_pdf(x, f, sigma):
     u = (x - f) / sigma
-    return scipy.special.ndtr(u).mean(axis=0), np.exp(-0.5 * u * u).mean(axis=0) / (sigma * _SQRT_2PI)
+    if np.ndim(sigma) == 0:
+        return scipy.special.ndtr(u).mean(axis=0), np.exp(-0.5 * u * u).mean(axis=0) / (sigma * _SQRT_2PI)
+    return scipy.special.ndtr(u).mean(axis=0), (np.exp(-0.5 * u * u) / sigma).mean(axis=0) / _SQRT_2PI
 
 
 def quantile(p: float, f: np.ndarray, sigma: float) -> np.ndarray:
@@ -48,10 +58,14 @@ def quantile(p: float, f: np.ndarray, sigma: float) -> np.ndarray:
         raise ValueError(f"a quantile level must lie strictly between 0 and 1, got {p}")
     f = np.asarray(f, dtype=float)
     shift = sigma * scipy.special.ndtri(p)
-    lo, hi = f.min(axis=0) + shift, f.max(axis=0) + shift
+    if np.ndim(sigma) == 0:
+        lo, hi = f.min(axis=0) + shift, f.max(axis=0) + shift
+    else:  # each component's own quantile
+        lo, hi = (f + shift).min(axis=0), (f + shift).max(axis=0)
     # start from the quantile of the Gaussian with the mixture's mean and variance: close whenever the samples'
     # spread is small against sigma, and inside the bracket after clipping in every case
-    x = np.clip(f.mean(axis=0) + np.sqrt(sigma**2 + f.var(axis=0)) * scipy.special.ndtri(p), lo, hi)
+    x = np.clip(f.mean(axis=0) + np.sqrt(_noise_variance(sigma) + f.var(axis=0)) * scipy.special.ndtri(p), lo, hi)
+    scale = sigma if np.ndim(sigma) == 0 else float(np.max(sigma))
     last_step = hi - lo
     active = np.flatnonzero(hi > lo)  # a bracket of width 0 (all samples equal) is the answer already
     for _ in range(_MAX_ITER):
@@ -69,7 +83,7 @@ def quantile(p: float, f: np.ndarray, sigma: float) -> np.ndarray:
         use_newton = (newton > la) & (newton < ha) & (np.abs(newton - xa) <= 0.5 * last_step[active])
         # converged: a Newton step (or the bracket) at the rounding level of x, or an exact root. The Newton test
         # comes first because a step of an ulp can land on the bracket's end and would otherwise be refused
-        tol = 4.0 * np.finfo(float).eps * (np.abs(xa) + sigma)
+        tol = 4.0 * np.finfo(float).eps * (np.abs(xa) + scale)
         settled = np.abs(newton - xa) <= tol
         done = settled | (ha - la <= tol) | (g == 0)
         new = np.where(use_newton | settled, newton, 0.5 * (la + ha))
@@ -84,8 +98,10 @@ def moments(f: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray, np.nda
     """Mean ``(N,)``, epistemic and total standard deviations ``(N,)`` of the mixtures of ``f : (S, N)``.
 
     The epistemic part is the population standard deviation of the samples (divisor S), so that
-    ``total^2 = sigma^2 + epistemic^2`` is exactly the variance of the mixture as sampled.
+    ``total^2 = sigma^2 + epistemic^2`` is exactly the variance of the mixture as sampled (``sigma^2`` the mean of
+    the samples' own when they have one each). For the pooled draws of a mixture of posteriors, equally many from
+    each member, this is the law of total variance: the members' mean variance plus the variance of their means.
     """
     mean = f.mean(axis=0)
     epistemic = np.sqrt(np.mean((f - mean) ** 2, axis=0))
-    return mean, epistemic, np.sqrt(sigma**2 + epistemic**2)
+    return mean, epistemic, np.sqrt(_noise_variance(sigma) + epistemic**2)

@@ -19,6 +19,14 @@ Regression: the predictive distribution is the mixture ``(1/S) sum_s N(f_s, 1/ta
 of the mixture for a central interval. Everything is mapped to the target's original units, ``y = target_mean +
 target_scale * y_standardised``.
 
+A mixture of K posteriors (``slang fit --members K``) predicts with the equal-weight mixture of its members'
+predictives. Its Monte-Carlo draws are pooled: ``ceil(S / K)`` from each member, member k's from the stream of
+``member_seed(seed, k)`` (``metrics.draw_parts``), each with its member's noise precision. Classification's
+probabilities and expected entropy are then the average of the members' (exactly so for quadrature, where each
+member's are computed alone), and the mutual information includes the members' disagreement; regression's
+epistemic variance is that of the pooled outputs, which is the members' mean epistemic variance plus the variance
+of their means, and its aleatoric variance the members' mean noise variance.
+
 Weight samples come in chunks of ``SAMPLE_CHUNK``; chunk k is drawn from ``derive_rng(seed, PREDICT, k)``, so a chunk
 can be drawn again identically. Classification accumulates over the chunks in one pass. Regression needs all S
 outputs of an example for its quantiles: it keeps an ``S x rows`` block within ``BLOCK_BUDGET`` and draws the
@@ -30,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.special
 
+from slangcli.gaussian.posteriors import is_mixture
 from slangcli.gaussian.quadrature import bernoulli_entropy, expect_bernoulli_entropy, expect_sigmoid
 from slangcli.models import MLP
 from slangcli.predictive import metrics
@@ -61,6 +70,12 @@ def classify(posterior, model: MLP, X: np.ndarray, *, samples: int = 1000, seed:
     for logistic regression and Monte Carlo otherwise (``metrics.resolve_predictive``)."""
     if model.likelihood == "gaussian":
         raise ValueError("class probabilities need a classification model")
+    if is_mixture(posterior):  # the average of the members' predictives, each from its share of the draws
+        parts = [classify(member, part_model, X, samples=n, seed=part_seed, predictive=predictive)
+                 for member, part_model, part_seed, n in metrics.draw_parts(posterior, model, seed, samples)]
+        return {**_entropy_split(np.mean([p["probs"] for p in parts], axis=0),
+                                 np.mean([p["entropy_aleatoric"] for p in parts], axis=0)),
+                "predictive": parts[0]["predictive"]}
     n = X.shape[0]
     if metrics.resolve_predictive(model, predictive) == "quadrature":
         # (both compute in blocks of rows: the memory is that of these vectors)
@@ -98,18 +113,25 @@ def regress(posterior, model: MLP, X: np.ndarray, *, samples: int = 1000, seed: 
     if level is not None and not 0.0 < level < 1.0:
         raise ValueError(f"the interval level must lie strictly between 0 and 1, got {level}")
     n = X.shape[0]
-    sigma = 1.0 / np.sqrt(model.noise_precision)
+    parts = metrics.draw_parts(posterior, model, seed, samples)
+    drawn = sum(part[3] for part in parts)
+    if len(parts) == 1:
+        sigma = aleatoric = 1.0 / np.sqrt(model.noise_precision)
+    else:  # one noise level per draw, its member's: (drawn, 1)
+        sigma = np.repeat([1.0 / np.sqrt(m.noise_precision) for _, m, _, _ in parts], [p[3] for p in parts])[:, None]
+        aleatoric = float(np.sqrt(np.mean(sigma**2)))
     names = ("mean", "std_epistemic", "std_total") + (("lower", "upper") if level is not None else ())
     out = {name: np.empty(n) for name in names}
-    block = max(1, BLOCK_BUDGET // samples)
+    block = max(1, BLOCK_BUDGET // drawn)
     for lo in range(0, n, block):
         Xb = X[lo : lo + block]
-        f = np.empty((samples, Xb.shape[0]))
+        f = np.empty((drawn, Xb.shape[0]))
         s = 0
-        for theta in weight_samples(posterior, seed, samples):
-            for rows in metrics.row_chunks(model, Xb.shape[0], theta.shape[0]):
-                f[s : s + theta.shape[0], rows] = model.forward(theta, Xb[rows])[0][..., 0]
-            s += theta.shape[0]
+        for part, part_model, part_seed, part_samples in parts:
+            for theta in weight_samples(part, part_seed, part_samples):
+                for rows in metrics.row_chunks(part_model, Xb.shape[0], theta.shape[0]):
+                    f[s : s + theta.shape[0], rows] = part_model.forward(theta, Xb[rows])[0][..., 0]
+                s += theta.shape[0]
         rows = slice(lo, lo + Xb.shape[0])
         out["mean"][rows], out["std_epistemic"][rows], out["std_total"][rows] = mixture.moments(f, sigma)
         if level is not None:
@@ -120,5 +142,5 @@ def regress(posterior, model: MLP, X: np.ndarray, *, samples: int = 1000, seed: 
         out[name] = target_mean + target_scale * out[name]
     for name in ("std_epistemic", "std_total"):
         out[name] = target_scale * out[name]
-    out["std_aleatoric"] = np.full(n, target_scale * sigma)
+    out["std_aleatoric"] = np.full(n, target_scale * aleatoric)
     return {**out, "level": None if level is None else float(level), "predictive": "mc"}
