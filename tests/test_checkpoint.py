@@ -92,6 +92,27 @@ def assert_resume_equals_uninterrupted_fit(tmp_path, data_csv, method, hyper, st
     _same_fit(resumed, reference)
 
 
+def test_a_checkpoint_before_the_first_noise_update_reads_and_resumes(tmp_path, write_file):
+    """A regression network learns its noise precision from its residuals; a checkpoint written before their first
+    update (after step 1) has no residual yet: it still reads, and resumes to the fit never stopped."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(48, 2))
+    y = np.sin(X[:, 0]) + X[:, 1] + rng.normal(0, 0.2, 48)
+    data = write_file("reg.csv", "a,b,y\n" + "".join(f"{a:.10f},{b:.10f},{t:.10f}\n" for (a, b), t in zip(X, y)))
+    opts = DataOptions(path=str(data), test_fraction=0.25)
+    kwargs = dict(hidden="3", batch_size=12, epochs=4, eval_samples=10)
+    reference = fit(opts, **kwargs)
+    written, polls = [], []
+    with pytest.raises(Interrupted, match="interrupted at step 1 of 12"):
+        fit(opts, **kwargs, checkpointing=Checkpointing(write=written.append,
+                                                        stop=lambda: polls.append(1) or len(polls) > 1))
+    path = tmp_path / "ck.h5"
+    write_run(path, written[-1])
+    resumed = resume(read_run(path), str(path))
+    _same_fit(resumed, reference)
+    assert resumed.model.noise_precision == reference.model.noise_precision
+
+
 def test_checkpoint_round_trip_keeps_state_exactly(tmp_path, data_csv):
     opts = DataOptions(path=str(data_csv))
     written = []

@@ -91,7 +91,9 @@ def snapshot(plan: Plan, state, history: train.History, fit_seconds: float, lear
     arrays = {name: value for name, value in zip(state._fields, state) if isinstance(value, np.ndarray)}
     scalars = {"t": int(state.t), "history_open_sum": float(history.open_sum),
                "history_open_count": int(history.open_count), "history_open_seconds": float(history.open_seconds)}
-    if learner.noise:
+    if learner.noise and np.isfinite(learner.residual):
+        # (none yet before the first update of the noise precision: absent, which the restore reads as NaN, the
+        # learner's own start; a NaN attribute would make the checkpoint unreadable)
         scalars["learned_residual"] = float(learner.residual)
     scalars.update({name: value for name, value in zip(state._fields, state)
                     if name != "t" and isinstance(value, (int, float))})
