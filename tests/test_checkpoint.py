@@ -7,6 +7,7 @@ random moments (the output path holds nothing or the last valid checkpoint, neve
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -90,6 +91,34 @@ def assert_resume_equals_uninterrupted_fit(tmp_path, data_csv, method, hyper, st
     resumed = resume(stored, str(path), checkpointing=Checkpointing(write=written.append, every_steps=5))
     assert resumed.status == "complete"
     _same_fit(resumed, reference)
+
+
+@pytest.mark.parametrize("method,hyper", STEP_METHODS, ids=IDS)
+def test_resume_of_a_fit_of_members_equals_uninterrupted_fit(tmp_path, data_csv, method, hyper):
+    """A fit of two members (--members 2) stopped in member 1, written, read back and resumed: member 0 kept as
+    stored, member 1 continued from its state, the same bits as the fit never stopped."""
+    opts = DataOptions(path=str(data_csv), test_fraction=0.25)
+    kwargs = dict(_fit_kwargs(method, hyper), epochs=2, members=2)
+    reference = fit(opts, **kwargs)
+    n_steps = reference.config["n_steps"]
+    written, polls = [], []
+    stop_after = n_steps + 3  # the poll after global step g is number g + 1 (member 1 is not polled before its start)
+    with pytest.raises(Interrupted, match=f"interrupted at step 3 of {n_steps} of member 2 of 2$") as info:
+        fit(opts, **kwargs, checkpointing=Checkpointing(write=written.append, every_steps=5,
+                                                        stop=lambda: polls.append(1) or len(polls) > stop_after))
+    assert info.value.checkpointed
+    path = tmp_path / "ck.h5"
+    write_run(path, written[-1])
+    stored = read_run(path)
+    assert stored.state["scalars"]["member"] == 1 and stored.posterior.n_members == 2
+    resumed = resume(stored, str(path), checkpointing=Checkpointing(write=written.append, every_steps=5))
+    assert resumed.posterior.kind == "mixture" and resumed.status == "complete"
+    for a, b in zip(resumed.posterior.members, reference.posterior.members):
+        _same_fit(dataclasses.replace(resumed, posterior=a), dataclasses.replace(reference, posterior=b))
+    for name in reference.history:
+        if not name.endswith("seconds"):
+            np.testing.assert_array_equal(resumed.history[name], reference.history[name], err_msg=name)
+    assert resumed.metrics["train"] == reference.metrics["train"]
 
 
 def test_a_checkpoint_before_the_first_noise_update_reads_and_resumes(tmp_path, write_file):

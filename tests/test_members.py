@@ -261,3 +261,208 @@ def test_regression_scores_use_the_same_pooled_predictive(regression_mixture):
                for k, r in enumerate(_member_runs(run))]
     assert out["train"]["members"] == members
     assert out["train"]["neg_elbo_per_example"] == pytest.approx(np.mean(members), rel=1e-15)
+
+
+# ------------------------------------------------------------------------------------------------ training
+
+
+def _same_posterior(a, b):
+    """Identical posteriors, bit for bit (a mixture member by member, with its precisions)."""
+    assert type(a) is type(b)
+    for name, value in vars(a).items():
+        other = getattr(b, name)
+        if isinstance(value, tuple) and value and not isinstance(value[0], np.ndarray) and hasattr(value[0],
+                                                                                                  "mean"):
+            for x, z in zip(value, other, strict=True):
+                _same_posterior(x, z)
+        elif isinstance(value, tuple):
+            for x, z in zip(value, other, strict=True):
+                assert np.asarray(x).tobytes() == np.asarray(z).tobytes(), name
+        else:
+            assert np.asarray(value).tobytes() == np.asarray(other).tobytes(), name
+
+
+def _regression(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    return X, np.sin(X[:, 0]) + X[:, 1] + rng.normal(0, 0.2, n)
+
+
+FAST = dict(hidden=3, epochs=3, batch_size=8, eval_samples=12, seed=4)
+
+
+def test_one_member_is_the_fit_without_the_option_bit_for_bit():
+    import slangcli
+
+    X, y = _regression()
+    plain = slangcli.fit(X[:30], y[:30], X_test=X[30:], y_test=y[30:], **FAST)
+    one = slangcli.fit(X[:30], y[:30], X_test=X[30:], y_test=y[30:], members=1, **FAST)
+    _same_posterior(plain.posterior, one.posterior)
+    assert plain.posterior.kind == "lowrank" and plain.config["members"] == 1 and "member_seeds" not in plain.config
+    assert one.metrics["test"] == plain.metrics["test"] and one.metrics["train"] == plain.metrics["train"]
+    for name, values in plain.history.items():
+        if name != "seconds":
+            assert values.tobytes() == one.history[name].tobytes(), name
+    assert set(one.history) == set(plain.history)
+
+
+def test_members_are_whole_fits_from_their_own_seeds():
+    """Member 0 is the single fit; member k the single fit with --seed member_seed(seed, k), its own learned noise
+    precision included; the members differ."""
+    import slangcli
+    from slangcli.streams import member_seed
+
+    X, y = _regression()
+    three = slangcli.fit(X[:30], y[:30], X_test=X[30:], y_test=y[30:], members=3, **FAST)
+    post = three.posterior
+    assert post.kind == "mixture" and post.n_members == 3
+    assert three.config["members"] == 3
+    assert three.config["member_seeds"] == [4, member_seed(4, 1), member_seed(4, 2)]
+    assert len(set(three.config["member_seeds"])) == 3
+    for k in range(3):
+        alone = slangcli.fit(X[:30], y[:30], X_test=X[30:], y_test=y[30:], **{**FAST, "seed": member_seed(4, k)})
+        _same_posterior(post.members[k], alone.posterior)
+        assert post.noise_precision[k] == alone.model.noise_precision
+        assert post.prior_precision[k].tobytes() == alone.run.prior_precision.tobytes()
+        assert three.metrics["train"]["members"][k] == alone.metrics["train"]["neg_elbo_per_example"]
+        history = alone.history if k == 0 else {n[len(f"member{k}_"):]: v for n, v in three.history.items()
+                                                if n.startswith(f"member{k}_")}
+        assert history["nll"].tobytes() == (three.history if k == 0 else history)["nll"].tobytes()
+    assert not np.array_equal(post.members[0].mean, post.members[1].mean)
+    assert len(set(post.noise_precision.tolist())) == 3  # learned per member
+    assert three.model.noise_precision == post.noise_precision[0]
+    assert three.metrics["fit_seconds"] == pytest.approx(sum(three.metrics["member_seconds"]))
+
+
+@pytest.mark.parametrize("method", [name for name, m in __import__("slangcli.methods", fromlist=["METHODS"])
+                                    .METHODS.items() if not __import__("slangcli.methods.base", fromlist=["x"])
+                                    .is_solver(m)])
+def test_every_step_method_trains_members(method):
+    """Member 0 of every registered step method is its single fit; member 1 is another posterior of the same
+    kind."""
+    import slangcli
+
+    X, y = _regression(n=24)
+    hyper = {"rank": 1} if method in ("slang", "ktied") else {}
+    kw = dict(method=method, hidden=2, iterations=4, batch_size=8, eval_samples=4, seed=1, **hyper)
+    single = slangcli.fit(X, (y > 0).astype(int), **kw)
+    two = slangcli.fit(X, (y > 0).astype(int), members=2, **kw)
+    assert two.posterior.kind == "mixture"
+    _same_posterior(two.posterior.members[0], single.posterior)
+    assert type(two.posterior.members[1]) is type(single.posterior)
+    assert not np.array_equal(two.posterior.members[1].mean, single.posterior.mean)
+    assert two.predict_proba(X[:3], samples=4).shape == (3, 2)
+
+
+@pytest.mark.parametrize("values, says", [
+    ({"members": 0}, "--members must be a whole number >= 1, got 0"),
+    ({"members": 2, "method": "exact-full"},
+     "--members applies to the step methods: --method exact-full is solved in closed form, so every member would "
+     "be the same posterior"),
+    ({"members": 2, "method": "exact-mf"}, "--method exact-mf is solved in closed form"),
+])
+def test_bad_member_counts_are_refused(values, says):
+    from slangcli.errors import ConfigError
+    from slangcli.training.options import FitOptions
+
+    with pytest.raises(ConfigError, match=__import__("re").escape(says)):
+        FitOptions.of(**values)
+
+
+def test_with_restarts_each_member_is_the_best_of_its_own_restarts():
+    import slangcli
+    from slangcli.streams import member_seed
+    from slangcli.training.restarts import restart_seed
+
+    X, y = _regression()
+    fit = slangcli.fit(X, y, members=2, restarts=2, **{**FAST, "epochs": 2})
+    records = fit.config["restarts"]
+    assert isinstance(records, list) and len(records) == 2
+    for k, record in enumerate(records):
+        assert record["seeds"] == [restart_seed(member_seed(4, k), r) for r in range(2)]
+        alone = slangcli.fit(X, y, restarts=2, **{**FAST, "epochs": 2, "seed": member_seed(4, k)})
+        assert alone.config["restarts"] == {**record}
+        _same_posterior(fit.posterior.members[k], alone.posterior)
+
+
+def test_tune_chooses_once_and_every_member_trains_with_its_choice():
+    import slangcli
+
+    X, y = _regression()
+    kw = dict(FAST, epochs=2, tune="prior-precision", tune_folds=2, noise_precision=10.0)
+    single = slangcli.fit(X, y, **kw)
+    two = slangcli.fit(X, y, members=2, **kw)
+    assert two.config["tuning"] == single.config["tuning"]
+    assert two.config["prior_precision"] == single.config["prior_precision"]
+    _same_posterior(two.posterior.members[0], single.posterior)
+
+
+@pytest.fixture
+def regression_csv(tmp_path):
+    X, y = _regression(n=48, seed=7)
+    path = tmp_path / "reg.csv"
+    path.write_text("a,b,y\n" + "".join(f"{a:.10f},{b:.10f},{t:.10f}\n" for (a, b), t in zip(X, y)))
+    return path
+
+
+@pytest.mark.parametrize("stop_after", [5, 18, 19, 40], ids=["member-0", "member-end", "member-1", "member-2"])
+def test_an_interrupted_fit_of_members_resumes_to_the_same_bits(tmp_path, regression_csv, stop_after):
+    """A regression network that learns its noise precision, three members of 18 steps: stopped in member 0, at
+    the end of member 0 (the stop then comes after member 1's first step), in member 1 and in member 2."""
+    from slangcli.data.sources import DataOptions
+    from slangcli.errors import Interrupted
+    from slangcli.training.checkpoints import Checkpointing
+    from slangcli.training.fitting import fit, resume
+
+    opts = DataOptions(path=str(regression_csv), test_fraction=0.25)
+    kwargs = dict(hidden="3", batch_size=12, epochs=6, seed=2, eval_samples=10, members=3)
+    reference = fit(opts, **kwargs)
+    assert reference.config["n_steps"] == 18
+    written, polls = [], []
+    with pytest.raises(Interrupted) as info:
+        fit(opts, **kwargs, checkpointing=Checkpointing(write=written.append,
+                                                        stop=lambda: polls.append(1) or len(polls) > stop_after))
+    member, step = divmod(max(stop_after, 19) if stop_after == 18 else stop_after, 18)
+    assert str(info.value) == f"interrupted at step {step} of 18 of member {member + 1} of 3"
+    path = tmp_path / "ck.h5"
+    write_run(path, written[-1])
+    stored = read_run(path)
+    assert stored.posterior.n_members == member + 1 and stored.metrics["member"] == member
+    assert stored.model.noise_precision == stored.posterior.noise_precision[0]
+    resumed = resume(stored, str(path))
+    _same_posterior(resumed.posterior, reference.posterior)
+    assert resumed.metrics["test"] == reference.metrics["test"]
+    for name, values in reference.history.items():
+        if not name.endswith("seconds"):
+            assert resumed.history[name].tobytes() == values.tobytes(), name
+    assert resumed.model.noise_precision == reference.model.noise_precision
+    assert resumed.config == reference.config
+
+
+def test_a_checkpoint_of_members_without_its_record_is_refused(tmp_path, regression_csv):
+    from slangcli.data.sources import DataOptions
+    from slangcli.errors import Interrupted
+    from slangcli.training.checkpoints import Checkpointing
+    from slangcli.training.fitting import fit, resume
+
+    opts = DataOptions(path=str(regression_csv))
+    written, polls = [], []
+    with pytest.raises(Interrupted):
+        fit(opts, hidden="3", batch_size=12, epochs=2, members=2, eval_samples=4,
+            checkpointing=Checkpointing(write=written.append, stop=lambda: polls.append(1) or len(polls) > 8))
+    path = tmp_path / "ck.h5"
+    run = written[-1]
+    write_run(path, dataclasses.replace(run, metrics={k: v for k, v in run.metrics.items() if k != "member_seconds"}))
+    with pytest.raises(FormatError, match=r"ck\.h5: /metrics lacks 'member_seconds', the seconds of the 1 members "
+                                          r"done$"):
+        resume(read_run(path), str(path))
+    state = {"arrays": run.state["arrays"], "scalars": {**run.state["scalars"], "member": 2}}
+    write_run(path, dataclasses.replace(run, state=state))
+    with pytest.raises(FormatError, match=r"ck\.h5: /state attribute 'member' must be the member in progress, from "
+                                          r"0 to 1, got 2$"):
+        read_run(path)
+    state = {"arrays": run.state["arrays"], "scalars": {**run.state["scalars"], "member": 0}}
+    write_run(path, dataclasses.replace(run, state=state))
+    with pytest.raises(FormatError, match=r"ck\.h5: /posterior is a mixture of 2 members, but the checkpoint is at "
+                                          r"member 0 of 2 \(it holds members 0 to 0\)$"):
+        read_run(path)

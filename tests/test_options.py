@@ -101,7 +101,7 @@ def test_slangcli_fit_takes_the_declared_options_as_keywords():
 def test_the_estimators_take_the_declared_options_as_parameters(estimator, likelihood):
     expected = {"method": None, "hidden": (), "activation": "relu", "standardize": True, "prior_precision": 1.0,
                 "bias_prior_precision": 1e-5, "batch_size": None, "epochs": None, "random_state": None,
-                "predict_samples": 1000, "calibrate": None, "method_params": None}
+                "predict_samples": 1000, "calibrate": None, "members": 1, "method_params": None}
     if likelihood == "gaussian":
         expected["noise_precision"] = "auto"
     assert estimator().get_params() == expected

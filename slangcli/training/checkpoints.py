@@ -65,10 +65,12 @@ def schedule(options: FitOptions, every_steps: int | None, every_seconds: float 
     return {"every_steps": every_steps, "every_seconds": every_seconds or None}
 
 
-def writer(checkpointing: Checkpointing, plan: Plan, learner: learned.Learner, elapsed: float, started: float):
+def writer(checkpointing: Checkpointing, plan: Plan, learner: learned.Learner, elapsed: float, started: float,
+           wrap: Callable[[Run], Run] | None = None):
     """``train.run``'s ``after_step``: writes a snapshot when one is due (every ``every_steps`` steps or
     ``every_seconds`` seconds) or when ``checkpointing.stop()`` asks to stop, and returns that answer. ``elapsed``
-    are the fit's seconds before this run of the loop, which began at ``started`` (``time.perf_counter``)."""
+    are the fit's seconds before this run of the loop, which began at ``started`` (``time.perf_counter``).
+    ``wrap`` makes the run file of the snapshot (``slangcli.training.members``: with the members done)."""
     last_write = started
 
     def after_step(state, history) -> bool:
@@ -78,7 +80,8 @@ def writer(checkpointing: Checkpointing, plan: Plan, learner: learned.Learner, e
         due = (checkpointing.every_steps and state.t % checkpointing.every_steps == 0) or \
               (checkpointing.every_seconds and now - last_write >= checkpointing.every_seconds)
         if (due or stop) and state.t < plan.config["n_steps"]:
-            checkpointing.write(snapshot(plan, state, history, elapsed + now - started, learner))
+            run = snapshot(plan, state, history, elapsed + now - started, learner)
+            checkpointing.write(run if wrap is None else wrap(run))
             last_write = time.perf_counter()
         return stop
 

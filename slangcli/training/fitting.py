@@ -4,7 +4,9 @@ method or the solve of a solver, resuming a checkpoint, and the final scores of 
 Step methods train in ``slangcli.training.loop.run`` from a ``slangcli.training.plan.Plan``; checkpoints store the
 method's state (``slangcli.training.checkpoints``: :class:`Checkpointing` says when and how); a resumed fit equals, bit
 for bit, the fit that was never stopped, because every random stream is derived from the seed and the step. ``restarts >
-1`` fits from several seeds and keeps the lowest training -ELBO (``slangcli.training.restarts``).
+1`` fits from several seeds and keeps the lowest training -ELBO (``slangcli.training.restarts``); ``members > 1``
+trains that many posteriors from the one plan, each from its own seed, and keeps their equal-weight mixture
+(``slangcli.training.members``, which also trains the single posterior of every other step fit).
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ from slangcli.training import loop as train
 from slangcli.training import tuning
 from slangcli.training.checkpoints import Checkpointing
 from slangcli.training.options import AUTO, DEFAULT_MAX_STEPS, FitOptions, default_method, model_kind
-from slangcli.training.plan import Outcome, Plan, train_steps
-from slangcli.training.restarts import train_restarts
+from slangcli.training import members
+from slangcli.training.members import train_members, train_one
+from slangcli.training.plan import Outcome, Plan
 
 
 def fit(opts: DataOptions, options: FitOptions | None = None, *, notify: Callable[[str], None] = lambda msg: None,
@@ -280,9 +283,10 @@ def _fit_prepared(prepared: Prepared, options: FitOptions, *, notify: Callable[[
     planned = plan(prepared, options, command=command, notify=notify, stop=stop, map_jobs=map_jobs)
     if is_solver(planned.module):
         return _finish(planned, _solve(planned))
-    if options.restarts > 1:
-        return _finish(planned, train_restarts(planned, options.restarts, progress, notify, map_jobs))
-    return _train(planned, None, None, 0.0, progress, checkpointing)
+    outcome = train_members(planned, options.members, restarts=options.restarts, progress=progress, notify=notify,
+                            checkpointing=checkpointing, map_jobs=map_jobs)
+    with _urgent(checkpointing, "scoring the fitted posterior"):
+        return _finish(planned, outcome)
 
 
 def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None,
@@ -342,7 +346,10 @@ def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None
                               "prior_precision": options.prior_precision}, **learn},
         "eval_samples": options.eval_samples,
         "tuning": tuned,
-        "restarts": None,  # with restarts > 1: their seeds, training -ELBO and the one kept
+        "restarts": None,  # with restarts > 1: their seeds, training -ELBO and the one kept (a list, per member)
+        # --members: how many posteriors, and with more than one their training seeds (slangcli.training.members)
+        "members": options.members,
+        **({"member_seeds": members.member_seeds(options.seed, options.members)} if options.members > 1 else {}),
         "snr": {"every": options.snr_every, "draws": options.snr_draws} if options.snr_every else None,
         "model": {"sizes": list(model.sizes), "activation": model.activation, "likelihood": model.likelihood,
                   "noise_precision": model.noise_precision},
@@ -474,39 +481,39 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
                             "(sha256 differs); cannot resume")
     if prepared.X_train.shape[1] != run.model.sizes[0]:
         raise DataError(f"{run_name}: the training data no longer have {run.model.sizes[0]} feature columns")
-    problem = Problem(run.model, run.prior_precision, len(prepared.X_train))
     # the provenance as first recorded (including notes such as a widened width)
     prepared = replace(prepared, data=run.data)
     flags = config.get("learned") or {}
-    planned = Plan(method, module, hyper_obj, run.model, problem, prepared, config, run.command,
-                   bool(flags.get("noise_precision")), bool(flags.get("prior_precision")))
-    state, history, learner = checkpoints.restore(run, run_name, planned)
+    K = config.get("members", 1)
+    # a single fit continues from the precisions in force (the run's model and prior); a fit of several members
+    # starts every member after the one in progress from the plan's, which its config records
+    model, prior = (run.model, run.prior_precision) if K == 1 else _planned_precisions(run, run_name)
+    planned = Plan(method, module, hyper_obj, model, Problem(model, prior, len(prepared.X_train)), prepared, config,
+                   run.command, bool(flags.get("noise_precision")), bool(flags.get("prior_precision")))
     with _naming_magnitude(prepared):
-        return _train(planned, state, history, float(run.metrics.get("fit_seconds", 0.0)), progress,
-                      checkpointing, learner)
+        if K == 1:
+            state, history, learner = checkpoints.restore(run, run_name, planned)
+            outcome = train_one(planned, config["seed"], state=state, history=history, learner=learner,
+                                elapsed=float(run.metrics.get("fit_seconds", 0.0)), progress=progress,
+                                checkpointing=checkpointing)
+        else:
+            outcome = train_members(planned, K, progress=progress, notify=notify, checkpointing=checkpointing,
+                                    resumed=members.restore(run, run_name, planned))
+        with _urgent(checkpointing, "scoring the fitted posterior"):
+            return _finish(planned, outcome)
 
 
-def _train(planned: Plan, state, history, elapsed: float, progress, checkpointing: Checkpointing | None,
-           learner: learned.Learner | None = None) -> Run:
-    """Train a step method from ``state`` (None: fresh) to the planned last step, writing checkpoints as
-    ``checkpointing`` asks, then score it."""
-    cfg = planned.config
-    learner = learner or planned.learner()
-    started = time.perf_counter()
-    first_step = 0 if state is None else state.t
-    after_step = None if checkpointing is None else checkpoints.writer(checkpointing, planned, learner, elapsed,
-                                                                        started)
-    stopped = checkpointing is not None and checkpointing.stop()
-    if not stopped:
-        state, history = train_steps(planned, learner, seed=cfg["seed"], state=state, history=history,
-                                     progress=progress, after_step=after_step)
-    if stopped or state.t < cfg["n_steps"]:
-        step = first_step if state is None else state.t
-        raise Interrupted(step, cfg["n_steps"], checkpointed=step > first_step)
-    outcome = Outcome(planned.module.posterior(state), {**history.as_arrays(), **learner.history()}, int(state.t),
-                      elapsed + time.perf_counter() - started, learner.problem)
-    with _urgent(checkpointing, "scoring the fitted posterior"):
-        return _finish(planned, outcome)
+def _planned_precisions(run: Run, run_name: str) -> tuple:
+    """The model and prior precisions a checkpointed fit's plan started from (its config's ``model``
+    ``noise_precision``, ``prior_precision`` and ``bias_prior_precision``, as :func:`plan` made them)."""
+    config = run.config
+    values = ((config.get("model") or {}).get("noise_precision"), config.get("prior_precision"),
+              config.get("bias_prior_precision"))
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf") for v in values):
+        raise FormatError(f"{run_name}: / attribute 'config' lacks the precisions the fit started from "
+                          "('model' 'noise_precision', 'prior_precision', 'bias_prior_precision': positive numbers)")
+    model = replace(run.model, noise_precision=float(values[0]))
+    return model, model.prior_precision(float(values[1]), float(values[2]))
 
 
 def _urgent(checkpointing: Checkpointing | None, what: str):
@@ -536,6 +543,8 @@ def _finish(planned: Plan, outcome: Outcome) -> Run:
                    target_mean=target_mean)
     scores["fit_seconds"] = outcome.fit_seconds
     scores["steps"] = int(outcome.steps)
+    if outcome.members is not None:
+        scores["member_seconds"] = outcome.members["fit_seconds"]
     if outcome.solver is not None:
         scores["solver"] = outcome.solver
     return Run(model=problem.model, prior_precision=problem.prior_precision, posterior=outcome.posterior,

@@ -136,6 +136,9 @@ class FitOptions:
                                      applied="the fit's own length")
     restarts: int = option(1, "Fit this many times from different seeds and keep the fit with the lowest training "
                            "-ELBO (step methods, without checkpoints).", kind="count", least=1, estimator=None)
+    members: int = option(1, "Fit this many posteriors and keep their equal-weight mixture, which every command "
+                          "predicts with (step methods): member 0 from --seed, member k from a seed derived from "
+                          "--seed and k; each a whole fit, with its own --restarts.", kind="count", least=1)
     tune_rounds: int | None = option(None, "Score --tune candidates on the first N folds only.", kind="count",
                                      least=1, estimator=None, applied="all")
     # (split conformal prediction, slangcli.predictive.conformal: the held-out rows' scores are stored in the run)
@@ -235,6 +238,9 @@ class FitOptions:
             raise ConfigError(f"--tune applies to the step methods, not to --method {method}")
         if self.restarts > 1 and solver:
             raise ConfigError("--restarts applies to step methods fitted without checkpoints")
+        if self.members > 1 and solver:
+            raise ConfigError(f"--members applies to the step methods: --method {method} is solved in closed form, "
+                              "so every member would be the same posterior")
         if self.tune_rounds is not None and not self.tune_rounds <= self.tune_folds:
             raise ConfigError(f"--tune-rounds must be between 1 and --tune-folds ({self.tune_folds}), got "
                               f"{self.tune_rounds}")

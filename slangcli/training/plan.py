@@ -55,8 +55,8 @@ def snr_options(cfg) -> dict:
 @dataclass(frozen=True)
 class Outcome:
     """What a plan's training or solve gave: the posterior, its history (arrays by name), the steps (or solver
-    iterations) and seconds it took, the problem it ended with (learned precisions as they ended), and the
-    solver's or the restarts' record when there is one."""
+    iterations) and seconds it took, the problem it ended with (learned precisions as they ended; member 0's for a
+    mixture of members), and the solver's, the restarts' or the members' record when there is one."""
 
     posterior: object
     history: dict
@@ -64,7 +64,8 @@ class Outcome:
     fit_seconds: float
     problem: Problem
     solver: dict | None = None
-    restarts: dict | None = None
+    restarts: dict | list | None = None  # a list of the members' records for a fit of several members
+    members: dict | None = None  # a fit of several members: their "seeds" and "fit_seconds"
 
 
 def train_steps(plan: Plan, learner: learned.Learner, *, seed: int, state=None, history=None, progress=None,
