@@ -37,7 +37,7 @@ from slangcli.data.sources import DataOptions, transform, with_target
 from slangcli.declare import check_value
 from slangcli.errors import DataError, DataTypeError
 from slangcli.predictive.evaluation import Predictions as _Predictions, predict_arrays, score
-from slangcli.predictive.metrics import check_draws, weight_samples
+from slangcli.predictive.metrics import check_draws, draw_parts, weight_samples
 from slangcli.runfile.io import POSTERIOR_NAMES, Run, read_run, write_run
 from slangcli.runfile.provenance import meta
 from slangcli.training.fitting import fit_prepared
@@ -401,7 +401,8 @@ class FitResult:
     """A fitted posterior with its model, data preparation, history and metrics (one run file's contents).
 
     Attributes: ``run`` (the :class:`slangcli.runfile.io.Run` a run file holds), and from it ``posterior`` (its ``mean``
-    and ``marginal_variances()``), ``model``, ``metrics``, ``history``, ``config``, ``classes`` (label values of a
+    and ``marginal_variances()``; a fit with ``members > 1`` has a ``MixtureGaussian``, whose ``members`` are the
+    posteriors and ``noise_precision`` their noise precisions), ``model`` (member 0's, for a mixture), ``metrics``, ``history``, ``config``, ``classes`` (label values of a
     classifier), ``feature_names`` and ``n_features``.
     """
 
@@ -435,7 +436,10 @@ class FitResult:
 
     def __repr__(self) -> str:
         where = f" from {self.path}" if self.path else ""
-        return (f"<FitResult{where}: {self.config.get('method')} {self.posterior.kind} posterior, "
+        kind = self.posterior.kind
+        if kind == "mixture":
+            kind = f"mixture of {self.posterior.n_members} {self.posterior.members[0].kind}"
+        return (f"<FitResult{where}: {self.config.get('method')} {kind} posterior, "
                 f"{self.model.likelihood} model {'-'.join(map(str, self.model.sizes))}, "
                 f"{self.model.n_params} parameters>")
 
@@ -513,16 +517,20 @@ class FitResult:
 
     def sample(self, n: int, *, seed: int = 0) -> np.ndarray:
         """``n`` parameter vectors ``theta ~ q`` as rows ``(n, D)``: the draws behind :meth:`predict` with the same
-        ``seed`` (the flat layout is ``model.layout``)."""
+        ``seed`` (the flat layout is ``model.layout``). A mixture of K posteriors (``members``) gives its members'
+        draws one member after the other, ``ceil(n / K)`` each as :meth:`predict` draws them, the last member's cut
+        to make ``n``."""
         if not int(n) >= 1:
             raise DataError(f"n must be >= 1, got {n}")
         n, D = int(n), self.model.n_params
         check_draws(n, D, f"n = {n}")  # before any is drawn: 10**10 draws grew memory until the system gave out
         out = np.empty((n, D))
         at = 0
-        for theta in weight_samples(self.posterior, seed, n):
-            out[at : at + len(theta)] = theta
-            at += len(theta)
+        for part, _, part_seed, part_samples in draw_parts(self.posterior, self.model, seed, n):
+            for theta in weight_samples(part, part_seed, part_samples):
+                take = min(len(theta), n - at)
+                out[at : at + take] = theta[:take]
+                at += take
         return out
 
     def compress(self, rank: int) -> FitResult:
@@ -530,7 +538,8 @@ class FitResult:
         compress``).
 
         Its provenance names the run file this result was loaded from or saved to (as an absolute path, like
-        ``slang compress``), if any, but no sha256: what is compressed is the posterior in memory, not a file.
+        ``slang compress``), if any, but no sha256: what is compressed is the posterior in memory, not a file. A
+        mixture (``members``) is compressed member by member.
         """
         path = os.path.abspath(self.path) if self.path else None
         source = {"path": path, "sha256": None, "posterior": POSTERIOR_NAMES[type(self.posterior)],

@@ -253,6 +253,9 @@ class SLANGClassifier(_SLANGEstimator):
         The method's own hyperparameters, e.g. ``{"rank": 10, "samples": 4}`` (``slang fit --help`` lists them).
     predict_samples : int
         Monte-Carlo weight samples of the predictive (logistic regression uses exact quadrature).
+    members : int
+        Posteriors fitted (default 1): with K > 1, K fits from seeds derived from ``random_state`` and their
+        equal-weight mixture, with which every prediction is made (``slang fit --members``).
     random_state : int, NumPy generator or None
         Seed of the fit and of the predictive's samples (None: 0).
 

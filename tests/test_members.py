@@ -5,6 +5,7 @@ fit, bit for bit; the others differ), and every command on a mixture file."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import h5py
 import numpy as np
@@ -12,6 +13,8 @@ import pytest
 
 from slangcli.errors import FormatError
 from slangcli.gaussian.posteriors import DiagonalGaussian, MixtureGaussian
+from slangcli.methods import METHODS
+from slangcli.methods.base import is_solver
 from slangcli.runfile.io import read_run, write_run
 
 
@@ -334,9 +337,7 @@ def test_members_are_whole_fits_from_their_own_seeds():
     assert three.metrics["fit_seconds"] == pytest.approx(sum(three.metrics["member_seconds"]))
 
 
-@pytest.mark.parametrize("method", [name for name, m in __import__("slangcli.methods", fromlist=["METHODS"])
-                                    .METHODS.items() if not __import__("slangcli.methods.base", fromlist=["x"])
-                                    .is_solver(m)])
+@pytest.mark.parametrize("method", [name for name, m in METHODS.items() if not is_solver(m)])
 def test_every_step_method_trains_members(method):
     """Member 0 of every registered step method is its single fit; member 1 is another posterior of the same
     kind."""
@@ -365,7 +366,7 @@ def test_bad_member_counts_are_refused(values, says):
     from slangcli.errors import ConfigError
     from slangcli.training.options import FitOptions
 
-    with pytest.raises(ConfigError, match=__import__("re").escape(says)):
+    with pytest.raises(ConfigError, match=re.escape(says)):
         FitOptions.of(**values)
 
 
@@ -466,3 +467,202 @@ def test_a_checkpoint_of_members_without_its_record_is_refused(tmp_path, regress
     with pytest.raises(FormatError, match=r"ck\.h5: /posterior is a mixture of 2 members, but the checkpoint is at "
                                           r"member 0 of 2 \(it holds members 0 to 0\)$"):
         read_run(path)
+
+
+# ------------------------------------------------------------------------------------------------ every command
+
+
+@pytest.fixture(scope="module")
+def mixture_cli(tmp_path_factory):
+    """``slang fit --members 3`` of a small regression network, and a single fit of the same data, as files."""
+    from click.testing import CliRunner
+
+    from slangcli.cli import main
+
+    directory = tmp_path_factory.mktemp("members")
+    X, y = _regression(n=48, seed=9)
+    data = directory / "reg.csv"
+    data.write_text("a,b,y\n" + "".join(f"{a:.10f},{b:.10f},{t:.10f}\n" for (a, b), t in zip(X, y)))
+    common = [str(data), "--hidden", "3", "--epochs", "3", "--batch-size", "12", "--test-fraction", "0.25",
+              "--eval-samples", "30"]
+    for name, extra in (("mix.h5", ["--members", "3"]), ("one.h5", [])):
+        done = CliRunner().invoke(main, ["fit", *common, *extra, "-o", str(directory / name)])
+        assert done.exit_code == 0, done.output
+    return directory
+
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from slangcli.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_slang_fit_reports_its_members(tmp_path, mixture_cli):
+    done = _cli("fit", mixture_cli / "reg.csv", "--hidden", "3", "--epochs", "3", "--batch-size", "12",
+                "--test-fraction", "0.25", "--eval-samples", "30", "--members", "3", "-o", tmp_path / "again.h5",
+                "--json")
+    assert done.exit_code == 0, done.output
+    assert "member 3 of 3 (seed " in done.stderr and "3 members of 9 steps" in done.stderr
+    assert "-ELBO / N, mean of 3 members" in done.stderr
+    import json
+
+    out = json.loads(done.stdout)
+    assert out["config"]["members"] == 3 and len(out["config"]["member_seeds"]) == 3
+    # the same command, the same bits
+    _same_posterior(read_run(tmp_path / "again.h5").posterior, read_run(mixture_cli / "mix.h5").posterior)
+
+
+def test_evaluate_and_predict_use_the_mixture(mixture_cli):
+    import json
+
+    run = read_run(mixture_cli / "mix.h5")
+    done = _cli("evaluate", mixture_cli / "mix.h5", "--samples", "30", "--json")
+    assert done.exit_code == 0, done.output
+    scores = json.loads(done.stdout)["metrics"]
+    # evaluate's scores of the run's own test data with the fit's samples and seed are the fit's
+    assert scores["test"] == run.metrics["test"] and scores["train"] == run.metrics["train"]
+    assert len(scores["train"]["members"]) == 3
+    out = mixture_cli / "p.csv"
+    done = _cli("predict", mixture_cli / "mix.h5", mixture_cli / "reg.csv", "-o", out, "--samples", "30")
+    assert done.exit_code == 0, done.output
+    import csv
+
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 48
+    from slangcli.api import load
+
+    direct = load(mixture_cli / "mix.h5").predict(np.loadtxt(mixture_cli / "reg.csv", delimiter=",", skiprows=1)
+                                                  [:, :2], samples=30)
+    np.testing.assert_allclose([float(r["mean"]) for r in rows], direct.mean, rtol=1e-10)
+    np.testing.assert_allclose([float(r["std_epistemic"]) for r in rows], direct.std_epistemic, rtol=1e-10)
+
+
+def test_inspect_says_it_is_a_mixture_of_members(mixture_cli):
+    import json
+
+    done = _cli("inspect", mixture_cli / "mix.h5")
+    assert done.exit_code == 0, done.output
+    assert "posterior  mixture of 3 members (equal weights, --members), D = 13" in done.stderr
+    for k in range(3):
+        assert f"  member {k}  lowrank-gaussian, mean (13,), U (13, 5), d (13,); noise precision " in done.stderr
+    summary = json.loads(_cli("inspect", mixture_cli / "mix.h5", "--json").stdout)["posterior"]
+    assert summary["type"] == "mixture" and [m["type"] for m in summary["members"]] == ["lowrank-gaussian"] * 3
+    assert summary["noise_precision"] == read_run(mixture_cli / "mix.h5").posterior.noise_precision.tolist()
+
+
+def test_compress_compresses_every_member(mixture_cli, tmp_path):
+    from slangcli.compress import ktied
+
+    done = _cli("compress", mixture_cli / "mix.h5", "-k", "1", "-o", tmp_path / "c.h5", "--evaluate",
+                "--samples", "30")
+    assert done.exit_code == 0, done.output
+    assert "member 0 of a mixture of 3" in done.stderr
+    source, out = read_run(mixture_cli / "mix.h5"), read_run(tmp_path / "c.h5")
+    assert out.posterior.kind == "mixture" and [m.kind for m in out.posterior.members] == ["ktied"] * 3
+    for member, original in zip(out.posterior.members, source.posterior.members):
+        _same_posterior(member, ktied.compress(original, source.model, 1)[0])
+    assert out.posterior.noise_precision.tobytes() == source.posterior.noise_precision.tobytes()
+    assert len(out.compression["member_layers"]) == 3 and "member2_singular_values_0" in out.compression_arrays
+    assert out.compression["params_before"] == source.posterior.n_variational_params()
+    assert _cli("evaluate", tmp_path / "c.h5", "--samples", "10").exit_code == 0
+
+
+@pytest.mark.parametrize("kind", ["training", "calibration", "spectrum"])
+def test_plot_draws_what_reads_a_mixture(mixture_cli, tmp_path, kind):
+    pytest.importorskip("matplotlib")
+    done = _cli("plot", mixture_cli / "mix.h5", "--kind", kind, "-o", tmp_path / f"{kind}.png", "--samples", "30")
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / f"{kind}.png").stat().st_size > 0
+
+
+def test_the_figures_say_whose_curve_and_spectrum_they_show(mixture_cli):
+    from slangcli.plot import plotdata
+
+    run = read_run(mixture_cli / "mix.h5")
+    assert plotdata.training_curve(run, "x", "mix.h5").label == "x (member 0 of 3)"
+    spectrum = plotdata.spectrum(run, "x", "mix.h5")
+    alone = plotdata.spectrum(_member_runs(run)[0], "x", "mix.h5")
+    assert spectrum.label == "x (member 0 of 3)"
+    for a, b in zip(spectrum.explained, alone.explained):
+        np.testing.assert_array_equal(a, b)
+    assert plotdata.method_label(run) == "SLANG L = 5, 3 members"
+    assert plotdata.run_parameters(run)["members"] == 3
+
+
+@pytest.mark.parametrize("command", [
+    ["evaluate", "mix.h5", "--reference", "one.h5"],
+    ["evaluate", "one.h5", "--reference", "mix.h5"],
+    ["plot", "mix.h5", "--kind", "posterior", "--reference", "one.h5", "-o", "p.png"],
+    ["plot", "one.h5", "--kind", "posterior", "--reference", "mix.h5", "-o", "p.png"],
+], ids=["evaluate-run", "evaluate-reference", "plot-run", "plot-reference"])
+def test_a_mixture_is_refused_where_a_kl_divergence_is_asked_for(mixture_cli, command, monkeypatch):
+    monkeypatch.chdir(mixture_cli)
+    done = _cli(*command)
+    assert done.exit_code == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("slang: error: mix.h5: a mixture of 3 posteriors (--members) "
+                                                   "cannot be ")
+    assert "a mixture's has no closed form" in lines[0]
+    assert not (mixture_cli / "p.png").exists()
+
+
+def test_a_closed_form_method_refuses_members_on_the_command_line(mixture_cli, tmp_path):
+    done = _cli("fit", mixture_cli / "reg.csv", "--method", "exact-mf", "--members", "2", "-o", tmp_path / "x.h5")
+    assert done.exit_code == 2 and not (tmp_path / "x.h5").exists()
+    assert done.stderr.strip().splitlines()[-1] == (
+        "slang: error: --members applies to the step methods: --method exact-mf is solved in closed form, so every "
+        "member would be the same posterior")
+    done = _cli("fit", mixture_cli / "reg.csv", "--members", "0", "-o", tmp_path / "x.h5")
+    assert done.exit_code == 2 and "--members" in done.stderr and not (tmp_path / "x.h5").exists()
+
+
+def test_the_python_api_and_the_estimators_predict_with_the_mixture(mixture_cli):
+    import slangcli
+    from slangcli import SLANGClassifier, SLANGRegressor
+    from slangcli.streams import member_seed
+
+    result = slangcli.load(mixture_cli / "mix.h5")
+    assert repr(result).endswith("slang mixture of 3 lowrank posterior, gaussian model 2-3-1, 13 parameters>")
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    p = result.predict(X, samples=12, seed=1)
+    assert p.std.shape == (6,) and (p.std_epistemic > 0).all()
+    # the draws behind predict: member after member, ceil(12 / 3) each
+    theta = result.sample(12, seed=1)
+    members = [slangcli.FitResult(r).sample(4, seed=member_seed(1, k)) for k, r in enumerate(_member_runs(result.run))]
+    np.testing.assert_array_equal(theta, np.concatenate(members))
+    assert result.sample(7, seed=1).shape == (7, 13)
+    compressed = result.compress(1)
+    assert compressed.posterior.kind == "mixture" and compressed.posterior.members[2].kind == "ktied"
+
+    X, y = _regression(n=40, seed=2)
+    regressor = SLANGRegressor(hidden=(3,), epochs=2, batch_size=10, members=2, predict_samples=10).fit(X, y)
+    assert regressor.get_params()["members"] == 2 and regressor.result_.posterior.n_members == 2
+    mean, std = regressor.predict(X[:5], return_std=True)
+    assert mean.shape == std.shape == (5,) and (std > 0).all()
+    assert regressor.set_params(members=1).fit(X, y).result_.posterior.kind == "lowrank"
+    classifier = SLANGClassifier(hidden=(3,), epochs=2, batch_size=10, members=3, predict_samples=9).fit(X, y > 0)
+    probabilities = classifier.predict_proba(X[:4])
+    assert probabilities.shape == (4, 2)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-12)
+    assert classifier.result_.posterior.n_members == 3
+
+
+def test_a_sweep_varies_members(tmp_path, mixture_cli):
+    from slangcli.sweep import make_task, points_of, run_fit
+    from slangcli.sweep.grid import parameters
+
+    assert parameters()["members"].kind == "int" and parameters()["members"].default == 1
+    points = points_of([{"data": str(mixture_cli / "reg.csv"), "members": "1,2", "epochs": "2", "hidden": "3",
+                         "batch-size": "12", "eval-samples": "8"}])
+    assert [p.params.get("members") for p in points] == ["1", "2"]
+    # (the default is left out of a fit's arguments, and of its run file's name)
+    assert "--members" not in points[0].args
+    at = points[1].args.index("--members")
+    assert points[1].args[at + 1] == "2" and "members" in points[1].name
+    for p in points:
+        record = run_fit(make_task(p, str(tmp_path / p.name)))
+        assert record["status"] == "complete", record
+    kinds = [read_run(tmp_path / p.name).posterior.kind for p in points]
+    assert kinds == ["lowrank", "mixture"]

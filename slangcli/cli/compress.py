@@ -23,10 +23,11 @@ def _bar(fraction: float) -> str:
     return SPARK[min(len(SPARK) - 1, int(round(fraction * (len(SPARK) - 1))))]
 
 
-def spectrum_table(layers) -> Table:
+def spectrum_table(layers, members: int = 1) -> Table:
     """Explained variance per singular value of each weight matrix: the first ones in percent, and a sparkline
-    of the first SHOWN (one character each, full height = 100 %)."""
-    table = Table(title="explained variance per singular value of the posterior standard deviations",
+    of the first SHOWN (one character each, full height = 100 %); a mixture's member 0's (of ``members``)."""
+    which = f" (member 0 of a mixture of {members}; every member's is in the files)" if members > 1 else ""
+    table = Table(title=f"explained variance per singular value of the posterior standard deviations{which}",
                   title_justify="left", header_style="bold")
     for name in ("layer", "m x n", "1", "2", "3", f"first {SHOWN}"):
         table.add_column(name, justify="left" if name in ("layer", f"first {SHOWN}") else "right", no_wrap=True)
@@ -63,7 +64,8 @@ def results_table(source: dict, results) -> Table:
     for r in results:
         after = r.run.compression["params_after"]
         table.add_row(str(r.rank), str(after), f"{100 * after / source['params']:.1f}",
-                      f"{max(c.relative_error for c in r.layers):.3g}", str(sum(c.n_floored for c in r.layers)),
+                      f"{max(c.relative_error for c in r.all_layers):.3g}",
+                      str(sum(c.n_floored for c in r.all_layers)),
                       *score_cells(r.scores or {}))
     return table
 
@@ -89,7 +91,7 @@ def compress(run_file, ranks, output, evaluate, samples, seed, as_json):
     deviations unchanged.
 
     Mean-field posteriors use their standard deviations, SLANG and full Gaussians their marginal standard
-    deviations. Each output records the source's sha256, the explained variance of every singular value, the
+    deviations. A mixture of posteriors (slang fit --members) is compressed member by member. Each output records the source's sha256, the explained variance of every singular value, the
     relative reconstruction error per layer, and the variational parameter counts before and after.
     """
     rank_list = parse_ranks(ranks)
@@ -105,7 +107,7 @@ def compress(run_file, ranks, output, evaluate, samples, seed, as_json):
     source, results = compress_run(run, run_file, rank_list, outputs, evaluate=evaluate, samples=samples, seed=seed,
                                    command=invocation(), notify=note)
     write_runs([(r.path, r.run) for r in results])
-    stderr.print(spectrum_table(results[0].layers))
+    stderr.print(spectrum_table(results[0].layers, len(results[0].member_layers or [None])))
     stderr.print(results_table(source, results))
     if as_json:
         spectrum = [{"layer": l + 1, "shape": list(c.shape), "singular_values": c.singular_values,

@@ -235,6 +235,8 @@ def _resume(path: str, checkpoint: dict, progress, as_json) -> None:
 def _report(output: str, run, as_json: bool) -> None:
     m = run.metrics
     done = f"{m['steps']} L-BFGS iterations" if "solver" in m else f"{m['steps']} steps"
+    if run.config.get("members", 1) > 1:
+        done = f"{run.config['members']} members of {done}"
     metrics_table(f"{output}: {run.config['method']}, {done} in {m['fit_seconds']:.1f} s", metric_rows(m))
     if as_json:
         out = {"output": output, "metrics": {k: m[k] for k in ("test", "train") if k in m},

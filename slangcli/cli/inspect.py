@@ -21,9 +21,19 @@ def _shape(value):
     return list(np.shape(value))
 
 
+def _posterior(post) -> dict:
+    """A posterior's kind (its encoding-type), parameter count and array shapes; a mixture's members each so."""
+    members = getattr(post, "members", None)
+    arrays = {f.name: _shape(getattr(post, f.name)) for f in dataclasses.fields(post)
+              if f.name not in ("sizes", "members")}
+    out = {"type": POSTERIOR_NAMES[type(post)], "n_params": int(post.mean.size), "arrays": arrays}
+    if members is not None:
+        out["members"] = [_posterior(m) for m in members]
+        out["noise_precision"] = [float(v) for v in post.noise_precision]
+    return out
+
+
 def summary(run, path) -> dict:
-    post = run.posterior
-    arrays = {f.name: _shape(getattr(post, f.name)) for f in dataclasses.fields(post) if f.name != "sizes"}
     hist = run.history
     return {
         "file": path,
@@ -31,7 +41,7 @@ def summary(run, path) -> dict:
         "created": run.meta["created"],
         "command": run.command,
         "method": run.config.get("method"),
-        "posterior": {"type": POSTERIOR_NAMES[type(post)], "n_params": int(post.mean.size), "arrays": arrays},
+        "posterior": _posterior(run.posterior),
         "model": {"sizes": list(run.model.sizes), "activation": run.model.activation,
                   "likelihood": run.model.likelihood},
         "config": run.config,
@@ -62,6 +72,19 @@ def _calibration(calibration: dict) -> dict | None:
 # the nonconformity scores in words
 _SCORE_TEXT = {conformal.SCORES["regression"]: "|y - mean| / std_total",
                conformal.SCORES["classification"]: "1 - p(true class)"}
+
+
+def _posterior_lines(p: dict, likelihood: str) -> list[str]:
+    """``posterior  lowrank-gaussian, D = 41, mean (41,), ...``; a mixture on one line, then one per member (with
+    its noise precision for a regression)."""
+    shapes = ", ".join(f"{k} {_shape_text(v)}" for k, v in p["arrays"].items())
+    if "members" not in p:
+        return [f"posterior  {p['type']}, D = {p['n_params']}, {shapes}"]
+    lines = [f"posterior  mixture of {len(p['members'])} members (equal weights, --members), D = {p['n_params']}"]
+    for k, (m, tau) in enumerate(zip(p["members"], p["noise_precision"])):
+        lines.append(f"  member {k}  {m['type']}, " + ", ".join(f"{n} {_shape_text(v)}" for n, v in m["arrays"].items())
+                     + (f"; noise precision {tau:.4g}" if likelihood == "gaussian" else ""))
+    return lines
 
 
 def _shape_text(shape) -> str:
@@ -113,15 +136,16 @@ def inspect(run_file, as_json):
         f"[bold]{run_file}[/bold]  (slang {s['slang_version']}, {s['created']})",
         f"command    {' '.join(s['command']) or '(none: made in Python)'}",
         f"method     {s['method']}  {c.get('hyper', {})}",
-        f"posterior  {s['posterior']['type']}, D = {s['posterior']['n_params']}, "
-        + ", ".join(f"{k} {_shape_text(v)}" for k, v in s["posterior"]["arrays"].items()),
+        *_posterior_lines(s["posterior"], s["model"]["likelihood"]),
         f"model      sizes {tuple(s['model']['sizes'])}, {s['model']['activation']} hidden units, "
         f"{s['model']['likelihood']} likelihood",
         f"prior      precision {c.get('prior_precision')}, bias {c.get('bias_prior_precision')}",
         (f"training   solved by L-BFGS: {m['solver']['iterations']} iterations, largest gradient component "
          f"{m['solver']['grad_max']:.2g} (tol {m['solver']['tol']:g})" if "solver" in m else
          f"training   {c.get('n_steps')} steps, batch {c.get('batch_size')}, seed {c.get('seed')}, "
-         f"{s['history']['epochs']} epochs recorded"),
+         f"{s['history']['epochs']} epochs recorded"
+         + (f"; {c['members']} members, seeds {', '.join(map(str, c.get('member_seeds', [])))}"
+            if c.get("members", 1) > 1 else "")),
         f"train data {d['train']['path'] or 'arrays from Python'}  "
         + (f"sha256 {d['train']['sha256'][:16]}…  " if d["train"].get("sha256") else "")
         + f"{d['train']['rows']} rows x {d['train']['features']} features ({d['train']['format']})"
@@ -158,7 +182,8 @@ def inspect(run_file, as_json):
     if not m:
         lines.append("metrics    none stored (slang evaluate scores this run)")
     if run.status == "checkpoint":
-        lines.append(f"[bold]status     checkpoint at step {m.get('steps')} of {m.get('n_steps')}[/bold] "
+        member = f" of member {m['member'] + 1} of {m['members']}" if "member" in m else ""
+        lines.append(f"[bold]status     checkpoint at step {m.get('steps')} of {m.get('n_steps')}{member}[/bold] "
                      f"({m.get('fit_seconds', 0.0):.1f} s so far); continue with: slang fit --resume {run_file}")
     for line in lines:
         stderr.print(line, markup=True)

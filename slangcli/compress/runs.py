@@ -12,6 +12,7 @@ from slangcli.compress import ktied as compression
 from slangcli.data.readers import ARRAYS
 from slangcli.data.readers import sha256_file
 from slangcli.errors import ConfigError, DataError
+from slangcli.gaussian.posteriors import is_mixture
 from slangcli.predictive.evaluation import _scoring_data, check_finite, computing_with, score
 from slangcli.runfile.io import POSTERIOR_NAMES, Run
 from slangcli.runfile.provenance import meta
@@ -40,36 +41,54 @@ def rank_outputs(output: str, ranks: list[int]) -> list[str]:
 
 @dataclass
 class Compressed:
-    """One compressed posterior: its rank, where it goes, the run to write, each layer's compression and, when
-    asked, its scores (``predictive.evaluation.score``)."""
+    """One compressed posterior: its rank, where it goes, the run to write, each layer's compression (a mixture's
+    member 0's; ``member_layers``, every member's) and, when asked, its scores (``predictive.evaluation.score``)."""
 
     rank: int
     path: str
     run: Run
     layers: list
     scores: dict | None = None
+    member_layers: list | None = None
+
+    @property
+    def all_layers(self) -> list:
+        """Every layer's compression, of every member of a mixture."""
+        return [c for layers in (self.member_layers or [self.layers]) for c in layers]
 
 
 def compressed_run(run: Run, k: int, source: dict, *, command: list | None = None, path: str | None = None
                    ) -> Compressed:
     """The run of ``run``'s posterior compressed to rank ``k`` (``slangcli.compress.ktied``); ``source`` describes the
-    run it came from (``path``, ``sha256``, ``posterior``, ``method``)."""
+    run it came from (``path``, ``sha256``, ``posterior``, ``method``). A mixture of posteriors (``--members``) is
+    compressed member by member, into a mixture of k-tied members with the same noise and prior precisions: its
+    summary's ``layers`` and spectra are member 0's, ``member_layers`` every member's, and member j's spectra
+    (j >= 1) are named ``member<j>_singular_values_<l>``."""
     before = compression.n_variational_params(run.posterior)
-    posterior, layers = compression.compress(run.posterior, run.model, k)
+    sources = run.posterior.members if is_mixture(run.posterior) else (run.posterior,)
+    done = [compression.compress(member, run.model, k) for member in sources]
+    posterior = (replace(run.posterior, members=tuple(ktied for ktied, _ in done)) if is_mixture(run.posterior)
+                 else done[0][0])
+    layers = done[0][1]
     summary = {
         "source": {key: source.get(key) for key in ("path", "sha256", "posterior", "method")},
         "rank": k, "floor_relative": compression.FLOOR_RELATIVE, "params_before": before,
         "params_after": compression.n_variational_params(posterior),
         "layers": [c.summary() for c in layers],
     }
+    if is_mixture(run.posterior):
+        summary["member_layers"] = [[c.summary() for c in member_layers] for _, member_layers in done]
     arrays = {}
-    for l, c in enumerate(layers):
-        arrays[f"singular_values_{l}"] = c.singular_values
-        arrays[f"explained_variance_{l}"] = c.explained_variance
+    for j, (_, member_layers) in enumerate(done):
+        prefix = f"member{j}_" if j else ""
+        for l, c in enumerate(member_layers):
+            arrays[f"{prefix}singular_values_{l}"] = c.singular_values
+            arrays[f"{prefix}explained_variance_{l}"] = c.explained_variance
     # (a calibration's scores are those of the source's predictive, not of the compressed posterior's: not kept)
     new = replace(run, posterior=posterior, metrics={}, command=list(command or []), meta=meta(),
                   compression=summary, compression_arrays=arrays, status="complete", state=None, calibration={})
-    return Compressed(rank=k, path=path, run=new, layers=layers)
+    return Compressed(rank=k, path=path, run=new, layers=layers,
+                      member_layers=[member_layers for _, member_layers in done] if is_mixture(run.posterior) else None)
 
 
 def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, evaluate: bool = False,
@@ -98,7 +117,7 @@ def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, e
     with computing_with(run_name):
         results = [compressed_run(run, k, source, command=command, path=path) for k, path in zip(ranks, outputs)]
     for item in results:
-        check_finite(item.run.posterior.stored_arrays(), "compressed posteriors", run_name)
+        check_finite(_stored(item.run.posterior), "compressed posteriors", run_name)
     if evaluate:
         X_test, y_test, _, X_train, y_train, target_scale = _scoring_data(run, run_name, None, notify,
                                                                           "the -ELBO is not reported")
@@ -114,6 +133,14 @@ def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, e
                 item.run.metrics = dict(item.scores)
         check_finite([source["scores"], *(item.scores for item in results)], "scores", run_name)
     return source, results
+
+
+def _stored(posterior) -> dict:
+    """Every array a posterior stores, a mixture's members' too."""
+    out = dict(posterior.stored_arrays())
+    for name, member in getattr(posterior, "stored_groups", dict)().items():
+        out.update((f"{name}/{key}", value) for key, value in _stored(member).items())
+    return out
 
 
 def _check_test_data(run: Run, run_name: str) -> None:

@@ -94,9 +94,9 @@ def load_runs(paths, notify=lambda msg: None) -> list[tuple[str, Run]]:
     return out
 
 
-def method_label(run: Run, *, rank=True, compression=True) -> str:
-    """``"SLANG L = 5"``, ``"k-tied k = 2"``, ``"bbb, compressed to k = 2"``, else the method's name (without the
-    rank or the compression when these are what a sweep varies)."""
+def method_label(run: Run, *, rank=True, compression=True, members=True) -> str:
+    """``"SLANG L = 5"``, ``"k-tied k = 2"``, ``"bbb, compressed to k = 2"``, ``"SLANG L = 5, 5 members"``, else
+    the method's name (without the rank, the compression or the members when these are what a sweep varies)."""
     cfg = run.config
     method, hyper = cfg.get("method", "?"), cfg.get("hyper") or {}
     module = METHODS.get(method)  # None for a method this slang does not know: its name as stored
@@ -105,7 +105,15 @@ def method_label(run: Run, *, rank=True, compression=True) -> str:
         label += f" {rank_symbol(module)} = {hyper['rank']}"
     if run.compression and compression:
         label += f", compressed to k = {run.compression.get('rank', '?')}"
+    if members and _members(run) > 1:
+        label += f", {_members(run)} members"
     return label
+
+
+def _members(run: Run) -> int:
+    """The number of posteriors of a run (``--members``; 1 before 1.5): the reader has checked that its posterior
+    holds as many."""
+    return int((run.config or {}).get("members", 1))
 
 
 def labels_for(runs, given=()) -> list[str]:
@@ -122,7 +130,7 @@ def labels_for(runs, given=()) -> list[str]:
         same = [i for i in range(len(given), len(runs)) if base[i] == label]
         if len(same) < 2:
             continue
-        differ = [k for k in sorted({k for i in same for k in params[i]} - {"method", "rank"})
+        differ = [k for k in sorted({k for i in same for k in params[i]} - {"method", "rank", "members"})
                   if len({_key(params[i].get(k)) for i in same}) > 1]
         for i in same:
             labels[i] = ", ".join([label, *(f"{k} = {params[i].get(k)}" for k in differ)])
@@ -163,6 +171,8 @@ def training_curve(run: Run, label: str, run_name: str) -> Curve:
         quantity = "training -ELBO / N"
     else:
         raise DataError(f"{run_name}: no training history to plot (no epoch/nll or iteration records)")
+    if _members(run) > 1:  # each member has its training history; the curve is member 0's
+        label += f" (member 0 of {_members(run)})"
     test = run.metrics.get("test") or {}
     test_name = "nll" if "nll" in test else ("rmse" if "rmse" in test else None)
     elbo = (run.metrics.get("train") or {}).get("neg_elbo_per_example")
@@ -272,7 +282,13 @@ class Spectrum:
 
 
 def spectrum(run: Run, label: str, run_name: str = "run") -> Spectrum:
+    """The spectrum of the run's posterior standard deviations; of a mixture's member 0 (each member has its own,
+    and the mixture's marginal standard deviations mix them), said in the label."""
     layers = run.model.layout.layers
+    posterior = run.posterior
+    if _members(run) > 1:
+        posterior = posterior.members[0]
+        label += f" (member 0 of {_members(run)})"
     shapes = [(s.n_in, s.n_out) for s in layers]
     arrays = run.compression_arrays
     if run.compression and all(f"explained_variance_{l}" in arrays for l in range(len(layers))):
@@ -281,7 +297,7 @@ def spectrum(run: Run, label: str, run_name: str = "run") -> Spectrum:
         kept = [int(layer["rank"]) for layer in run.compression.get("layers", [])] or None
         return Spectrum(label, shapes, explained, kept)
     with computing_with(run_name):
-        matrices, _ = compress.std_matrices(run.posterior, run.model)
+        matrices, _ = compress.std_matrices(posterior, run.model)
         explained = []
         for A in matrices:
             s = np.linalg.svd(A, compute_uv=False)
@@ -355,6 +371,7 @@ def run_parameters(run: Run) -> dict:
     out.update({k: v for k, v in options.items() if k not in ("path", "test") and v is not None})
     if run.compression:
         out["compress_rank"] = run.compression.get("rank")
+    out.setdefault("members", 1)  # (runs written before --members: one posterior)
     return out
 
 
@@ -441,11 +458,13 @@ def sweep(runs, metric: str, param: str | None = None) -> Sweep:
         known = sorted({k for p in params for k in p})
         raise ConfigError(f"--param {param!r}: no run has this parameter (known: {', '.join(known)})")
     # settings that vary but are not swept make series of their own (SLANG's rank is already in its label)
-    varying_fixed = [k for k in _varying(params, (param, *REPLICATE_KEYS)) if k not in ("rank", "compress_rank")]
+    varying_fixed = [k for k in _varying(params, (param, *REPLICATE_KEYS))
+                     if k not in ("rank", "compress_rank", "members")]
     groups: dict[tuple, dict] = {}
     for (path, run), p in zip(runs, params):
         # a method's label keeps its own parameter (rank) unless that is swept
-        label = method_label(run, rank=param != "rank", compression=param != "compress_rank")
+        label = method_label(run, rank=param != "rank", compression=param != "compress_rank",
+                             members=param != "members")
         extra = [f"{k} = {p[k]}" for k in varying_fixed if k in p]
         name = ", ".join([label, *extra])
         x = p.get(param)
