@@ -772,26 +772,30 @@ def apply_byte_edits(data, edits):
 def assert_valid_run(run):
     assert isinstance(run, Run)
     D = run.model.n_params
-    post = run.posterior
-    assert post.mean.shape == (D,) and post.d.shape == (D,)
-    assert post.U.ndim == 2 and post.U.shape[0] == D
-    for arr in (post.mean, post.U, post.d, run.prior_precision):  # integers are numbers too (and work)
-        assert arr.dtype.kind in "fiu" and np.isfinite(arr).all()
-    assert (post.d > 0).all() and (run.prior_precision > 0).all() and run.prior_precision.shape == (D,)
+    # (a mixture, --members: each member as a run's posterior, with its own prior precisions)
+    for post, prior in zip(getattr(run.posterior, "members", [run.posterior]),
+                           getattr(run.posterior, "prior_precision", [run.prior_precision])):
+        assert post.mean.shape == (D,) and post.d.shape == (D,)
+        assert post.U.ndim == 2 and post.U.shape[0] == D
+        for arr in (post.mean, post.U, post.d, prior, run.prior_precision):  # integers are numbers too (and work)
+            assert arr.dtype.kind in "fiu" and np.isfinite(arr).all()
+        assert (post.d > 0).all() and (prior > 0).all() and prior.shape == (D,)
+    assert (run.prior_precision > 0).all() and run.prior_precision.shape == (D,)
     assert isinstance(run.config, dict) and isinstance(run.data, dict) and isinstance(run.metrics, dict)
     assert isinstance(run.command, list) and isinstance(run.meta["versions"], dict)
     assert all(values.ndim == 1 for values in run.history.values())
 
 
-BASES = ("csv split", "uci regression", "libsvm categorical")
+BASES = ("csv split", "uci regression", "libsvm categorical", "uci mixture")
 
 
 @pytest.fixture(scope="module")
 def run_bases(fitted_run, tmp_path_factory):
-    """Valid run files of three kinds, their data in place: {name in BASES: (bytes, data path)}.
+    """Valid run files of four kinds, their data in place: {name in BASES: (bytes, data path)}.
 
     ``fitted_run`` (CSV, standardised, 25 % test split, Bernoulli); a regression network on a Gal-layout UCI
-    folder; a three-class softmax model on LIBSVM files with a separate test file.
+    folder; a three-class softmax model on LIBSVM files with a separate test file; the regression network's fit of
+    two members (``--members 2``: a mixture posterior).
     """
     directory = tmp_path_factory.mktemp("bases")
     rng = np.random.default_rng(7)
@@ -812,6 +816,8 @@ def run_bases(fitted_run, tmp_path_factory):
                               method="slang", hyper={"rank": 1}, batch_size=4, epochs=2, eval_samples=20),
         "libsvm categorical": fit(DataOptions(path=str(directory / "train.svm"), test=str(directory / "test.svm")),
                                   hyper={"rank": 2}, batch_size=8, epochs=2, eval_samples=20),
+        "uci mixture": fit(DataOptions(path=str(folder), uci_split=0, standardize=True), hidden=(3,),
+                           method="slang", hyper={"rank": 1}, batch_size=4, epochs=2, eval_samples=20, members=2),
     }
     bases = {}
     for name, run in runs.items():
