@@ -666,3 +666,26 @@ def test_a_sweep_varies_members(tmp_path, mixture_cli):
         assert record["status"] == "complete", record
     kinds = [read_run(tmp_path / p.name).posterior.kind for p in points]
     assert kinds == ["lowrank", "mixture"]
+
+
+def test_inspect_and_slang_fit_resume_on_a_checkpoint_of_members(tmp_path, regression_csv):
+    from slangcli.data.sources import DataOptions
+    from slangcli.errors import Interrupted
+    from slangcli.training.checkpoints import Checkpointing
+    from slangcli.training.fitting import fit
+
+    opts = DataOptions(path=str(regression_csv), test_fraction=0.25)
+    kwargs = dict(hidden="3", batch_size=12, epochs=3, seed=2, eval_samples=10, members=2)
+    reference = fit(opts, **kwargs)
+    path, polls = tmp_path / "ck.h5", []
+    with pytest.raises(Interrupted):
+        fit(opts, **kwargs, command=["slang", "fit"], checkpointing=Checkpointing(
+            write=lambda run: write_run(path, run), stop=lambda: polls.append(1) or len(polls) > 12))
+    done = _cli("inspect", path)
+    assert done.exit_code == 0, done.output
+    assert "status     checkpoint at step 3 of 9 of member 2 of 2" in done.stderr
+    assert "posterior  mixture of 2 members" in done.stderr
+    done = _cli("fit", "--resume", path, "--no-progress")
+    assert done.exit_code == 0, done.output
+    assert "2 members of 9 steps" in done.stderr
+    _same_posterior(read_run(path).posterior, reference.posterior)
