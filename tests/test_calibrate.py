@@ -495,3 +495,20 @@ def test_a_file_of_format_1_4_reads_as_before(tmp_path):
     assert "conformal" not in result.stderr
     assert "calibrated" not in (tmp_path / "p.csv").read_text().splitlines()[0]
     assert read_run(run).calibration == {}
+
+
+def test_a_mixture_of_members_is_calibrated_with_the_mixture_predictive():
+    """--members and --calibrate together: the stored scores are those of the mixture's predictive (the one predict
+    uses), on the held-out rows, and the members trained on the other rows."""
+    X, y = _regression(60, 7)
+    kwargs = dict(hidden=3, iterations=15, seed=2, eval_samples=40, batch_size=8)
+    result = slangcli.fit(X, y, calibrate=0.25, members=2, **kwargs)
+    assert result.posterior.n_members == 2
+    index = result.calibration["index"]
+    out = result.predict(X[index], samples=40, seed=2)
+    np.testing.assert_allclose(result.calibration["scores"], np.sort(np.abs(y[index] - out.mean) / out.std_total),
+                               rtol=1e-12)
+    kept = np.setdiff1d(np.arange(60), index)
+    alone = slangcli.fit(X[kept], y[kept], members=2, **kwargs)
+    for a, b in zip(result.posterior.members, alone.posterior.members):
+        np.testing.assert_array_equal(a.mean, b.mean)
