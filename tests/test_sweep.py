@@ -24,6 +24,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import binary_problem, csv_text, local_cluster
 
+import slangcli
 from slangcli.cli import main
 from slangcli.sweep import make_point, make_task, points_of, read_spec, run_fit, run_sweep, write_results
 
@@ -770,3 +771,28 @@ def test_a_scheduler_that_cannot_be_used_leaves_nothing(data, tmp_path, existing
         assert code == 1 and len(err.splitlines()) == 1
         assert err.startswith(f"slang: error: cannot connect to the Dask scheduler at tcp://127.0.0.1:{port}: ")
     assert tree(out) == before
+
+
+def test_a_sweep_of_members_and_calibrate_writes_the_fits_slang_fit_writes(cluster, data, tmp_path):
+    """--members and --calibrate as grid parameters on the cluster: each run file equals `slang fit`'s of its point
+    (a mixture of two members, calibration scores of held-out rows), as the serial fits in this process make it."""
+    out, serial = tmp_path / "out", tmp_path / "serial"
+    code, summary, err = sweep([str(data / "a.csv"), "--members", "1,2", "--calibrate", "0.25", *FIT,
+                                "-o", str(out)], cluster)
+    assert code == 0 and summary["ran"] == 2 and summary["complete"] == 2, err
+    serial.mkdir()
+    points = points_of([{"data": [str(data / "a.csv")], "members": "1,2", "calibrate": "0.25", "epochs": "2",
+                         "test-fraction": "0.25", "batch-size": "8"}])
+    write_results(serial, [run_fit(make_task(p, str(serial / p.name), 60.0)) for p in points])
+    run_files = sorted(p.name for p in out.glob("*.h5"))
+    assert run_files == sorted(p.name for p in serial.glob("*.h5")) and len(run_files) == 2
+    for name in run_files:
+        # as assert_same_run, with the members' own clocks (member<k>_seconds, member_seconds) left out too
+        got, expected = (run_file_contents(d / name)[0] for d in (out, serial))
+        timed = {key for key in {*got, *expected} if "seconds" in key or key in LEFT_OUT}
+        assert sorted(set(got) - timed) == sorted(set(expected) - timed)
+        for key in set(expected) - timed:
+            np.testing.assert_equal(got[key], expected[key], err_msg=f"{name} {key}")
+    members = {slangcli.load(out / name).config["members"] for name in run_files}
+    assert members == {1, 2}
+    assert all(slangcli.load(out / name).calibration["n"] > 0 for name in run_files)
