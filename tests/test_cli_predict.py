@@ -92,7 +92,7 @@ def test_hdf5_output(runs, tmp_path):
     assert_ok(invoke("predict", runs["lr"], runs["data"], "-o", out))
     _, cols = predict_csv(runs["lr"], runs["data"])
     with h5py.File(out, "r") as f:
-        assert f.attrs["encoding-type"] == "slang-predictions" and f.attrs["encoding-version"] == "1.0"
+        assert f.attrs["encoding-type"] == "slang-predictions" and f.attrs["encoding-version"] == "1.1"
         assert json.loads(f.attrs["columns"]) == ["row", "probabilities", "predicted", "entropy_total",
                                                   "entropy_aleatoric", "entropy_epistemic", "target"]
         assert f["row"].dtype == np.int64 and f["row"][()].tolist() == list(range(40))

@@ -28,7 +28,7 @@ from slangcli.data.prepare import LabelMap
 from slangcli.runfile.outputs import atomic_output, hdf5_image, writing_stdout
 
 PREDICTIONS_TYPE = "slang-predictions"
-PREDICTIONS_VERSION = "1.0"
+PREDICTIONS_VERSION = "1.1"  # 1.1: the calibrated intervals and sets of a --calibrate run
 HDF5_SUFFIXES = (".h5", ".hdf5")
 # 12 significant digits: see the module docstring
 _FLOAT_FORMAT = "%.12g"
