@@ -236,7 +236,7 @@ MALFORMED = {
     "missing target column": (GOOD, None, ["--target", "nosuch"], ["{train}:", "'nosuch'"]),
     "three labels": ("a,b,label\n1,2,0\n1,3,1\n3,4,2\n", None, ["--likelihood", "bernoulli"],
                      ["{train}:", "a binary model needs exactly 2 label values, found 3"]),
-    "test feature count": (GOOD, "a,b,c,label\n1,2,3,0\n1,3,3,1\n", [], ["{test}:", "3 feature columns, but the training data {train} has 2"]),
+    "test feature count": (GOOD, "a,b,c,label\n1,2,3,0\n1,3,3,1\n", [], ["{test}:", "has feature column(s) 'c' the training data do not"]),
     "libsvm index 0": ("+1 0:1 2:3\n-1 1:1\n", None, [], ["{train}:1:", "1-based"]),
     "libsvm unsorted": ("+1 1:1 2:3\n-1 3:1 2:2\n", None, [], ["{train}:2:", "strictly increasing"]),
     "libsvm beyond n-features": ("+1 1:1\n-1 1:2 3:1\n", None, ["--n-features", "2"],

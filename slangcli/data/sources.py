@@ -198,9 +198,21 @@ def _read_sources(opts: DataOptions, notify):
     table = _without_missing_targets(_read(opts.path, opts), opts.path, notify)
     test_table = None
     if opts.test is not None:
-        # the test file's text columns are the training file's (a column of numbers there is one here)
-        text_columns = _text_columns(table) if table.provenance["format"] == "csv" else None
-        test_table = _without_missing_targets(_read(opts.test, opts, text_columns=text_columns), opts.test, notify)
+        # the test file's text columns are the training file's (a column of numbers there is one here): by name when
+        # the training file has a header row, else by position
+        named = _has_header(table)
+        text_columns = None
+        if table.provenance["format"] == "csv":
+            text_columns = [table.feature_names[k] for k in table.text] if named and table.text else \
+                _text_columns(table)
+        test_table = _read(opts.test, opts, text_columns=text_columns)
+        target = table.provenance["target"]
+        if named and _has_header(test_table) and test_table.provenance["target"] != target:
+            # its target is the training file's target column by name, wherever it stands (read again to find it)
+            test_table = _read(opts.test, replace(opts, target=target), text_columns=text_columns)
+        if named and _has_header(test_table):
+            test_table = _by_name(test_table, table, opts.test, notify)
+        test_table = _without_missing_targets(test_table, opts.test, notify)
         p_train, p_test = table.X.shape[1], test_table.X.shape[1]
         if p_train != p_test:
             if table.provenance["format"] == "libsvm" and test_table.provenance["format"] == "libsvm" \
@@ -218,6 +230,34 @@ def _read_sources(opts: DataOptions, notify):
         train_index, test_index = train_test_split(len(table.X), opts.test_fraction, opts.split_seed)
         return table, None, train_index, test_index
     return table, test_table, None, None
+
+
+def _has_header(table: Table) -> bool:
+    """Whether ``table`` was read from a CSV file with a header row: its features have names of their own."""
+    return table.provenance["format"] == "csv" and bool(table.provenance.get("header"))
+
+
+def _by_name(test: Table, train: Table, path, notify) -> Table:
+    """The test file's feature columns in the training file's order, matched by their header names, as ``evaluate``
+    and ``predict`` match a file's columns to a run's features: a test file may list them in another order, and
+    reading it by position would put one feature's values in another's place. A feature of the training file that
+    the test file lacks, or one the test file has beyond them, is an error naming it."""
+    names, given = list(train.feature_names), list(test.feature_names)
+    if given == names:
+        return test
+    missing = [n for n in names if n not in given]
+    extra = [n for n in given if n not in names]
+    if missing or extra:
+        said = ([f"lacks the training data's feature column(s) {', '.join(map(repr, missing))}"] if missing else []) + \
+               ([f"has feature column(s) {', '.join(map(repr, extra))} the training data do not"] if extra else [])
+        raise DataError(f"{path}: the header row {' and '.join(said)} (the test file's columns are matched to the "
+                        "training file's by name)")
+    order = [given.index(n) for n in names]
+    notify(f"{path}: feature columns matched by name (their order differs from the training data's)")
+    where = {old: new for new, old in enumerate(order)}
+    return replace(test, X=np.ascontiguousarray(test.X[:, order]), feature_names=tuple(names),
+                   text={where[j]: v for j, v in test.text.items()} if test.text else test.text,
+                   columns=[test.columns[j] for j in order] if test.columns is not None else None)
 
 
 def load_training(opts: DataOptions, *, likelihood: str = "auto",
