@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import math
 import os
 import warnings
 from dataclasses import fields, replace
@@ -35,7 +36,7 @@ from slangcli.data.prepare import calibration_split, prepare
 from slangcli.data.schema import Schema, schema_of
 from slangcli.data.sources import DataOptions, transform, with_target
 from slangcli.declare import check_value
-from slangcli.errors import DataError, DataTypeError
+from slangcli.errors import ConfigError, DataError, DataTypeError
 from slangcli.predictive.evaluation import Predictions as _Predictions, predict_arrays, score
 from slangcli.predictive.metrics import check_draws, draw_parts, weight_samples
 from slangcli.runfile.io import POSTERIOR_NAMES, Run, read_run, write_run
@@ -97,14 +98,15 @@ def _is_missing(value) -> bool:
                                                                                                          "NaTType")
 
 
-def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False):
+def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False, categorical=None):
     """``X``'s raw feature columns for a data schema (``slangcli.data.schema``): ``(A, text, names)``, ``A : (N, P)``
     float64 (NaN where missing and in a column of text), ``text = {k: (N,) str}`` ("" where missing) and the column
     names (None for an array).
 
     ``kinds`` (a schema's, one per column) says which columns are text; without them (a fit) a column of strings is
     text and one of numbers numeric (booleans among them: 1 and 0, as NumPy converts them), and one holding both is
-    refused. An array of numbers takes :func:`_features`' path."""
+    refused. An array of numbers takes :func:`_features`' path. ``categorical``: a fit's columns (names or
+    positions, ``fit(categorical=...)``) read as text although their cells are numbers, as ``--categorical``."""
     A = None
     numbers = kinds is not None and all(kind == "numeric" for kind in kinds)
     if not numbers and not (hasattr(X, "tocsr") or hasattr(X, "todense")):
@@ -112,7 +114,7 @@ def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False):
             A = np.asarray(X)
         except Exception:  # noqa: BLE001 - the numeric path names the problem
             A = None
-    if A is None or A.ndim != 2 or (A.dtype.kind not in "OUS" and kinds is None):
+    if A is None or A.ndim != 2 or (A.dtype.kind not in "OUS" and kinds is None and not categorical):
         A, names = _features(X, what, allow_missing=allow_missing, nan_hint=FIT_MISSING if kinds is None else None)
         return A, {}, names
     columns = getattr(X, "columns", None)
@@ -123,12 +125,13 @@ def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False):
     label = (lambda j: repr(names[j])) if names is not None else (lambda j: str(j))
     if kinds is not None and len(kinds) != p:
         return _features(X, what, allow_missing=allow_missing)[0], {}, names  # (the caller names the width)
+    as_text = _categorical_columns(categorical, names, p) if categorical else set()
     out = np.full((n, p), np.nan)
     text = {}
     for j in range(p):
         cells = A[:, j].tolist()
         missing = [_is_missing(v) for v in cells]
-        kind = None if kinds is None else kinds[j]
+        kind = "text" if j in as_text else None if kinds is None else kinds[j]
         if kind is None:
             is_number = [not gap and isinstance(v, (int, float, np.number, np.bool_)) for v, gap in zip(cells, missing)]
             numbers = [i for i, number in enumerate(is_number) if number]
@@ -169,10 +172,34 @@ def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False):
 
 
 def _cell_text(value) -> str:
-    """A cell of a text column as the CSV reader would read it: stripped text; a boolean as ``True``/``False``."""
+    """A cell of a text column as the CSV reader would read it: stripped text; a boolean as ``True``/``False``; a
+    whole number as its digits (``3``, also where a frame or array holds it as ``3.0``)."""
     if isinstance(value, (bytes, np.bytes_)):
         value = value.decode("utf-8", "replace")
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+        value = int(value)
     return str(value).strip()
+
+
+def _categorical_columns(categorical, names, p: int) -> set:
+    """The positions of ``fit(categorical=...)``'s columns: names (of a DataFrame's columns) or 0-based positions,
+    a sequence or one comma-separated string, as ``slang fit --categorical``."""
+    given = categorical.split(",") if isinstance(categorical, str) else list(categorical)
+    out = set()
+    for column in given:
+        column = column.strip() if isinstance(column, str) else column
+        if names is not None and column in names:
+            out.add(names.index(column))
+        elif isinstance(column, (int, np.integer)) or (isinstance(column, str) and column.isdigit()):
+            j = int(column)
+            if not 0 <= j < p:
+                raise ConfigError(f"categorical: column {j} is beyond the {p} columns of X")
+            out.add(j)
+        else:
+            raise ConfigError(f"categorical: no column {column!r} in X" +
+                              (f" (its columns: {', '.join(map(str, names))})" if names is not None else
+                               " (X has no column names: give 0-based positions)"))
+    return out
 
 
 def string_columns(X) -> tuple[str, ...] | None:
@@ -258,6 +285,11 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
         A missing cell of the features (NaN, None, pandas' NA): an error naming it (default), filled in with the
         training rows' mean or most frequent level (stored, and applied again by every prediction), or its row left
         out; as ``slang fit --missing``. The targets must be complete.
+    categorical : str, sequence or None
+        Columns of numbers to one-hot encode as categories (integer codes), as ``slang fit --categorical``: column
+        names of a DataFrame or 0-based positions, a sequence or one comma-separated string. A column of strings is
+        a category anyway. Every prediction then reads those columns as categories (a level unseen in training is
+        refused, naming it).
     standardize : bool
         Standardise the features (and a regression target) with training statistics (stored, and applied again
         by every prediction); True by default, for every model, as ``slang fit``; False uses them as given.
@@ -276,10 +308,11 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     FitResult
     """
     missing = _missing_policy(options.pop("missing", "error"))
+    categorical = options.pop("categorical", None)
     fit_options = FitOptions.of(**options)
     notify = notify or (lambda msg: None)
     given_names, target_name = string_columns(X), getattr(y, "name", None)
-    X, text, names = _raw_features(X, "X", allow_missing=missing != "error")
+    X, text, names = _raw_features(X, "X", allow_missing=missing != "error", categorical=categorical)
     y = _targets(y, len(X), "y")
     if (X_test is None) != (y_test is None):
         raise DataError("give both X_test and y_test, or neither")
@@ -321,7 +354,8 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     train["target"] = target_name if isinstance(target_name, str) else None
     # features known by name, as a header row names a file's: matched by name by every prediction
     train["header"] = given_names is not None
-    data_options = DataOptions(path=None, standardize=standardize, missing=missing).record()
+    data_options = DataOptions(path=None, standardize=standardize, missing=missing,
+                               categorical=_recorded(categorical)).record()
     prepared = prepare(X, y, X_test, y_test, likelihood=fit_options.likelihood, standardize=standardize, name="y",
                        test_name="y_test", train_provenance=train, test_provenance=test,
                        feature_names=schema.encoded_names, options=data_options, features_name="X",
@@ -331,8 +365,17 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     return FitResult(run)
 
 
-# the data option that applies to arrays: what a missing cell (NaN, None, pandas' NA) means, declared with slang fit's
+# the data options that apply to arrays, declared with slang fit's: what a missing cell (NaN, None, pandas' NA)
+# means, and the columns of numbers read as categories
 MISSING = next(f for f in fields(DataOptions) if f.name == "missing")
+CATEGORICAL = next(f for f in fields(DataOptions) if f.name == "categorical")
+
+
+def _recorded(categorical):
+    """``categorical`` as the run file's data options record ``--categorical``: a comma-separated string."""
+    if categorical is None or isinstance(categorical, str):
+        return categorical
+    return ",".join(str(c) for c in categorical)
 
 
 def _missing_policy(value) -> str:
@@ -359,6 +402,7 @@ fit.__signature__ = signature(
     [*(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in ("X", "y")),
      *(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in ("X_test", "y_test"))],
     [inspect.Parameter("missing", inspect.Parameter.KEYWORD_ONLY, default=MISSING.default),
+     inspect.Parameter("categorical", inspect.Parameter.KEYWORD_ONLY, default=CATEGORICAL.default),
      *(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in ("progress", "notify"))])
 
 

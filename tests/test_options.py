@@ -90,11 +90,13 @@ def test_slangcli_fit_takes_the_declared_options_as_keywords():
     for name, p in own.items():
         assert p.default == DECLARED[name].default and p.kind is inspect.Parameter.KEYWORD_ONLY, name
     assert parameters["hyper"].kind is inspect.Parameter.VAR_KEYWORD
-    # the one data option that applies to arrays, with slang fit's declared default
+    # the data options that apply to arrays, with slang fit's declared defaults
     from slangcli.data.sources import DataOptions
 
     assert parameters["missing"].default == DataOptions.__dataclass_fields__["missing"].default == "error"
-    assert set(parameters) == {"X", "y", "X_test", "y_test", "missing", "progress", "notify", "hyper", *own}
+    assert parameters["categorical"].default is DataOptions.__dataclass_fields__["categorical"].default is None
+    assert set(parameters) == {"X", "y", "X_test", "y_test", "missing", "categorical", "progress", "notify", "hyper",
+                               *own}
 
 
 @pytest.mark.parametrize("estimator, likelihood", [(SLANGClassifier, "categorical"), (SLANGRegressor, "gaussian")])

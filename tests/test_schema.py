@@ -23,7 +23,7 @@ from click.testing import CliRunner
 import slangcli
 from slangcli.cli import main
 from slangcli.data.schema import Schema, check_record
-from slangcli.errors import DataError, FormatError
+from slangcli.errors import ConfigError, DataError, FormatError
 from slangcli.runfile.io import read_run
 from test_cli import assert_error, assert_ok
 
@@ -507,3 +507,36 @@ def test_a_test_file_without_a_training_feature_is_refused_naming_it(shuffled_te
                                        "-o", str(shuffled_test / "r.h5")])
     assert_error(result, 1, "renamed.csv", "lacks the training data's feature column(s) 'c'", "'d'")
     assert not (shuffled_test / "r.h5").exists()
+
+
+def test_python_categorical_equals_the_command_lines(tmp_path):
+    """``slangcli.fit(frame, y, categorical=["zone"])`` and ``slang fit FILE --categorical zone`` on the same rows:
+    the same schema (levels "1", "2", "3") and the same posterior, bit for bit; predictions read the column as
+    categories, from integers or floats alike, and refuse a level unseen in training."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(4)
+    zone = rng.integers(1, 4, 90)
+    x = rng.standard_normal(90)
+    y = np.where(zone == 2, 2.0, -1.0) + x + 0.1 * rng.standard_normal(90)
+    data = tmp_path / "zones.csv"
+    data.write_text("x,zone,y\n" + "".join(f"{a:.6f},{z},{t:.6f}\n" for a, z, t in zip(x, zone, y)))
+    out = tmp_path / "zones.h5"
+    assert_ok(invoke("fit", data, "--categorical", "zone", "--epochs", "5", "-o", out))
+    cli = read_run(out)
+    frame = pd.DataFrame({"x": np.round(x, 6), "zone": zone})
+    result = slangcli.fit(frame, np.round(y, 6), categorical=["zone"], epochs=5)
+    api = result.run
+    assert api.data["feature_names"] == cli.data["feature_names"] == ["x", "zone=1", "zone=2", "zone=3"]
+    for name, values in cli.posterior.stored_arrays().items():
+        assert np.array_equal(api.posterior.stored_arrays()[name], values), name
+    assert api.data["options"]["categorical"] == "zone"
+    as_ints = result.predict(frame.head(5)).mean
+    as_floats = result.predict(frame.head(5).astype({"zone": float})).mean
+    np.testing.assert_array_equal(as_ints, as_floats)
+    with pytest.raises(DataError, match="'4'"):
+        result.predict(pd.DataFrame({"x": [0.0], "zone": [4]}))
+    # positions and a comma-separated string say the same; a name X does not have is refused, naming the columns
+    by_position = slangcli.fit(frame, np.round(y, 6), categorical="1", epochs=5).run
+    assert np.array_equal(by_position.posterior.mean, api.posterior.mean)
+    with pytest.raises(ConfigError, match="no column 'area' in X"):
+        slangcli.fit(frame, y, categorical=["area"], epochs=1)
