@@ -144,3 +144,30 @@ def test_an_unreadable_input_is_one_line_with_exit_1(small, tmp_path, args):
     locked = "locked.csv" if "{data}" in args else "locked.h5"
     one_line(proc, 1, f"slang: error: {locked}", "ermission denied")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["linear.h5", "locked.csv", "locked.h5", "train.csv"]
+
+
+# Run in a fresh process: h5py makes each string converter once per process, and a test process has made them all.
+_CONVERTERS = """
+import io, logging
+import h5py, numpy as np
+made = []
+debug = logging.Logger.debug
+logging.Logger.debug = lambda self, msg, *a, **k: (made.append(msg), debug(self, msg, *a, **k))
+from slangcli.runfile.outputs import signals_raise
+with signals_raise():
+    before = len(made)  # (the handlers are in place from here)
+    with h5py.File(io.BytesIO(), "w") as f:
+        f.attrs["encoding-type"] = "slang-predictions"
+        f.create_dataset("predicted", data=np.array(["yes", "no"], dtype=h5py.string_dtype()))
+        f.attrs["encoding-type"], f["predicted"].asstr()[()]
+print(sum("converter" in str(m) for m in made[before:]))
+"""
+
+
+def test_h5py_makes_no_string_converter_while_signals_raise():
+    """While signals are exceptions, h5py makes no converter of string data: it makes each on its first use, from a
+    libhdf5 callback that prints the traceback of an exception raised there, and a SIGTERM that arrived at that
+    point (the first string attribute of a prediction file) printed one before the command's one-line message."""
+    out = subprocess.run([sys.executable, "-c", _CONVERTERS], capture_output=True, text=True, env=ENV, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0"

@@ -320,6 +320,33 @@ def raise_swallowed_signal() -> None:
         raise exc
 
 
+_converters_made = False
+
+
+def _h5py_converters() -> None:
+    """Make h5py's converters of string data now, before :func:`signals_raise` turns signals into exceptions.
+
+    h5py makes each converter on its first use in the process, from inside a callback of libhdf5 that prints the
+    traceback of an exception raised there: a SIGTERM whose handler ran at that point printed one (in the middle
+    of writing the first string attribute of a prediction or run file) before the command's own one-line message.
+    Writing and reading string attributes and a dataset of strings in a file in memory makes them all."""
+    global _converters_made
+    if _converters_made:
+        return
+    import io
+
+    import h5py
+    import numpy as np
+
+    with h5py.File(io.BytesIO(), "w") as f:
+        f.attrs["text"] = "text"
+        f.attrs["texts"] = np.array(["a", "bc"], dtype=h5py.string_dtype())
+        f.create_dataset("texts", data=np.array(["a", "bc"], dtype=h5py.string_dtype()))
+        f.create_dataset("fixed", data=np.array(["a", "bc"], dtype="S"))
+        _ = (f.attrs["text"], f.attrs["texts"], f["texts"][()], f["fixed"][()], f["texts"].asstr()[()])
+    _converters_made = True
+
+
 @contextlib.contextmanager
 def signals_raise(signums=(signal.SIGTERM, signal.SIGHUP)):
     """While the block runs (main thread only), turn each of ``signums`` into :class:`Terminated` and ``SIGINT``
@@ -341,6 +368,7 @@ def signals_raise(signums=(signal.SIGTERM, signal.SIGHUP)):
         _keep(exc)
         raise exc
 
+    _h5py_converters()
     previous = {}
     previous_hook = sys.unraisablehook
     _swallowed.clear()
