@@ -128,7 +128,18 @@ def assert_same_run(got_path, expected_path) -> None:
         assert type(got[key]) is type(value), key
         if isinstance(value, np.ndarray):
             assert got[key].dtype == value.dtype and got[key].shape == value.shape, key
+        if key in ROUNDED:
+            np.testing.assert_allclose(got[key], value, rtol=1e-13, atol=0, err_msg=f"{got_path} {key}")
+            continue
         np.testing.assert_equal(got[key], value, err_msg=f"{got_path} {key} (left out: {left_out()})")
+
+
+# What may differ in its last bits between a fit and the same fit resumed in another process, and nothing else: the
+# KL divergence to the prior recorded at each epoch's end is a diagnostic recomputed from the state (the state and
+# the posterior are compared bit for bit), and NumPy's sums of its D terms can round differently when the arrays
+# sit at other memory alignments, the likely cause of what was seen once with the oldest supported versions: one
+# epoch's value 1 unit in the last place apart.
+ROUNDED = {"history/kl"}
 
 
 def timeless(csv_path) -> list[str]:
