@@ -33,10 +33,11 @@ import numpy as np
 from slangcli.compress.runs import compressed_run
 from slangcli.data import columns
 from slangcli.data.prepare import calibration_split, prepare
+from slangcli.data.readers.text import column_list, resolve_column
 from slangcli.data.schema import Schema, schema_of
 from slangcli.data.sources import DataOptions, transform, with_target
 from slangcli.declare import check_value
-from slangcli.errors import ConfigError, DataError, DataTypeError
+from slangcli.errors import DataError, DataTypeError
 from slangcli.predictive.evaluation import Predictions as _Predictions, predict_arrays, score
 from slangcli.predictive.metrics import check_draws, draw_parts, weight_samples
 from slangcli.runfile.io import POSTERIOR_NAMES, Run, read_run, write_run
@@ -183,23 +184,9 @@ def _cell_text(value) -> str:
 
 def _categorical_columns(categorical, names, p: int) -> set:
     """The positions of ``fit(categorical=...)``'s columns: names (of a DataFrame's columns) or 0-based positions,
-    a sequence or one comma-separated string, as ``slang fit --categorical``."""
-    given = categorical.split(",") if isinstance(categorical, str) else list(categorical)
-    out = set()
-    for column in given:
-        column = column.strip() if isinstance(column, str) else column
-        if names is not None and column in names:
-            out.add(names.index(column))
-        elif isinstance(column, (int, np.integer)) or (isinstance(column, str) and column.isdigit()):
-            j = int(column)
-            if not 0 <= j < p:
-                raise ConfigError(f"categorical: column {j} is beyond the {p} columns of X")
-            out.add(j)
-        else:
-            raise ConfigError(f"categorical: no column {column!r} in X" +
-                              (f" (its columns: {', '.join(map(str, names))})" if names is not None else
-                               " (X has no column names: give 0-based positions)"))
-    return out
+    a sequence or one comma-separated string, resolved as ``slang fit --categorical`` resolves a file's."""
+    return {resolve_column("X", "categorical", key, list(names) if names is not None else None, p)
+            for key in column_list("X", "categorical", categorical)}
 
 
 def string_columns(X) -> tuple[str, ...] | None:

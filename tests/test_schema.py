@@ -23,7 +23,7 @@ from click.testing import CliRunner
 import slangcli
 from slangcli.cli import main
 from slangcli.data.schema import Schema, check_record
-from slangcli.errors import ConfigError, DataError, FormatError
+from slangcli.errors import DataError, FormatError
 from slangcli.runfile.io import read_run
 from test_cli import assert_error, assert_ok
 
@@ -538,5 +538,5 @@ def test_python_categorical_equals_the_command_lines(tmp_path):
     # positions and a comma-separated string say the same; a name X does not have is refused, naming the columns
     by_position = slangcli.fit(frame, np.round(y, 6), categorical="1", epochs=5).run
     assert np.array_equal(by_position.posterior.mean, api.posterior.mean)
-    with pytest.raises(ConfigError, match="no column 'area' in X"):
+    with pytest.raises(DataError, match="X: categorical 'area' names no column"):
         slangcli.fit(frame, y, categorical=["area"], epochs=1)

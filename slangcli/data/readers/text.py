@@ -590,7 +590,7 @@ def _fits_without_target(name, rows, ncols, header, width, drop_columns, columns
         return False
 
 
-def _column_list(name, option, value):
+def column_list(name, option, value):
     """``--drop-columns``/``--columns`` as a list of names or indices: a comma-separated str, or a sequence."""
     if isinstance(value, str):
         items = [item.strip() for item in value.split(",")]
@@ -601,7 +601,7 @@ def _column_list(name, option, value):
     return items
 
 
-def _resolve_column(name, option, key, names, ncols):
+def resolve_column(name, option, key, names, ncols):
     """The 0-based file column of ``key`` (a header name, else an index; negative counts from the end)."""
     if isinstance(key, str) and names is not None and key in names:
         hits = [j for j, n in enumerate(names) if n == key]
@@ -632,13 +632,13 @@ def _feature_columns(name, ncols, t, names, drop_columns, columns):
     if drop_columns is not None and columns is not None:
         raise DataError(f"{name}: give either --drop-columns or --columns, not both")
     if columns is not None:
-        keys = _column_list(name, "--columns", columns)
-        chosen = {_resolve_column(name, "--columns", key, names, ncols) for key in keys}
+        keys = column_list(name, "--columns", columns)
+        chosen = {resolve_column(name, "--columns", key, names, ncols) for key in keys}
         keep = [c for c in candidates if c in chosen]
     elif drop_columns is not None:
         dropped = set()
-        for key in _column_list(name, "--drop-columns", drop_columns):
-            c = _resolve_column(name, "--drop-columns", key, names, ncols)
+        for key in column_list(name, "--drop-columns", drop_columns):
+            c = resolve_column(name, "--drop-columns", key, names, ncols)
             if c == t:
                 raise DataError(f"{name}: --drop-columns {key}: column {c} is the target (choose another with "
                                 "--target)")
@@ -659,8 +659,8 @@ def _categorical_columns(name, categorical, names, ncols, t, keep) -> list:
         return []
     position = {c: k for k, c in enumerate(keep)}
     chosen = []
-    for key in _column_list(name, "--categorical", categorical):
-        c = _resolve_column(name, "--categorical", key, names, ncols)
+    for key in column_list(name, "--categorical", categorical):
+        c = resolve_column(name, "--categorical", key, names, ncols)
         if c == t:
             raise DataError(f"{name}: --categorical {key}: column {c} is the target, whose values are classes of a "
                             "classification already (--likelihood decides)")
