@@ -90,7 +90,7 @@ def main(argv=None):
         cmd = [*base, str(train), *held_out, "-o", str(out), "--hidden", "400,400",
                "--activation", "relu", "--likelihood", "categorical", "--method", a.method, "--batch-size", "200",
                "--samples", "4", "--epochs", str(a.epochs), "--prior-precision", str(a.prior_precision),
-               "--bias-prior-precision", "1e-6", "--seed", str(a.seed), "--eval-samples", str(a.eval_samples),
+               "--bias-prior-precision", "1e-6", "--hidden-bias-prior-precision", "1e-6", "--seed", str(a.seed), "--eval-samples", str(a.eval_samples),
                "--no-standardize", *common]  # the protocol's raw pixel intensities (networks now standardise by default)
         if a.method == "slang":
             decay = a.decay if a.decay is not None else DECAY.get(a.rank, 0.6)

@@ -84,7 +84,9 @@ def fit_options(job: dict) -> dict:
     tune = job["tune"][method]
     options = {"data": str(folder), "uci-split": split, "standardize": True, "method": method, **hyper,
                "hidden": "50", "activation": "relu", "likelihood": "gaussian", "batch-size": 10,
-               "epochs": job["epochs"], "seed": split, "bias-prior-precision": 1e-6,
+               "epochs": job["epochs"], "seed": split,
+               # the paper's nearly flat prior on every bias, the hidden layer's too
+               "bias-prior-precision": 1e-6, "hidden-bias-prior-precision": 1e-6,
                "eval-samples": job["eval_samples"], "restarts": tune["restarts"],
                # the protocol's fixed noise precision, 1 unless tuned (from 1): not the learned default
                "noise-precision": 1.0}

@@ -147,9 +147,14 @@ class MLP:
         """No hidden layer: every weight sample sees the same layer input."""
         return len(self.sizes) == 2
 
-    def prior_precision(self, weight: float, bias: float) -> np.ndarray:
-        """Per-parameter prior precision lambda : (D,)."""
-        return np.where(self.layout.bias_mask(), bias, weight).astype(float)
+    def prior_precision(self, weight: float, bias: float, hidden_bias: float | None = None) -> np.ndarray:
+        """Per-parameter prior precision lambda : (D,): ``weight`` on the weights, ``bias`` on the output layer's
+        biases and ``hidden_bias`` (``bias`` when None) on the hidden layers'."""
+        lam = np.where(self.layout.bias_mask(), bias, weight).astype(float)
+        if hidden_bias is not None:
+            for s in self.layout.layers[:-1]:
+                lam[s.b] = hidden_bias
+        return lam
 
     def init_mean(self, rng: np.random.Generator) -> np.ndarray:
         """A standard layer initialisation: zeros for a linear model (its objective is convex), else

@@ -4,6 +4,7 @@ recover the truth on Bayesian linear regression, and a fit that learns them resu
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from slangcli.models import MLP
 from slangcli.runfile.io import read_run, write_run
 from slangcli.training import learned
 from slangcli.training.checkpoints import Checkpointing
-from slangcli.training.fitting import fit, fit_prepared, resume
+from slangcli.training.fitting import _planned_precisions, fit, fit_prepared, resume
 
 
 def test_squared_residual_inverts_the_gaussian_nll():
@@ -227,3 +228,25 @@ def test_noise_warmup_is_a_tenth_of_a_network_fit(monkeypatch):
     linear = fit_prepared(prepare(X, y, likelihood="gaussian"), method="slang", hyper={"rank": 1, "samples": 2},
                           noise_precision="auto", epochs=3, batch_size=10, eval_samples=20)
     assert calls == [100, 100] and linear.history["noise_precision"].shape == (3,)
+
+
+def test_a_network_fit_gives_its_hidden_biases_their_own_prior():
+    """``--hidden-bias-prior-precision`` (default 0.1) on the hidden layers' biases, ``--bias-prior-precision`` on
+    the output's; a checkpoint recorded before the option existed resumes with its hidden biases at the output's."""
+    X, y = _blr(n=60)
+    prepared = prepare(X, y, likelihood="gaussian")
+    run = fit_prepared(prepared, hidden=(3,), epochs=1, eval_samples=4)
+    hidden, out = run.model.layout.layers
+    np.testing.assert_array_equal(run.prior_precision[hidden.b], 0.1)
+    np.testing.assert_array_equal(run.prior_precision[out.b], 1e-5)
+    np.testing.assert_array_equal(run.prior_precision[hidden.W], 1.0)
+    assert run.config["hidden_bias_prior_precision"] == 0.1
+    given = fit_prepared(prepared, hidden=(3,), epochs=1, eval_samples=4, hidden_bias_prior_precision=7.0)
+    np.testing.assert_array_equal(given.prior_precision[hidden.b], 7.0)
+
+    config = {k: v for k, v in run.config.items() if k != "hidden_bias_prior_precision"}
+    older = replace(run, config=config)
+    _, lam = _planned_precisions(older, "old.h5")
+    np.testing.assert_array_equal(lam[hidden.b], 1e-5)
+    _, lam = _planned_precisions(run, "new.h5")
+    np.testing.assert_array_equal(lam, run.prior_precision)

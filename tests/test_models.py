@@ -276,6 +276,23 @@ def test_bias_mask_marks_exactly_the_biases():
     assert mask.sum() == 4 + 2 + 5
 
 
+def test_prior_precision_gives_the_hidden_biases_their_own():
+    """Weights, the output layer's biases and the hidden layers' biases each get their value; without a hidden
+    value the hidden biases take the output's."""
+    model = MLP((3, 4, 2, 5), likelihood="categorical")
+    layers = model.layout.layers
+    lam = model.prior_precision(2.0, 1e-5, 0.1)
+    for s in layers:
+        np.testing.assert_array_equal(lam[s.W], 2.0)
+    for s in layers[:-1]:
+        np.testing.assert_array_equal(lam[s.b], 0.1)
+    np.testing.assert_array_equal(lam[layers[-1].b], 1e-5)
+    np.testing.assert_array_equal(model.prior_precision(2.0, 1e-5),
+                                  np.where(model.layout.bias_mask(), 1e-5, 2.0))
+    linear = MLP((3, 1))
+    np.testing.assert_array_equal(linear.prior_precision(2.0, 1e-5, 0.1), [2.0, 2.0, 2.0, 1e-5])
+
+
 def test_unflatten_is_row_major_and_round_trips():
     """``W_l[a, o] = theta[W_start + a n_out + o]``; flattening the unflattened pieces gives theta back, also
     with a leading sample axis."""

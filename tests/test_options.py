@@ -102,7 +102,8 @@ def test_slangcli_fit_takes_the_declared_options_as_keywords():
 @pytest.mark.parametrize("estimator, likelihood", [(SLANGClassifier, "categorical"), (SLANGRegressor, "gaussian")])
 def test_the_estimators_take_the_declared_options_as_parameters(estimator, likelihood):
     expected = {"method": None, "hidden": (), "activation": "relu", "standardize": True, "prior_precision": 1.0,
-                "bias_prior_precision": 1e-5, "batch_size": None, "epochs": None, "random_state": None,
+                "bias_prior_precision": 1e-5, "hidden_bias_prior_precision": 0.1, "batch_size": None, "epochs": None,
+                "random_state": None,
                 "predict_samples": 1000, "calibrate": None, "members": 1, "method_params": None}
     if likelihood == "gaussian":
         expected["noise_precision"] = "auto"

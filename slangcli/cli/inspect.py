@@ -139,7 +139,9 @@ def inspect(run_file, as_json):
         *_posterior_lines(s["posterior"], s["model"]["likelihood"]),
         f"model      sizes {tuple(s['model']['sizes'])}, {s['model']['activation']} hidden units, "
         f"{s['model']['likelihood']} likelihood",
-        f"prior      precision {c.get('prior_precision')}, bias {c.get('bias_prior_precision')}",
+        f"prior      precision {c.get('prior_precision')}, bias {c.get('bias_prior_precision')}"
+        + (f", hidden biases {c['hidden_bias_prior_precision']}" if len(s["model"]["sizes"]) > 2
+           and "hidden_bias_prior_precision" in c else ""),
         (f"training   solved by L-BFGS: {m['solver']['iterations']} iterations, largest gradient component "
          f"{m['solver']['grad_max']:.2g} (tol {m['solver']['tol']:g})" if "solver" in m else
          f"training   {c.get('n_steps')} steps, batch {c.get('batch_size')}, seed {c.get('seed')}, "

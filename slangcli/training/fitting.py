@@ -330,7 +330,7 @@ def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None
         values, hyper, tuned, learn = _tuned(prepared, options, module, hyper, sizes, values, learn, params,
                                              batch, n_steps, notify=notify, stop=stop, map_jobs=map_jobs)
         model = _model(sizes, options, prepared.likelihood, values)
-    problem = Problem(model, model.prior_precision(values["prior-precision"], options.bias_prior_precision), n)
+    problem = Problem(model, _prior(model, options, values["prior-precision"]), n)
     config = {
         "method": method,
         "hyper": asdict(hyper),
@@ -341,6 +341,7 @@ def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None
         "seed": options.seed,
         "prior_precision": values["prior-precision"],
         "bias_prior_precision": options.bias_prior_precision,
+        "hidden_bias_prior_precision": options.hidden_bias_prior_precision,
         # what was asked ("auto" learns) and which of the two were learned in the final fit (slangcli.training.learned)
         "learned": {"given": {"noise_precision": options.noise_precision,
                               "prior_precision": options.prior_precision}, **learn},
@@ -358,6 +359,11 @@ def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None
         config["calibrate"] = options.calibrate
     return Plan(method, module, hyper, model, problem, prepared, config, list(command or []),
                 learn["noise_precision"], learn["prior_precision"])
+
+
+def _prior(model: MLP, options: FitOptions, weight: float) -> np.ndarray:
+    """The prior precision of each parameter: ``weight`` on the weights, the options' on the biases."""
+    return model.prior_precision(weight, options.bias_prior_precision, options.hidden_bias_prior_precision)
 
 
 def _model(sizes: tuple, options: FitOptions, likelihood: str, values: dict) -> MLP:
@@ -394,7 +400,7 @@ def _tuned(prepared: Prepared, options: FitOptions, module, hyper, sizes: tuple,
 
     def build(candidate):
         m = _model(sizes, options, prepared.likelihood, candidate)
-        return m, m.prior_precision(candidate["prior-precision"], options.bias_prior_precision)
+        return m, _prior(m, options, candidate["prior-precision"])
 
     n = len(prepared.X_train)
     best, record = tuning.search(
@@ -413,7 +419,7 @@ def _learned_start(prepared: Prepared, options: FitOptions, module, hyper, sizes
     every training row ends with."""
     model = _model(sizes, options, prepared.likelihood, values)
     first = Plan(options.resolved_method, module, hyper, model,
-                 Problem(model, model.prior_precision(values["prior-precision"], options.bias_prior_precision),
+                 Problem(model, _prior(model, options, values["prior-precision"]),
                          len(prepared.X_train)), prepared, {"batch_size": batch}, [], learn["noise_precision"],
                  learn["prior_precision"])
     learner = first.learner()
@@ -505,15 +511,18 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
 
 def _planned_precisions(run: Run, run_name: str) -> tuple:
     """The model and prior precisions a checkpointed fit's plan started from (its config's ``model``
-    ``noise_precision``, ``prior_precision`` and ``bias_prior_precision``, as :func:`plan` made them)."""
+    ``noise_precision``, ``prior_precision``, ``bias_prior_precision`` and ``hidden_bias_prior_precision``, as
+    :func:`plan` made them; a fit recorded before the hidden biases had their own gave them the output's)."""
     config = run.config
     values = ((config.get("model") or {}).get("noise_precision"), config.get("prior_precision"),
-              config.get("bias_prior_precision"))
+              config.get("bias_prior_precision"),
+              config.get("hidden_bias_prior_precision", config.get("bias_prior_precision")))
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf") for v in values):
         raise FormatError(f"{run_name}: / attribute 'config' lacks the precisions the fit started from "
-                          "('model' 'noise_precision', 'prior_precision', 'bias_prior_precision': positive numbers)")
+                          "('model' 'noise_precision', 'prior_precision', 'bias_prior_precision', "
+                          "'hidden_bias_prior_precision': positive numbers)")
     model = replace(run.model, noise_precision=float(values[0]))
-    return model, model.prior_precision(float(values[1]), float(values[2]))
+    return model, model.prior_precision(float(values[1]), float(values[2]), float(values[3]))
 
 
 def _urgent(checkpointing: Checkpointing | None, what: str):
