@@ -96,6 +96,7 @@ from slangcli.training import plan
 from slangcli.training import loop as train  # noqa: E402
 from slangcli.training.options import network_rates  # noqa: E402
 
+# every bias, the hidden layers' too: the reference IVON takes one weight decay for all of them
 BIAS_PRIOR = 1e-5
 REFERENCE = "ivon-ref"
 # the reference's hyperparameters unless --hyper ivon:... gives others (which slang's ivon then takes too): the

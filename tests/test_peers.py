@@ -135,7 +135,7 @@ def test_learned_noise_precision_is_the_one_slang_fit_learns(tmp_path, capsys, m
     opts, hidden, _ = peers.dataset_splits("boston", data, 1.0)[0]
     run = fit_prepared(load_training(opts), method="slang", hyper={"rank": 8, "samples": 4},
                                 hidden=hidden, noise_precision="auto", epochs=2, batch_size=32, seed=0,
-                                eval_samples=5)
+                                eval_samples=5, hidden_bias_prior_precision=peers.BIAS_PRIOR)
     assert run.config["hyper"]["beta"] == options.NETWORK_RATES["beta"]
     np.testing.assert_allclose(boston["slang"]["noise_precision"], run.model.noise_precision, rtol=1e-9)
 
