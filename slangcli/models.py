@@ -20,10 +20,16 @@ likelihood: sigmoid with Bernoulli, softmax with categorical, identity with Gaus
 - ``categorical``: K outputs, ``NLL = logsumexp(f) - f_y``, ``delta = softmax(f) - onehot(y)``
 - ``gaussian``: one output, noise precision tau, ``NLL = tau (f - y)^2 / 2 - log(tau) / 2 + log(2 pi) / 2``,
   ``delta = tau (f - y)``
+
+A Gaussian model may also carry a noise model (``noise_weights``, ``slang fit --noise-model linear``): the noise
+precision of a prediction ``f`` at input ``x`` is ``tau(x, f) = exp(c + w . x + w_f f)``. It is fitted to a trained
+posterior (``slangcli.training.learned.fit_noise_model``) and used by the predictive; training and its objective use
+the constant ``noise_precision``.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -35,6 +41,9 @@ import scipy.special
 from slangcli.errors import ConfigError
 
 LIKELIHOODS = ("bernoulli", "categorical", "gaussian")
+# a noise model's precisions stay within these (those of a learned constant one, slangcli.training.learned.BOUNDS)
+NOISE_BOUNDS = (1e-8, 1e8)
+LOG_NOISE_BOUNDS = (math.log(NOISE_BOUNDS[0]), math.log(NOISE_BOUNDS[1]))
 
 
 def _relu(z):
@@ -121,6 +130,8 @@ class MLP:
     activation: str = "relu"
     likelihood: str = "bernoulli"
     noise_precision: float = 1.0
+    # the noise model ``(c, w_1 .. w_{n_0}, w_f)`` of :meth:`noise_precisions`; None: the constant noise_precision
+    noise_weights: tuple | None = None
 
     def __post_init__(self):
         if self.activation not in ACTIVATIONS:
@@ -133,6 +144,22 @@ class MLP:
             raise ConfigError(f"a {self.likelihood} likelihood needs one output, not {self.sizes[-1]}")
         if self.likelihood == "gaussian" and not self.noise_precision > 0:
             raise ConfigError(f"noise precision must be positive, got {self.noise_precision}")
+        if self.noise_weights is not None:
+            if self.likelihood != "gaussian":
+                raise ConfigError(f"a noise model needs a gaussian likelihood, not {self.likelihood}")
+            if len(self.noise_weights) != self.sizes[0] + 2 or not np.isfinite(self.noise_weights).all():
+                raise ConfigError(f"a noise model of {self.sizes[0]} inputs has {self.sizes[0] + 2} finite weights, "
+                                  f"not {len(self.noise_weights)}")
+
+    def noise_precisions(self, X: np.ndarray, f: np.ndarray):
+        """The noise precision of the predictions ``f : (S, n)`` at the inputs ``X : (n, n_0)``: without a noise
+        model the constant ``noise_precision`` (a float), else ``tau = exp(c + X w + w_f f) : (S, n)``, within
+        :data:`NOISE_BOUNDS`."""
+        if self.noise_weights is None:
+            return self.noise_precision
+        w = np.asarray(self.noise_weights, dtype=float)
+        eta = w[0] + (X @ w[1:-1])[None, :] + w[-1] * f
+        return np.exp(np.clip(eta, *LOG_NOISE_BOUNDS))
 
     @property
     def layout(self) -> Layout:

@@ -26,6 +26,7 @@ __all__ = [
     "RESTART",
     "CALIBRATE",
     "MEMBER",
+    "NOISE_MODEL",
     "derive_rng",
     "member_seed",
     "steps_per_epoch",
@@ -37,8 +38,9 @@ __all__ = [
 # Stream identifiers of the derived generators.
 # stream 4: gradient-SNR draws; 5: weight samples of `slang predict`; 6: folds and fits of `--tune`; 7: the seeds
 # of `--restarts`; 8: the training rows `--calibrate` holds out; 9: the seeds of the members of `--members` (fits,
-# and a mixture's predictive draws)
-INIT, ORDER, STEP, EVAL, SNR, PREDICT, TUNE, RESTART, CALIBRATE, MEMBER = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
+# and a mixture's predictive draws); 10: the rows and weight draws the noise model of `--noise-model linear` is
+# fitted to
+INIT, ORDER, STEP, EVAL, SNR, PREDICT, TUNE, RESTART, CALIBRATE, MEMBER, NOISE_MODEL = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 
 
 def derive_rng(seed: int, stream: int, *index: int) -> np.random.Generator:

@@ -28,7 +28,7 @@ from slangcli import SLANGRegressor
 from slangcli.data.sources import DataOptions
 from slangcli.errors import ConfigError, DataError, Interrupted
 from slangcli.predictive import conformal
-from slangcli.runfile.io import read_run, write_run
+from slangcli.runfile.io import FORMAT_VERSION, read_run, write_run
 from slangcli.training.checkpoints import Checkpointing
 from slangcli.training.fitting import fit, resume
 
@@ -291,9 +291,11 @@ def _before_data():
 def test_a_fit_without_calibrate_is_unchanged(tmp_path):
     """The posterior a fit without --calibrate gives is the one it gave before the option existed (to the last
     digits: 1e-9 leaves room for another BLAS's rounding, and none for another permutation, initialisation or set
-    of rows), through the API and through a file with a --test-fraction split; its run file has no calibration."""
+    of rows), through the API and through a file with a --test-fraction split; its run file has no calibration.
+    (With the defaults of then for the options that came later: the hidden biases' prior and the noise model.)"""
     X, y = _before_data()
-    result = slangcli.fit(X, y, hidden=3, iterations=12, seed=5, eval_samples=20, batch_size=8)
+    result = slangcli.fit(X, y, hidden=3, iterations=12, seed=5, eval_samples=20, batch_size=8,
+                          hidden_bias_prior_precision=1e-5, noise_model="constant")
     np.testing.assert_allclose(result.posterior.mean, BEFORE_ARRAYS, rtol=1e-9)
     assert result.calibration is None and "calibrate" not in result.config
     assert result.run.data["train"]["rows_used"] == 30
@@ -301,13 +303,14 @@ def test_a_fit_without_calibrate_is_unchanged(tmp_path):
     np.savetxt(data, np.column_stack([X, y]), fmt="%.17g", delimiter=",", header="a,b,y", comments="")
     run = tmp_path / "g.h5"
     assert_ok(invoke("fit", data, "-o", run, "--hidden", "3", "--iterations", "12", "--seed", "5", "--eval-samples",
-                     "20", "--batch-size", "8", "--test-fraction", "0.25"))
+                     "20", "--batch-size", "8", "--test-fraction", "0.25", "--hidden-bias-prior-precision", "1e-5",
+                     "--noise-model", "constant"))
     stored = read_run(run)
     np.testing.assert_allclose(stored.posterior.mean, BEFORE_FILE, rtol=1e-9)
     assert stored.metrics["test"]["coverage"] == {"0.5": 0.625, "0.9": 1.0, "0.95": 1.0}
     assert not any(key.startswith("calibrat") for key in stored.metrics["test"])
     with h5py.File(run, "r") as f:
-        assert "calibration" not in f and f.attrs["encoding-version"] == "1.5"
+        assert "calibration" not in f and f.attrs["encoding-version"] == FORMAT_VERSION
 
 
 # ------------------------------------------------------------------------------------------------ the doors

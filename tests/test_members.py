@@ -196,13 +196,13 @@ def test_monte_carlo_classification_shares_the_draws_among_the_members(mixture_r
 @pytest.fixture(scope="module")
 def regression_mixture():
     """A regression network's run whose posterior is a mixture of its fitted posterior and a mean-field one with
-    another noise precision."""
+    another noise precision (constant noise: each member's own)."""
     import slangcli
 
     rng = np.random.default_rng(5)
     X = rng.normal(size=(30, 2))
     y = X @ [1.0, -2.0] + rng.normal(0, 0.3, 30)
-    run = slangcli.fit(X, y, hidden=3, iterations=20, eval_samples=8, seed=2).run
+    run = slangcli.fit(X, y, hidden=3, iterations=20, eval_samples=8, seed=2, noise_model="constant").run
     D = run.model.n_params
     other = DiagonalGaussian(mean=run.posterior.mean + rng.normal(0, 0.3, D), log_sigma=np.full(D, -1.5))
     mixed = _mixture_of(run, other)

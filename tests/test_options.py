@@ -107,6 +107,7 @@ def test_the_estimators_take_the_declared_options_as_parameters(estimator, likel
                 "predict_samples": 1000, "calibrate": None, "members": 1, "method_params": None}
     if likelihood == "gaussian":
         expected["noise_precision"] = "auto"
+        expected["noise_model"] = "auto"
     assert estimator().get_params() == expected
     assert {name: estimator_default(f) for name, f in estimator_fields(likelihood)} == expected
     signature = inspect.signature(estimator.__init__)

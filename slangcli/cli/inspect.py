@@ -43,7 +43,9 @@ def summary(run, path) -> dict:
         "method": run.config.get("method"),
         "posterior": _posterior(run.posterior),
         "model": {"sizes": list(run.model.sizes), "activation": run.model.activation,
-                  "likelihood": run.model.likelihood},
+                  "likelihood": run.model.likelihood,
+                  **({"noise_weights": list(run.model.noise_weights)} if run.model.noise_weights is not None
+                     else {})},
         "config": run.config,
         "data": {k: v for k, v in run.data.items() if k != "feature_names"},
         "n_features": len(run.data.get("feature_names", [])),
@@ -138,7 +140,9 @@ def inspect(run_file, as_json):
         f"method     {s['method']}  {c.get('hyper', {})}",
         *_posterior_lines(s["posterior"], s["model"]["likelihood"]),
         f"model      sizes {tuple(s['model']['sizes'])}, {s['model']['activation']} hidden units, "
-        f"{s['model']['likelihood']} likelihood",
+        f"{s['model']['likelihood']} likelihood"
+        + (", noise precision log-linear in the features and the output (--noise-model linear)"
+           if "noise_weights" in s["model"] else ""),
         f"prior      precision {c.get('prior_precision')}, bias {c.get('bias_prior_precision')}"
         + (f", hidden biases {c['hidden_bias_prior_precision']}" if len(s["model"]["sizes"]) > 2
            and "hidden_bias_prior_precision" in c else ""),

@@ -229,7 +229,8 @@ def regression_scores(posterior, model: MLP, X, y, *, samples=1000, rng=None, se
     """RMSE of the predictive mean and per-point predictive log-likelihood, in the original target units.
 
     ``y`` is on the standardised scale the model was fitted on (``y_orig = mean + target_scale * y``). The
-    log-likelihood is ``(1/N) sum_n log((1/S) sum_s N(y_n | f_s(x_n), 1/tau))``, moved to the original units by
+    log-likelihood is ``(1/N) sum_n log((1/S) sum_s N(y_n | f_s(x_n), 1/tau))`` (``tau`` the model's noise
+    precision, or its noise model's for each prediction), moved to the original units by
     the change of variables (``- log target_scale``). ``coverage`` is that of the central intervals of
     ``levels`` (default ``COVERAGE_LEVELS``) of the same mixture (invariant under the affine change of units). With
     ``seed`` the weight samples are the predictive's own (:func:`weight_samples`, those of ``slang predict``), else
@@ -242,11 +243,11 @@ def regression_scores(posterior, model: MLP, X, y, *, samples=1000, rng=None, se
     drawn = 0
     # (with ``rng`` the seeds are unused: every part draws from ``rng`` in turn)
     for part, part_model, part_seed, n in draw_parts(posterior, model, 0 if seed is None else seed, samples):
-        tau = part_model.noise_precision
         draws = weight_samples(part, part_seed, n) if seed is not None else _sample_chunks(part, rng, n)
         for theta in draws:
             for rows in row_chunks(part_model, X.shape[0], theta.shape[0]):
                 f = part_model.forward(theta, X[rows])[0][..., 0]  # (S, n)
+                tau = part_model.noise_precisions(X[rows], f)  # a number, or (S, n) with a noise model
                 total_f[rows] += f.sum(0)
                 logp = 0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (y[rows] - f) ** 2
                 log_sum[rows] = np.logaddexp(log_sum[rows], scipy.special.logsumexp(logp, axis=0))

@@ -18,10 +18,11 @@ float64, in 5 to 10 iterations (measured with S = 1000, N = 2000), and a few who
 bracket's end fall back to bisection (at most about 60 halvings). The quantiles are those of the mixture itself,
 not of a Gaussian with its mean and variance.
 
-All functions work on ``f : (S, N)``, N mixtures at once (one per example). ``sigma`` is one number, or one per
-sample, ``(S, 1)``: the predictive of a mixture of posteriors (``slang fit --members K``) pools its members' draws,
-each with its member's noise precision; the mixture's variance is then ``mean_s sigma_s^2 + (1/S) sum_s (f_s -
-f_bar)^2``, and the bracket above holds with each component's own ``sigma_s z_p``.
+All functions work on ``f : (S, N)``, N mixtures at once (one per example). ``sigma`` is one number, one per
+sample, ``(S, 1)``, or one per sample and example, ``(S, N)``: the predictive of a mixture of posteriors (``slang fit
+--members K``) pools its members' draws, each with its member's noise precision, and a noise model (``slang fit
+--noise-model linear``) gives every prediction its own; the mixture's variance is then ``mean_s sigma_s^2 + (1/S)
+sum_s (f_s - f_bar)^2``, and the bracket above holds with each component's own ``sigma_s z_p``.
 """
 
 from __future__ import annotations
@@ -35,14 +36,22 @@ _MAX_ITER = 200
 _SQRT_2PI = np.sqrt(2.0 * np.pi)
 
 
-def cdf(y, f: np.ndarray, sigma: float) -> np.ndarray:
+def cdf(y, f: np.ndarray, sigma) -> np.ndarray:
     """``F_n(y_n) = (1/S) sum_s Phi((y_n - f_sn) / sigma)`` for ``y : (N,)``, ``f : (S, N)``."""
     return scipy.special.ndtr((np.asarray(y) - f) / sigma).mean(axis=0)
 
 
 def _noise_variance(sigma):
-    """The mixture's noise variance: ``sigma^2``, or the mean of the samples' ``sigma_s^2``."""
-    return sigma**2 if np.ndim(sigma) == 0 else float(np.mean(sigma**2))
+    """The mixture's noise variance: ``sigma^2``, or the mean of the samples' ``sigma_s^2`` (per example when they
+    have one per example)."""
+    if np.ndim(sigma) == 0:
+        return sigma**2
+    return float(np.mean(sigma**2)) if sigma.shape[1] == 1 else np.mean(sigma**2, axis=0)
+
+
+def _columns(sigma, index):
+    """``sigma`` for the examples ``index``: itself unless it has one per example."""
+    return sigma if np.ndim(sigma) == 0 or sigma.shape[1] == 1 else sigma[:, index]
 
 
 def _cdf_and_pdf(x, f, sigma):
@@ -52,7 +61,7 @@ def _cdf_and_pdf(x, f, sigma):
     return scipy.special.ndtr(u).mean(axis=0), (np.exp(-0.5 * u * u) / sigma).mean(axis=0) / _SQRT_2PI
 
 
-def quantile(p: float, f: np.ndarray, sigma: float) -> np.ndarray:
+def quantile(p: float, f: np.ndarray, sigma) -> np.ndarray:
     """The ``p``-quantiles ``(N,)`` of the N mixtures of ``f : (S, N)`` (``0 < p < 1``), to float64 resolution."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"a quantile level must lie strictly between 0 and 1, got {p}")
@@ -72,7 +81,7 @@ def quantile(p: float, f: np.ndarray, sigma: float) -> np.ndarray:
         if active.size == 0:
             break
         fa, xa, la, ha = f[:, active], x[active], lo[active], hi[active]
-        F, dens = _cdf_and_pdf(xa, fa, sigma)
+        F, dens = _cdf_and_pdf(xa, fa, _columns(sigma, active))
         g = F - p
         la = np.where(g < 0, xa, la)
         ha = np.where(g > 0, xa, ha)
@@ -94,7 +103,7 @@ def quantile(p: float, f: np.ndarray, sigma: float) -> np.ndarray:
     return x
 
 
-def moments(f: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def moments(f: np.ndarray, sigma) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean ``(N,)``, epistemic and total standard deviations ``(N,)`` of the mixtures of ``f : (S, N)``.
 
     The epistemic part is the population standard deviation of the samples (divisor S), so that

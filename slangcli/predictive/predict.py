@@ -115,24 +115,34 @@ def regress(posterior, model: MLP, X: np.ndarray, *, samples: int = 1000, seed: 
     n = X.shape[0]
     parts = metrics.draw_parts(posterior, model, seed, samples)
     drawn = sum(part[3] for part in parts)
-    if len(parts) == 1:
+    modelled = model.noise_weights is not None  # a noise model: a noise level per draw and row, set below
+    if modelled:
+        sigma = aleatoric = None
+    elif len(parts) == 1:
         sigma = aleatoric = 1.0 / np.sqrt(model.noise_precision)
     else:  # one noise level per draw, its member's: (drawn, 1)
         sigma = np.repeat([1.0 / np.sqrt(m.noise_precision) for _, m, _, _ in parts], [p[3] for p in parts])[:, None]
         aleatoric = float(np.sqrt(np.mean(sigma**2)))
     names = ("mean", "std_epistemic", "std_total") + (("lower", "upper") if level is not None else ())
     out = {name: np.empty(n) for name in names}
+    out["std_aleatoric"] = np.empty(n)
     block = max(1, BLOCK_BUDGET // drawn)
     for lo in range(0, n, block):
         Xb = X[lo : lo + block]
         f = np.empty((drawn, Xb.shape[0]))
+        if modelled:
+            sigma = np.empty((drawn, Xb.shape[0]))
         s = 0
         for part, part_model, part_seed, part_samples in parts:
             for theta in weight_samples(part, part_seed, part_samples):
                 for rows in metrics.row_chunks(part_model, Xb.shape[0], theta.shape[0]):
                     f[s : s + theta.shape[0], rows] = part_model.forward(theta, Xb[rows])[0][..., 0]
+                    if modelled:
+                        tau = part_model.noise_precisions(Xb[rows], f[s : s + theta.shape[0], rows])
+                        sigma[s : s + theta.shape[0], rows] = 1.0 / np.sqrt(tau)
                 s += theta.shape[0]
         rows = slice(lo, lo + Xb.shape[0])
+        out["std_aleatoric"][rows] = np.sqrt(np.mean(sigma**2, axis=0)) if modelled else aleatoric
         out["mean"][rows], out["std_epistemic"][rows], out["std_total"][rows] = mixture.moments(f, sigma)
         if level is not None:
             out["lower"][rows] = mixture.quantile(0.5 * (1.0 - level), f, sigma)
@@ -142,5 +152,5 @@ def regress(posterior, model: MLP, X: np.ndarray, *, samples: int = 1000, seed: 
         out[name] = target_mean + target_scale * out[name]
     for name in ("std_epistemic", "std_total"):
         out[name] = target_scale * out[name]
-    out["std_aleatoric"] = np.full(n, target_scale * aleatoric)
+    out["std_aleatoric"] = target_scale * out.pop("std_aleatoric")  # (last, where readers of this dict find it)
     return {**out, "level": None if level is None else float(level), "predictive": "mc"}

@@ -1,4 +1,4 @@
-"""Run files: one HDF5 file per fit or compression, format version 1.5 (described in ``docs/FORMAT.md``).
+"""Run files: one HDF5 file per fit or compression, format version 1.6 (described in ``docs/FORMAT.md``).
 
 Every group carries ``encoding-type`` and ``encoding-version`` attributes; the reader dispatches on them and
 refuses, with a :class:`FormatError`, files that are not slang runs, that a newer major format wrote, or whose
@@ -18,7 +18,7 @@ import signal
 import stat
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import h5py
@@ -31,7 +31,7 @@ from slangcli.runfile.checked import RunChecks
 from slangcli.runfile.outputs import atomic_output, hdf5_image, temporary_beside  # noqa: F401  (temporary_beside: re-exported)
 from slangcli.gaussian.posteriors import COMPOSITES, MAX_ABS_VALUE, POSTERIORS
 
-FORMAT_VERSION = "1.5"
+FORMAT_VERSION = "1.6"
 RUN_TYPE = "slang-run"
 # the datasets of /calibration (its other fields are the JSON attribute "summary")
 CALIBRATION_ARRAYS = ("scores", "index")
@@ -155,6 +155,8 @@ def _write_file(tmp, run: Run) -> None:
         g.attrs["likelihood"] = run.model.likelihood
         g.attrs["noise_precision"] = float(run.model.noise_precision)
         g.create_dataset("prior_precision", data=run.prior_precision)
+        if run.model.noise_weights is not None:  # slang fit --noise-model linear (1.6)
+            g.create_dataset("noise_weights", data=np.asarray(run.model.noise_weights, dtype=float))
 
         _write_posterior(f.create_group("posterior"), run.posterior)
 
@@ -485,6 +487,11 @@ class _Reader:
                         likelihood=str(likelihood), noise_precision=float(noise))
         except Exception as exc:  # noqa: BLE001 - any invalid model description is a format error
             self.fail(f"/model is invalid: {exc}")
+        if "noise_weights" in g:  # the noise model (1.6)
+            if model.likelihood != "gaussian":
+                self.fail(f"/model/noise_weights belongs to a gaussian likelihood, not {model.likelihood}")
+            weights = self.array(g, "noise_weights", (model.sizes[0] + 2,))
+            model = replace(model, noise_weights=tuple(float(v) for v in weights))
         prior = self.array(g, "prior_precision", (model.n_params,))
         if not (prior > 0).all():
             self.fail("/model/prior_precision must be positive")

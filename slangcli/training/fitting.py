@@ -357,6 +357,8 @@ def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None
     }
     if options.calibrate is not None:  # (recorded only when given: a fit without it records what it always did)
         config["calibrate"] = options.calibrate
+    if options.for_likelihood(prepared.likelihood).resolved_noise_model == "linear":  # (recorded the same way)
+        config["noise_model"] = "linear"
     return Plan(method, module, hyper, model, problem, prepared, config, list(command or []),
                 learn["noise_precision"], learn["prior_precision"])
 
@@ -535,6 +537,10 @@ def _finish(planned: Plan, outcome: Outcome) -> Run:
     fit ended with (a learned noise precision, the restarts)."""
     p, problem = planned.prepared, outcome.problem
     config = {**planned.config, "model": {**planned.config["model"], "noise_precision": problem.model.noise_precision}}
+    model = problem.model
+    if config.get("noise_model") == "linear":
+        model = replace(model, noise_weights=learned.fit_noise_model(model, outcome.posterior, p.X_train, p.y_train,
+                                                                     config["seed"]))
     if outcome.restarts is not None:
         config["restarts"] = outcome.restarts
     target_scale = float(p.arrays["target_scale"][0]) if "target_scale" in p.arrays else 1.0
@@ -542,11 +548,11 @@ def _finish(planned: Plan, outcome: Outcome) -> Run:
     calibration = {}
     if p.X_calibration is not None:
         # the held-out rows' scores under the predictive of evaluate and predict (the fit's samples and seed)
-        calibration = conformal.record(problem.model, outcome.posterior, p.X_calibration, p.y_calibration,
+        calibration = conformal.record(model, outcome.posterior, p.X_calibration, p.y_calibration,
                                        p.calibration_index, fraction=config["calibrate"], seed=config["seed"],
                                        samples=config.get("eval_samples", 1000), target_mean=target_mean,
                                        target_scale=target_scale)
-    scores = score(problem.model, outcome.posterior, problem.prior_precision, X_train=p.X_train, y_train=p.y_train,
+    scores = score(model, outcome.posterior, problem.prior_precision, X_train=p.X_train, y_train=p.y_train,
                    X_test=p.X_test, y_test=p.y_test, target_scale=target_scale,
                    samples=config.get("eval_samples", 1000), seed=config["seed"], calibration=calibration,
                    target_mean=target_mean)
@@ -556,6 +562,6 @@ def _finish(planned: Plan, outcome: Outcome) -> Run:
         scores["member_seconds"] = outcome.members["fit_seconds"]
     if outcome.solver is not None:
         scores["solver"] = outcome.solver
-    return Run(model=problem.model, prior_precision=problem.prior_precision, posterior=outcome.posterior,
+    return Run(model=model, prior_precision=problem.prior_precision, posterior=outcome.posterior,
                config=config, data=p.data, arrays=p.arrays, history=outcome.history, metrics=scores,
                command=planned.command, meta=meta(), calibration=calibration)

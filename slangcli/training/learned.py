@@ -27,6 +27,12 @@ treats them (the ELBO is concave in each, with a closed-form optimum):
   ``n_l/2 log lambda_l - lambda_l/2 sum_{i in l} (mu_i^2 + Sigma_ii)``, maximal at
   ``lambda_l = n_l / sum_{i in l} (mu_i^2 + Sigma_ii)``: the posterior's mean and marginal variances
   (``posterior.marginal_variances()``), after every epoch.
+- **A noise model** (``slang fit --noise-model linear``): a noise precision per prediction, ``tau(x, f) = exp(c +
+  w . x + w_f f)`` (``MLP.noise_weights``), fitted once to the trained posterior: the maximiser given q of the
+  expected log-likelihood ``sum_n E_q[log tau_n / 2 - tau_n r_n^2 / 2]``, concave in ``(c, w, w_f)``, estimated
+  from :data:`NOISE_MODEL_DRAWS` weight draws on at most :data:`NOISE_MODEL_ROWS` training rows, with a standard
+  Gaussian prior on ``w`` and ``w_f`` (``c`` starts at the constant optimum and is free). The posterior is not
+  refitted: training and its ELBO keep the constant noise precision.
 
 :class:`Learner` holds the current values and the record of their trajectory; the training loop
 (``slangcli.training.loop.run``) asks it for the problem of each step and tells it each step's loss. Its state is a few
@@ -39,8 +45,13 @@ import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import scipy.optimize
 
+from slangcli import streams
+from slangcli.gaussian.posteriors import components
 from slangcli.methods.base import Problem
+from slangcli.models import LOG_NOISE_BOUNDS, NOISE_BOUNDS
+from slangcli.predictive.metrics import row_chunks
 
 # The smoothing window of the expected squared residual, in steps: one epoch, but at most this many steps, so that
 # on large training sets tau still follows the posterior within a fraction of the first epoch.
@@ -49,7 +60,10 @@ MAX_WINDOW = 200
 # EM update's (measured on held-out training rows of the UCI folders: docs/LEARNED.md)
 NOISE_WARMUP = 0.1
 # tau and lambda stay within these bounds: beyond them the float64 arithmetic of a step loses its meaning
-BOUNDS = (1e-8, 1e8)
+BOUNDS = NOISE_BOUNDS
+# the noise model's fit: weight draws from q, and at most this many training rows (a seeded subset beyond)
+NOISE_MODEL_DRAWS = 50
+NOISE_MODEL_ROWS = 20_000
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -229,3 +243,41 @@ def solve_with_prior(method, problem: Problem, X: np.ndarray, y: np.ndarray, hyp
     info["solver"] = dict(info["solver"], iterations=iterations, prior_rounds=round_)
     return posterior, info, problem, {"learned_step": np.asarray(steps, dtype=np.int64),
                                       "prior_precision": np.asarray(values, dtype=float)}
+
+
+def fit_noise_model(model, posterior, X: np.ndarray, y: np.ndarray, seed: int) -> tuple:
+    """The weights ``(c, w_1 .. w_{n_0}, w_f)`` of the noise model ``tau(x, f) = exp(c + w . x + w_f f)`` that
+    maximise ``sum_n mean_s [eta_sn / 2 - exp(eta_sn) r_sn^2 / 2] - (|w|^2 + w_f^2) / 2``, ``eta_sn = log tau(x_n,
+    f_sn)`` and ``r_sn = y_n - f_sn``, over weight draws ``theta_s ~ q`` (a mixture's members share them equally)
+    and the training rows ``(X, y)`` (at most :data:`NOISE_MODEL_ROWS`, drawn without replacement, from the stream
+    ``(seed, NOISE_MODEL)``)."""
+    rng = streams.derive_rng(seed, streams.NOISE_MODEL)
+    if len(X) > NOISE_MODEL_ROWS:
+        rows = np.sort(rng.choice(len(X), NOISE_MODEL_ROWS, replace=False))
+        X, y = X[rows], y[rows]
+    parts = components(posterior, model, None)
+    each = -(-NOISE_MODEL_DRAWS // len(parts))
+    F = np.empty((each * len(parts), len(X)))
+    for k, (part, part_model, _) in enumerate(parts):
+        theta = part.sample(rng, each)
+        for rows in row_chunks(part_model, len(X), each):  # the activations of all rows at once may not fit
+            F[k * each : (k + 1) * each, rows] = part_model.forward(theta, X[rows])[0][..., 0]
+    R2 = (y - F) ** 2
+    p = X.shape[1]
+    start = np.zeros(p + 2)
+    start[0] = -math.log(max(float(R2.mean()), NOISE_BOUNDS[0]))  # the constant noise model's optimum
+    found = scipy.optimize.minimize(noise_model_objective, start, args=(X, F, R2), jac=True, method="L-BFGS-B")
+    return tuple(float(v) for v in found.x)
+
+
+def noise_model_objective(v: np.ndarray, X: np.ndarray, F: np.ndarray, R2: np.ndarray) -> tuple[float, np.ndarray]:
+    """What :func:`fit_noise_model` minimises, and its gradient, at the weights ``v = (c, w, w_f)``: ``mean_s
+    sum_n [exp(eta_sn) R2_sn / 2 - eta_sn / 2] + (|w|^2 + w_f^2) / 2``, ``eta_sn = c + x_n . w + w_f F_sn`` (within
+    the noise bounds), for inputs ``X : (n, p)``, draws' outputs ``F : (S, n)`` and squared residuals ``R2``."""
+    S, p = F.shape[0], X.shape[1]
+    eta = np.clip(v[0] + (X @ v[1 : p + 1])[None, :] + v[p + 1] * F, *LOG_NOISE_BOUNDS)
+    tau_r2 = np.exp(eta) * R2
+    g = (0.5 * tau_r2 - 0.5) / S  # the derivative in eta, per draw and row
+    w = v[1:]
+    value = float((0.5 * tau_r2 - 0.5 * eta).sum() / S + 0.5 * w @ w)
+    return value, np.concatenate([[g.sum()], X.T @ g.sum(axis=0) + v[1 : p + 1], [(g * F).sum() + v[p + 1]]])
