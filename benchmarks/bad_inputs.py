@@ -659,7 +659,7 @@ CASES = [
          ["evaluate", "run.h5"], 1, fitted(set_attr("/posterior", "members", 3), members=2)),
     Case("Run files", "a mixture of posteriors whose member 0 has a negative diagonal precision d",
          ["predict", "run.h5", "train.csv", "-o", "p.csv"], 1, fitted(fill("posterior/member_0/d", -1.0), members=2)),
-    cli("--noise-model linear for a classification (yes/no labels)", *FAST, "--noise-model", "linear", code=1),
+    cli("--noise-model linear for a classification (yes/no labels)", *FAST, "--noise-model", "linear"),
     Case("Run files", "a noise model with a NaN weight (/model/noise_weights)",
          ["predict", "run.h5", "train.csv", "-o", "p.csv"], 1,
          fitted(h5edit(lambda f: f["model/noise_weights"].__setitem__(0, np.nan)), data=REGRESSION_CSV,
