@@ -534,6 +534,13 @@ def start_sweep(args) -> subprocess.Popen:
                             start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
+def _job_processes(pgid: int) -> str:
+    """``ps``'s lines for the processes of the process group ``pgid``: pid, parent, state, age and command."""
+    listing = subprocess.run(["ps", "-eo", "pid,ppid,pgid,stat,etime,args"], capture_output=True, text=True).stdout
+    lines = listing.splitlines()
+    return "\n".join([lines[0], *(line for line in lines[1:] if line.split()[2] == str(pgid))])
+
+
 def wait_for_table_writes(out, writes, proc, timeout=120.0) -> None:
     """Until the table has been written ``writes`` times (as many distinct modification times), the sweep running."""
     seen, deadline = set(), time.monotonic() + timeout
@@ -562,7 +569,11 @@ def test_a_stopped_sweep_says_one_line_and_tables_every_finished_fit(data, tmp_p
             os.killpg(proc.pid, signum)
         else:
             proc.send_signal(signum)
-        _, err = proc.communicate(timeout=120)
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:  # name what still holds the sweep's pipes open, for the failure to say
+            pytest.fail(f"the stopped sweep's output stayed open for 120 s (exit code {proc.poll()}); the processes "
+                        f"of its job:\n{_job_processes(proc.pid)}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
