@@ -357,7 +357,7 @@ def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None
     }
     if options.calibrate is not None:  # (recorded only when given: a fit without it records what it always did)
         config["calibrate"] = options.calibrate
-    if options.for_likelihood(prepared.likelihood).resolved_noise_model == "linear":  # (recorded the same way)
+    if options.noise_model_for(prepared.likelihood) == "linear":  # (recorded the same way)
         config["noise_model"] = "linear"
     return Plan(method, module, hyper, model, problem, prepared, config, list(command or []),
                 learn["noise_precision"], learn["prior_precision"])

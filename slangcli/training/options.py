@@ -228,11 +228,15 @@ class FitOptions:
 
     @property
     def resolved_noise_model(self) -> str:
-        """The fit's noise model: the given one, or for ``auto`` linear for a regression network whose noise
-        precision is learned, else constant."""
+        """The fit's noise model (:meth:`noise_model_for` its likelihood)."""
+        return self.noise_model_for(self.likelihood)
+
+    def noise_model_for(self, likelihood: str) -> str:
+        """The noise model of a fit of data whose likelihood is ``likelihood``: the given one, or for ``auto``
+        linear for a regression network whose noise precision is learned, else constant."""
         if self.noise_model != AUTO:
             return self.noise_model
-        learned = self.likelihood == "gaussian" and self.noise_precision == AUTO
+        learned = likelihood == "gaussian" and self.noise_precision == AUTO
         return "linear" if learned and parse_hidden(self.hidden) else "constant"
 
     def _check_method(self) -> None:
