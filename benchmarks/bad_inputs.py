@@ -896,8 +896,10 @@ def generate(progress=lambda message: None) -> str:
         "The corrupted-global-heap row is a libhdf5 bug (HDF5 2.0.0 through h5py 3.16): reading a",
         "variable-length string attribute whose global-heap object header was overwritten loops forever inside",
         "the C library, where it cannot be interrupted; 1 in 70 to 1 in 200 random byte-level corruptions of a run",
-        "file hit it. slang therefore reads every attribute of a run file first in a forked child process that is",
-        "killed after 5 s (`slangcli.runfile.io.ATTRIBUTE_PROBE_SECONDS`), and reports such a file as corrupted.",
+        "file hit it, and the HDF5 1.12 of h5py 3.8 crashes on others, not always the same way twice. slang",
+        "therefore reads and checks a run file in a forked child process that sends the run back; a child that",
+        "crashes, or has not finished after 5 s (`slangcli.runfile.io.READ_SECONDS`, plus a second per 50 MB), makes",
+        "the file corrupted, and the command's own process never opens it with libhdf5.",
         "",
     ]
     return "\n".join(lines)

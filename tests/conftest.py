@@ -214,7 +214,7 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             f"{reader:<16} {n:>7} inputs   {FUZZ_COUNTS.reader_seconds[reader]:7.1f} s in the reader   "
             f"{FUZZ_COUNTS.total_seconds.get(reader, 0.0):7.1f} s in all"
-            + (f"   ({hangs} hung inside libhdf5 and were stopped)" if hangs else "")
+            + (f"   ({hangs} hung or crashed inside libhdf5)" if hangs else "")
         )
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 
 import h5py
 import numpy as np
@@ -336,7 +338,7 @@ def test_written_file_respects_umask(fitted_run, tmp_path):
 
 def test_a_file_on_which_libhdf5_loops_forever_is_a_format_error(run_file, monkeypatch):
     """Zeroing the global-heap object header of a string attribute makes libhdf5 loop forever reading it; the
-    reader's forked probe is stopped after ATTRIBUTE_PROBE_SECONDS and the file reported as corrupted."""
+    reader's forked child is stopped after READ_SECONDS and the file reported as corrupted."""
     import time
 
     from slangcli.runfile import io
@@ -344,8 +346,43 @@ def test_a_file_on_which_libhdf5_loops_forever_is_a_format_error(run_file, monke
     at = data.index(b"slang-run", data.index(b"GCOL"))
     data[at - 16 : at] = bytes(16)
     run_file.write_bytes(bytes(data))
-    monkeypatch.setattr(io, "ATTRIBUTE_PROBE_SECONDS", 1.0)
+    monkeypatch.setattr(io, "READ_SECONDS", 1.0)
     start = time.monotonic()
     with pytest.raises(FormatError, match="did not finish reading it within 1 s"):
         io.read_run(run_file)
     assert time.monotonic() - start < 5
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the isolated read needs fork")
+def test_a_read_that_crashes_is_a_format_error_and_this_process_lives_on(run_file, monkeypatch):
+    """libhdf5 crashes on some corrupted files, not always the same way twice, so the file is read only in the
+    forked child: a crash there names the file and its signal, and this process never reads the file itself (if it
+    did, the crash below would end the test run)."""
+    from slangcli.runfile import io
+
+    def crash(reader):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    monkeypatch.setattr(io._Reader, "read_here", crash)
+    with pytest.raises(FormatError, match=rf"^{re.escape(str(run_file))}: corrupted: libhdf5 crashed reading it "
+                                          rf"\(signal {int(signal.SIGSEGV)}\)$"):
+        read_run(run_file)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the isolated read needs fork")
+def test_an_unexpected_exception_in_the_reading_child_is_raised_as_itself(run_file, monkeypatch):
+    from slangcli.runfile import io
+
+    def defect(reader):
+        raise ZeroDivisionError("a defect of the reader")
+
+    monkeypatch.setattr(io._Reader, "read_here", defect)
+    with pytest.raises(ZeroDivisionError, match="a defect of the reader"):
+        read_run(run_file)
+
+
+def test_a_read_in_this_process_gives_the_run_the_isolated_read_gives(run_file):
+    isolated, here = read_run(run_file), read_run(run_file, isolated=False)
+    assert isolated.config == here.config and isolated.metrics == here.metrics
+    for name, values in isolated.posterior.stored_arrays().items():
+        np.testing.assert_array_equal(values, here.posterior.stored_arrays()[name])

@@ -12,14 +12,21 @@ or absent.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
+import pickle
+import select
 import signal
 import stat
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # not POSIX (run files are then read in this process)
+    fcntl = None
 
 import h5py
 import numpy as np
@@ -203,37 +210,68 @@ def _write_posterior(g, posterior) -> None:
         _write_posterior(g.create_group(name), member)
 
 
-# libhdf5 can loop forever reading a variable-length string attribute whose global-heap object is corrupted (seen
-# in about 1 in 100 random byte corruptions of a run file) and cannot be interrupted in-process. So every attribute
-# is first read (whole) in a forked child that is killed after this many seconds; a file that survives is then
-# read here. The double read costs a fraction of a second even for an MNIST-sized posterior.
-ATTRIBUTE_PROBE_SECONDS = 5.0
+# libhdf5 loops forever on some corrupted files (a variable-length string attribute whose global-heap object is
+# corrupted: about 1 in 100 random byte corruptions of a run file), and the HDF5 1.12 of h5py 3.8 crashes on others,
+# not always the same way twice (a read past a corrupted length lands in whatever memory follows it). Neither can be
+# stopped or survived in-process, so a run file is read and checked in a forked child that sends the run back; a
+# child that crashes or has not finished after this many seconds (plus one per READ_BYTES_PER_SECOND of file) makes
+# the file a FormatError, and this process never opens the file with libhdf5 at all.
+READ_SECONDS = 5.0
+READ_BYTES_PER_SECOND = 50e6
 
 
-def _probe_attributes(path, fail) -> None:
-    """Fail (with ``fail(message)``) when reading the file in a child process does not finish in time; any
-    other problem is left to the real reader, which names it."""
-    if not hasattr(os, "fork"):
-        return
+def _read_isolated(reader: "_Reader", size: int) -> Run:
+    """``reader.read_here()`` run in a forked child: its run, or its FormatError raised here."""
+    read_fd, write_fd = os.pipe()
+    with contextlib.suppress(AttributeError, OSError):  # Linux: a pipe of 1 MiB carries a large run faster
+        fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
     pid = os.fork()
-    if pid == 0:
-        try:  # the whole read, attributes and datasets: a corrupted file can make libhdf5 loop in either
-            _Reader(path).read(probe=False)
+    if pid == 0:  # the child never returns into the caller
+        try:
+            faulthandler.disable()  # its crash is reported here in one line, not dumped on stderr as well
+            os.close(read_fd)
+            with os.fdopen(write_fd, "wb") as out:
+                _send_outcome(out, reader.read_here)
         finally:
             os._exit(0)
-    deadline = time.monotonic() + ATTRIBUTE_PROBE_SECONDS
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            if os.WIFSIGNALED(status):
-                # libhdf5 crashed on it (a segmentation fault in the HDF5 1.12 of h5py 3.8 on some corruptions):
-                # the same read in this process would crash it too
-                fail(f"corrupted: libhdf5 crashed reading it (signal {os.WTERMSIG(status)})")
-            return
-        time.sleep(0.002)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    fail(f"corrupted: libhdf5 did not finish reading it within {ATTRIBUTE_PROBE_SECONDS:g} s")
+    os.close(write_fd)
+    seconds = READ_SECONDS + size / READ_BYTES_PER_SECOND
+    outcome = None
+    with os.fdopen(read_fd, "rb") as pipe:
+        # the child writes only once it has read the whole file, so a child inside libhdf5 writes nothing
+        if select.select([pipe], [], [], seconds)[0]:
+            with contextlib.suppress(EOFError, pickle.UnpicklingError):
+                outcome = pickle.load(pipe)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    if outcome is None:
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+            reader.fail(f"corrupted: libhdf5 did not finish reading it within {seconds:.3g} s")
+        if os.WIFSIGNALED(status):
+            reader.fail(f"corrupted: libhdf5 crashed reading it (signal {os.WTERMSIG(status)})")
+        reader.fail("corrupted: the process reading it ended without a result")
+    kind, payload = outcome
+    if kind == "error":
+        raise FormatError(payload)
+    if kind == "exception":  # not a problem of the file: a defect here, raised as it was
+        raise payload
+    return payload
+
+
+def _send_outcome(out, read) -> None:
+    """Pickle ``("run", read())``, ``("error", message)`` for a FormatError, or ``("exception", exc)`` to ``out``."""
+    try:
+        outcome = ("run", read())
+    except FormatError as exc:
+        outcome = ("error", str(exc))
+    except BaseException as exc:  # noqa: BLE001 - re-raised in the parent
+        try:
+            pickle.dumps(exc)
+        except Exception:  # noqa: BLE001 - an exception that does not pickle travels as its description
+            exc = RuntimeError(f"reading a run file failed: {exc!r}")
+        outcome = ("exception", exc)
+    pickle.dump(outcome, out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _file_kind(mode: int) -> str:
@@ -388,22 +426,26 @@ class _Reader:
         if declared > MAX_EXPANSION * stored + MAX_UNSTORED_BYTES:
             self.fail(f"{where} declares {declared / 1e9:.3g} GB of data but the file stores {stored} bytes of it")
 
-    def read(self, probe: bool = True) -> Run:
+    def read(self, isolated: bool = True) -> Run:
         try:  # before any open: opening a FIFO waits for a writer
-            mode = os.stat(self.path).st_mode
+            found = os.stat(self.path)
         except FileNotFoundError:
             self.fail("no such file")
         except OSError as exc:
             self.fail(f"cannot read it: {exc.strerror}")
-        if not stat.S_ISREG(mode):
-            self.fail(f"is {_file_kind(mode)}, not a run file")
+        if not stat.S_ISREG(found.st_mode):
+            self.fail(f"is {_file_kind(found.st_mode)}, not a run file")
         try:  # (libhdf5 reports a file it may not open as one it cannot read: "truncated or corrupted")
             with open(self.path, "rb"):
                 pass
         except OSError as exc:
             self.fail(f"cannot read it: {exc.strerror}")
-        if probe:
-            _probe_attributes(self.path, self.fail)
+        if isolated and hasattr(os, "fork"):
+            return _read_isolated(self, found.st_size)
+        return self.read_here()
+
+    def read_here(self) -> Run:
+        """The run, read in this process."""
         try:
             f = h5py.File(self.path, "r")
         except OSError:
@@ -591,6 +633,10 @@ def member_name(name: str) -> tuple[int, str]:
     return 0, name
 
 
-def read_run(path) -> Run:
-    """Read and validate a run file; raises FormatError naming the file on any problem."""
-    return _Reader(path).read()
+def read_run(path, *, isolated: bool = True) -> Run:
+    """Read and validate a run file; raises FormatError naming the file on any problem.
+
+    ``isolated=False`` reads it in this process, without the forked child that survives libhdf5 looping forever or
+    crashing on a corrupted file (on a system without ``fork`` it always is read in this process).
+    """
+    return _Reader(path).read(isolated)
