@@ -386,3 +386,37 @@ def test_a_read_in_this_process_gives_the_run_the_isolated_read_gives(run_file):
     assert isolated.config == here.config and isolated.metrics == here.metrics
     for name, values in isolated.posterior.stored_arrays().items():
         np.testing.assert_array_equal(values, here.posterior.stored_arrays()[name])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the isolated read needs fork")
+def test_an_interrupted_read_ends_its_child(run_file, monkeypatch):
+    """A Ctrl-C while the child reads raises KeyboardInterrupt here and leaves no process behind (killed, reaped)."""
+    import time
+
+    from slangcli.runfile import io
+
+    children, fork = [], os.fork
+
+    def recorded_fork():
+        pid = fork()
+        if pid:
+            children.append(pid)
+        return pid
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(io._Reader, "read_here", lambda reader: time.sleep(30))
+    monkeypatch.setattr(os, "fork", recorded_fork)
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            read_run(run_file)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - start < 5 and len(children) == 1
+    with pytest.raises(ProcessLookupError):  # killed and reaped: no such process any more
+        os.kill(children[0], 0)

@@ -236,15 +236,21 @@ def _read_isolated(reader: "_Reader", size: int) -> Run:
             os._exit(0)
     os.close(write_fd)
     seconds = READ_SECONDS + size / READ_BYTES_PER_SECOND
-    outcome = None
-    with os.fdopen(read_fd, "rb") as pipe:
-        # the child writes only once it has read the whole file, so a child inside libhdf5 writes nothing
-        if select.select([pipe], [], [], seconds)[0]:
-            with contextlib.suppress(EOFError, pickle.UnpicklingError):
-                outcome = pickle.load(pipe)
-        else:
-            os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
+    outcome, status = None, 0
+    try:
+        with os.fdopen(read_fd, "rb") as pipe:
+            # the child writes only once it has read the whole file, so a child inside libhdf5 writes nothing
+            if select.select([pipe], [], [], seconds)[0]:
+                with contextlib.suppress(EOFError, pickle.UnpicklingError):
+                    outcome = pickle.load(pipe)
+            else:
+                os.kill(pid, signal.SIGKILL)
+    except BaseException:  # interrupted (a Ctrl-C): the read ends with it
+        os.kill(pid, signal.SIGKILL)
+        raise
+    finally:
+        with contextlib.suppress(ChildProcessError):  # (reaped already where the program ignores SIGCHLD)
+            _, status = os.waitpid(pid, 0)
     if outcome is None:
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
             reader.fail(f"corrupted: libhdf5 did not finish reading it within {seconds:.3g} s")
