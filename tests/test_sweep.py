@@ -665,8 +665,8 @@ def test_a_sweep_of_another_grid_keeps_the_fits_already_in_the_directory(cluster
     earlier grid (no run file) is not kept; a lost table is rebuilt from the run files and the commands they
     record."""
     out, a = tmp_path / "out", str(data / "a.csv")
-    code, summary, _ = sweep([a, str(data / "bad.csv"), "--seed", "0,1", *FIT, "-o", str(out)], cluster)
-    assert code == 1 and summary["complete"] == 2 and summary["failed"] == 2
+    code, summary, err = sweep([a, str(data / "bad.csv"), "--seed", "0,1", *FIT, "-o", str(out)], cluster)
+    assert code == 1 and summary["complete"] == 2 and summary["failed"] == 2, (summary, err)
     complete = [r for r in json.loads((out / "results.json").read_text()) if r["status"] == "complete"]
 
     code, summary, err = sweep([a, "--seed", "2", *FIT, "-o", str(out)], cluster)
