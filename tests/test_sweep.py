@@ -494,7 +494,13 @@ def test_worker_killed_mid_fit_is_retried_from_its_checkpoint(data, tmp_path):
     run_fit(make_task(p, str(serial / p.name), checkpoint_seconds=0))
     got, expected = posterior_arrays(out / p.name), posterior_arrays(serial / p.name)
     for key in expected:
-        np.testing.assert_array_equal(got[key], expected[key], err_msg=f"{p.name} {key}")
+        if key.startswith("history/"):
+            # an epoch's recorded KL and NLL are sums recomputed from the state, which the fit that ran here (the
+            # test's process) and the resumed one (a worker) can round differently in the last bit: 1 of 375 KL
+            # entries differed by 5.6e-17, in 1 of 8 runs, before and after the run-file reader's change
+            np.testing.assert_allclose(got[key], expected[key], rtol=1e-13, atol=0, err_msg=f"{p.name} {key}")
+        else:
+            np.testing.assert_array_equal(got[key], expected[key], err_msg=f"{p.name} {key}")
 
 
 def test_interrupted_sweep_continues_with_the_missing_fits(cluster, data, tmp_path):
