@@ -745,6 +745,10 @@ CASES = [
          ["fit", "train.csv", "-o", "run.h5", "--epochs", "2", "--restarts", "2", "--scheduler", "tcp://127.0.0.1:9"],
          1, text("train.csv", GOOD_CSV),
          before="import dask; dask.config.set({'distributed.comm.timeouts.connect': '2s'}); "),
+    Case("Sweeps", "slang fit --members on a --scheduler with --checkpoint-every (members trained on a cluster are not "
+         "checkpointed)",
+         ["fit", "train.csv", "-o", "run.h5", "--epochs", "2", "--members", "2", "--checkpoint-every", "5",
+          "--scheduler", "tcp://127.0.0.1:9"], 2, text("train.csv", GOOD_CSV)),
     sweep_case("SIGTERM to a sweep of 200 fits on 2 local workers once its table is written (the fits finished so "
                "far are in it)", "--seed", "0-199", "-o", ".", "--workers", "2", code=143,
                signal=Signal(15, glob="results.json")),

@@ -1,5 +1,6 @@
-"""``slang fit --tune ... --scheduler ADDRESS`` and ``--restarts N --scheduler ADDRESS``: the candidate fits and the
-restarts run on a real dask.distributed cluster (worker processes) and give the run of a local fit, bit for bit."""
+"""``slang fit --tune ... --scheduler ADDRESS``, ``--restarts N --scheduler ADDRESS`` and ``--members K --scheduler
+ADDRESS``: the candidate fits, the restarts and the members run on a real dask.distributed cluster (worker
+processes) and give the run of a local fit, bit for bit."""
 
 from __future__ import annotations
 
@@ -42,26 +43,45 @@ def _fit(data, out, *extra):
 
 
 def _same(a, b):
-    assert np.array_equal(a.posterior.mean, b.posterior.mean) and np.array_equal(a.posterior.U, b.posterior.U)
+    for p, q in zip(getattr(a.posterior, "members", [a.posterior]), getattr(b.posterior, "members", [b.posterior]),
+                    strict=True):
+        assert np.array_equal(p.mean, q.mean) and np.array_equal(p.U, q.U) and np.array_equal(p.d, q.d)
     assert a.metrics["test"] == b.metrics["test"]
+    assert a.model.noise_weights == b.model.noise_weights
 
 
-@pytest.mark.parametrize("extra", [["--tune", "prior-precision,noise-precision", "--tune-folds", "2"],
-                                   ["--restarts", "3"]], ids=["tune", "restarts"])
-def test_cluster_fits_equal_local_fits(scheduler, data, tmp_path, extra):
+@pytest.mark.parametrize("extra, task", [(["--tune", "prior-precision,noise-precision", "--tune-folds", "2"],
+                                          "fold_scores"),
+                                         (["--restarts", "3"], "restart"),
+                                         (["--members", "3"], "member")], ids=["tune", "restarts", "members"])
+def test_cluster_fits_equal_local_fits(scheduler, data, tmp_path, extra, task):
     local = _fit(data, tmp_path / "local.h5", *extra)
     remote = _fit(data, tmp_path / "remote.h5", *extra, "--scheduler", scheduler)
     _same(local, remote)
     with distributed.Client(scheduler) as client:  # the fits did run there
         prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
-    assert ("fold_scores" if "--tune" in extra else "restart") in prefixes, prefixes
-    assert local.config["tuning"] == remote.config["tuning"]
-    assert local.config["restarts"] == remote.config["restarts"]
+    assert task in prefixes, prefixes
+    for name in ("tuning", "restarts", "members", "member_seeds"):
+        assert local.config.get(name) == remote.config.get(name)
 
 
-def test_scheduler_without_tune_or_restarts_is_a_usage_error(data, tmp_path):
+def test_scheduler_without_tune_restarts_or_members_is_a_usage_error(data, tmp_path):
     done = CliRunner().invoke(main, ["fit", str(data), "-o", str(tmp_path / "r.h5"), "--scheduler", "tcp://x:1"])
-    assert done.exit_code == 2 and "--scheduler" in done.output
+    assert done.exit_code == 2, done.output
+    assert ("Error: --scheduler runs the fits of --tune, --restarts and --members on a cluster; this fit has none of "
+            "them") in done.stderr
+
+
+def test_members_on_a_cluster_with_checkpoints_every_n_steps_are_refused(data, tmp_path):
+    """Members trained on the cluster are not checkpointed (as restarts are not): --checkpoint-every is refused in
+    one line before anything runs (the time-based checkpoints are simply not taken)."""
+    out = tmp_path / "r.h5"
+    done = CliRunner().invoke(main, ["fit", str(data), "-o", str(out), "--members", "2", "--checkpoint-every", "5",
+                                     "--scheduler", "tcp://127.0.0.1:1"])
+    assert done.exit_code == 2 and message_lines(done.stderr) == [
+        "slang: error: --members with --scheduler trains the members on the cluster, without checkpoints: give "
+        "--checkpoint-every without --scheduler"], done.output
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("scheduler", ["not-an-address", "nothing-listening"])

@@ -76,8 +76,8 @@ def _target_note(target: str | None, run) -> str | None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=str),
               help="Run file to write (HDF5).")
 @click.option("--scheduler", metavar="ADDRESS", default=None,
-              help="Run the candidate fits of --tune and the fits of --restarts on this dask.distributed cluster "
-                   "(e.g. tcp://host:8786), with the same results as here.")
+              help="Run the candidate fits of --tune, the fits of --restarts and the members of --members on this "
+                   "dask.distributed cluster (e.g. tcp://host:8786), with the same results as here.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
               help="Write a resumable checkpoint to OUTPUT every N steps.")
 @click.option("--checkpoint-seconds", type=FloatRange(min=0), default=600.0, show_default=True,
@@ -122,10 +122,11 @@ def fit(data, output, scheduler, checkpoint_every, checkpoint_seconds, resume_pa
                                if value is not None and name not in data_names})
     opts = DataOptions.of(data, **read, standardize=options.standardize)
     target = read["target"]
-    checkpoint = checkpoints.schedule(options, checkpoint_every, checkpoint_seconds)
+    if scheduler is not None and not options.tune and options.restarts == 1 and options.members == 1:
+        raise click.UsageError("--scheduler runs the fits of --tune, --restarts and --members on a cluster; this fit "
+                               "has none of them")
+    checkpoint = checkpoints.schedule(options, checkpoint_every, checkpoint_seconds, on_cluster=scheduler is not None)
     resolved = options.resolved_method  # (None for a network whose likelihood the data decide)
-    if scheduler is not None and not options.tune and options.restarts == 1:
-        raise click.UsageError("--scheduler runs the fits of --tune and --restarts on a cluster; this fit has neither")
     rank = options.hyper.get("rank")
     label = (resolved or "fit") + (f" {rank_symbol(METHODS[resolved])}={rank}" if rank is not None and resolved
                                    else "")

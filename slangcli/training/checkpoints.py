@@ -50,15 +50,22 @@ class Checkpointing:
     urgent: Callable[[str], ContextManager] = _no_urgency
 
 
-def schedule(options: FitOptions, every_steps: int | None, every_seconds: float | None) -> dict | None:
+def schedule(options: FitOptions, every_steps: int | None, every_seconds: float | None,
+             on_cluster: bool = False) -> dict | None:
     """When a fresh fit with ``options`` checkpoints, as :class:`Checkpointing`'s ``every_steps`` and
     ``every_seconds`` (0: never by time), or None when it does not: a solver is solved at once (and refuses
-    ``every_steps``), and restarts are not checkpointed unless ``every_steps`` asks (``--restarts`` then refuses
-    it). The one rule of ``slang fit`` and of a sweep's fits."""
+    ``every_steps``), restarts are not checkpointed unless ``every_steps`` asks (``--restarts`` then refuses it),
+    and neither are members trained on a cluster (``on_cluster``: ``--members`` with ``--scheduler``, which refuses
+    ``every_steps``). The one rule of ``slang fit`` and of a sweep's fits."""
     method = options.resolved_method
     if method is not None and is_solver(METHODS[method]):
         if every_steps is not None:
             raise ConfigError(f"--checkpoint-every does not apply to --method {method}: it is solved at once")
+        return None
+    if on_cluster and options.members > 1 and options.restarts == 1:
+        if every_steps is not None:
+            raise ConfigError("--members with --scheduler trains the members on the cluster, without checkpoints: "
+                              "give --checkpoint-every without --scheduler")
         return None
     if options.restarts > 1 and every_steps is None:
         return None

@@ -274,8 +274,8 @@ def _fit_prepared(prepared: Prepared, options: FitOptions, *, notify: Callable[[
     """Plan the fit of prepared data (:func:`prepare`, :func:`load_training`) with ``options``, checked for the
     data's likelihood (:func:`plan`), train or solve it, and score it; returns the :class:`Run` to be written.
 
-    ``map_jobs(function, jobs)`` runs the candidate fits of ``tune`` and the fits of ``restarts`` elsewhere (a
-    cluster's map; default: here, one after the other), with the same results.
+    ``map_jobs(function, jobs)`` runs the candidate fits of ``tune``, the fits of ``restarts`` and the ``members``
+    elsewhere (a cluster's map; default: here, one after the other), with the same results.
     """
     _check_running(options, checkpointing)
     # the fit's stop request (its signal handler) reaches the fits before the final one too

@@ -9,7 +9,8 @@ and prior precisions (each member's learner starts from the plan's values). The 
 chooses its hyperparameters before (single fits from the fit's seed), and every member trains with them. With
 ``--restarts R`` each member is the best of its own R restarts (seeds ``restart_seed(member_seed(seed, k), r)``).
 A member is a function of the plan and its seed alone, so a trainer that steps the K members together can take
-:func:`train_members`' place.
+:func:`train_members`' place, and a cluster's map trains them at once (``slang fit --members K --scheduler``, one
+task per member, without checkpoints) with the same result.
 
 Checkpoints (``slangcli.training.checkpoints``): while member k of K > 1 trains, a checkpoint's posterior is the
 mixture of the members done and of member k so far, its ``/state`` member k's (attribute ``member``: k), its
@@ -29,7 +30,7 @@ from typing import Callable
 import numpy as np
 
 from slangcli import streams
-from slangcli.errors import FormatError, Interrupted
+from slangcli.errors import DivergenceError, FormatError, Interrupted
 from slangcli.gaussian.posteriors import MixtureGaussian
 from slangcli.methods.base import Problem
 from slangcli.runfile.io import Run, member_name
@@ -96,6 +97,8 @@ def train_members(plan: Plan, K: int, *, restarts: int = 1, progress=None, notif
         if restarts > 1:
             return train_restarts(plan, restarts, progress, notify, map_jobs)
         return train_one(plan, seeds[0], progress=progress, checkpointing=checkpointing)
+    if map_jobs is not None and restarts == 1 and resumed is None:
+        return _members_on_cluster(plan, seeds, notify, map_jobs)
     done = list(resumed.done) if resumed is not None else []
     for k in range(len(done), K):
         where = f" of member {k + 1} of {K}"
@@ -115,6 +118,26 @@ def train_members(plan: Plan, K: int, *, restarts: int = 1, progress=None, notif
         notify(f"member {k + 1} of {K} (seed {seeds[k]}): trained in {outcome.fit_seconds:.1f} s")
         done.append(outcome)
     return combine(done, seeds)
+
+
+def _member(plan: Plan, seed: int):
+    """One member trained from ``seed`` on a cluster's worker: its outcome, or the DivergenceError it ended in
+    (returned, so that the cluster's map carries it back like a result)."""
+    try:
+        return train_one(plan, seed)
+    except DivergenceError as exc:
+        return exc
+
+
+def _members_on_cluster(plan: Plan, seeds: list[int], notify, map_jobs) -> Outcome:
+    """The K members trained at once by ``map_jobs`` (a cluster's map, ``slang fit --members K --scheduler``), one
+    task each, without checkpoints: the mixture :func:`train_members` makes one after another, bit for bit."""
+    outcomes = map_jobs(_member, [(plan, seed) for seed in seeds])
+    for k, (seed, outcome) in enumerate(zip(seeds, outcomes)):
+        if isinstance(outcome, DivergenceError):
+            raise outcome
+        notify(f"member {k + 1} of {len(seeds)} (seed {seed}): trained in {outcome.fit_seconds:.1f} s")
+    return combine(list(outcomes), seeds)
 
 
 def _mixture(posteriors, problems) -> MixtureGaussian:
