@@ -21,6 +21,7 @@ Dask (``dask.distributed``) is an optional dependency, imported only when a clus
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import threading
@@ -29,6 +30,7 @@ import uuid
 from typing import Callable
 
 from slangcli.errors import ConfigError, SlangError
+from slangcli.threads import keep_freed_memory
 
 INSTALL_HINT = "pip install 'slangcli[dask]'"
 # environment of local worker processes: one BLAS thread each, since the workers already use every core
@@ -90,8 +92,25 @@ def cluster_map(address: str | None):
     if address is None:
         yield None
         return
+
+    def map_jobs(function, jobs):
+        if not jobs:
+            return []
+        # (the tasks are named after the function, not the wrapper)
+        tasks = client.map(functools.partial(_as_the_command, function), *zip(*jobs), pure=False,
+                           key=function.__name__.lstrip("_"))
+        return client.gather(tasks)
+
     with connect(address) as client:
-        yield lambda function, jobs: client.gather(client.map(function, *zip(*jobs), pure=False)) if jobs else []
+        yield map_jobs
+
+
+def _as_the_command(function: Callable, *args):
+    """``function(*args)`` on a cluster's worker, which then runs fits as the ``slang`` command does: with freed
+    memory kept (``slangcli.threads.keep_freed_memory``; without it, each of two members of a boston fit took 9 s
+    on a 2-worker local cluster, against 4.5 s with it and 4.3 s in the command)."""
+    keep_freed_memory()
+    return function(*args)
 
 
 # --------------------------------------------------------------------------------------------- a local cluster
