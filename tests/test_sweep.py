@@ -637,6 +637,27 @@ def test_a_worker_process_left_after_the_cluster_closed_is_ended():
             process.join()
 
 
+def test_the_schedulers_errors_about_cancelled_tasks_results_are_dropped():
+    """A stopped sweep cancels its pending tasks; the scheduler's errors about results of tasks already forgotten
+    (in either version's wording) are dropped, those about tasks it still knows, or that shut a worker down, kept."""
+    from slangcli.cluster import CancelledGathers
+
+    def record(message, *args):
+        return logging.LogRecord("distributed.scheduler", logging.ERROR, __file__, 1, message, args, None)
+
+    old = "Couldn't gather keys %s state: %s workers: %s"
+    new = "Couldn't gather keys: %s"
+    shut = "Shut down workers that don't have promised key: %s, %s"
+    quiet = CancelledGathers()
+    for dropped in (record(old, {"a-1": []}, [None], []), record(new, {"a-1": "forgotten"}),
+                    record(shut, "[]", "a-1")):
+        assert not quiet.filter(dropped), dropped.getMessage()
+    for kept in (record(old, {"a-1": ["tcp://w:1"]}, ["memory"], ["tcp://w:1"]), record(new, {"a-1": "memory"}),
+                 record(new, {"a-1": "forgotten", "b-2": "processing"}), record(shut, "['tcp://w:1']", "a-1"),
+                 record("Something else: %s", "x")):
+        assert quiet.filter(kept), kept.getMessage()
+
+
 def test_the_local_clusters_workers_leave_the_stopping_signals_to_the_sweep(cluster):
     """The workers of a sweep's local cluster (as conftest.local_cluster starts them, with the same set-up) ignore
     SIGINT, SIGTERM and SIGHUP, and drop the error Dask logs for a heartbeat cut short by the worker's own closing,
