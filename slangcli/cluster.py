@@ -89,8 +89,8 @@ def connect(address: str, what: str = "--scheduler"):
 @contextlib.contextmanager
 def cluster_map(address: str | None):
     """``map_jobs(function, jobs)`` on the Dask cluster at ``address`` (None: None, the fit's own serial map), for
-    the candidate fits of ``--tune``, the fits of ``--restarts`` and the members of ``--members``. The jobs are pure functions of their
-    arguments, so where they run does not change the result."""
+    the candidate fits of ``--tune``, the fits of ``--restarts`` and the members of ``--members``. The jobs are pure
+    functions of their arguments, so where they run does not change the result."""
     if address is None:
         yield None
         return
