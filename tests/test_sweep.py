@@ -658,6 +658,40 @@ def test_the_schedulers_errors_about_cancelled_tasks_results_are_dropped():
         assert quiet.filter(kept), kept.getMessage()
 
 
+def sync():
+    """Stands for ``distributed.utils.sync``: its callback has the same qualified name."""
+    def cancel():
+        pass
+    return cancel
+
+
+def test_the_name_error_of_a_call_interrupted_before_it_started_is_dropped():
+    """A Ctrl-C that reaches a client's call before it has started made distributed 2026.8 log, through Tornado,
+    a NameError of its callback ``sync.<locals>.cancel``; that record is dropped, any other error of a callback
+    (another exception, or the same exception of another callback) kept."""
+    import functools
+
+    from slangcli.cluster import CancelBeforeStart
+
+    def record(callback, exc):
+        try:
+            raise exc
+        except Exception:
+            exc_info = sys.exc_info()
+        return logging.LogRecord("tornado.application", logging.ERROR, __file__, 1, "Exception in callback %r",
+                                 (functools.partial(callback),), exc_info)
+
+    def other():
+        pass
+
+    quiet = CancelBeforeStart()
+    assert sync().__qualname__ == "sync.<locals>.cancel"
+    assert not quiet.filter(record(sync(), NameError("future")))
+    for kept in (record(sync(), ValueError("x")), record(other, NameError("future")),
+                 logging.LogRecord("tornado.application", logging.ERROR, __file__, 1, "Uncaught", (), None)):
+        assert quiet.filter(kept), kept.getMessage()
+
+
 def test_the_local_clusters_workers_leave_the_stopping_signals_to_the_sweep(cluster):
     """The workers of a sweep's local cluster (as conftest.local_cluster starts them, with the same set-up) ignore
     SIGINT, SIGTERM and SIGHUP, and drop the error Dask logs for a heartbeat cut short by the worker's own closing,
