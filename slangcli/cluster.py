@@ -82,8 +82,20 @@ def connect(address: str, what: str = "--scheduler"):
         raise ConfigError(f"--scheduler {address}: {exc}") from None
     except (OSError, TimeoutError) as exc:
         raise SlangError(f"cannot connect to the Dask scheduler at {address}: {exc}") from None
-    with client:
+    with client, _log_filters({"tornado.application": CancelBeforeStart()}):
         yield client
+
+
+@contextlib.contextmanager
+def _log_filters(filters: dict):
+    """Each ``{logger name: filter}`` added to its logger for the block."""
+    for name, filter_ in filters.items():
+        logging.getLogger(name).addFilter(filter_)
+    try:
+        yield
+    finally:
+        for name, filter_ in filters.items():
+            logging.getLogger(name).removeFilter(filter_)
 
 
 @contextlib.contextmanager
@@ -203,39 +215,35 @@ def dask_client(scheduler: str | None = None, workers: int | None = None):
     cluster = client = None
     stopped = False
     others = _worker_processes()  # (those of another cluster in this process are not this one's to end)
-    quiet = {"distributed.scheduler": CancelledGathers(),  # (the local cluster's scheduler runs here)
-             "tornado.application": CancelBeforeStart()}
-    for name, filter_ in quiet.items():
-        logging.getLogger(name).addFilter(filter_)
-    try:
-        with _signals_held():
-            cluster = distributed.LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                                               processes=True, env=dict(ONE_BLAS_THREAD), dashboard_address=":0",
-                                               silence_logs=logging.ERROR)
-            client = distributed.Client(cluster)
-            set_up_workers(client)
+    # (the local cluster's scheduler runs in this process)
+    with _log_filters({"distributed.scheduler": CancelledGathers(), "tornado.application": CancelBeforeStart()}):
         try:
-            yield client
-        except BaseException:
-            stopped = True
-            raise
-    finally:
-        # (a second Ctrl-C waits the second or so the workers take to close, rather than leave them to be reaped at
-        # exit with log lines of their own)
-        with _signals_held():
+            with _signals_held():
+                cluster = distributed.LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                                                   processes=True, env=dict(ONE_BLAS_THREAD), dashboard_address=":0",
+                                                   silence_logs=logging.ERROR)
+                client = distributed.Client(cluster)
+                set_up_workers(client)
             try:
-                if cluster is not None:
-                    close_in_order(cluster, hurry=stopped)
-            finally:
+                yield client
+            except BaseException:
+                stopped = True
+                raise
+        finally:
+            # (a second Ctrl-C waits the second or so the workers take to close, rather than leave them to be reaped at
+            # exit with log lines of their own)
+            with _signals_held():
                 try:
-                    if client is not None:
-                        client.close()
-                finally:
                     if cluster is not None:
-                        cluster.close()
-                    _kill_leftover_workers(others)
-                    for name, filter_ in quiet.items():
-                        logging.getLogger(name).removeFilter(filter_)
+                        close_in_order(cluster, hurry=stopped)
+                finally:
+                    try:
+                        if client is not None:
+                            client.close()
+                    finally:
+                        if cluster is not None:
+                            cluster.close()
+                        _kill_leftover_workers(others)
 
 
 class CancelledGathers(logging.Filter):
