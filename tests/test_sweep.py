@@ -54,6 +54,8 @@ def sweep(args, cluster=None):
     extra = ["--scheduler", cluster.scheduler_address] if cluster is not None else []
     result = CliRunner().invoke(main, ["sweep", *args, *extra, "--json"])
     summary = json.loads(result.stdout) if result.stdout.strip() else None
+    # (shown by pytest when the test fails: why each fit failed, expected or not)
+    print(f"slang sweep {' '.join(args)}: exit code {result.exit_code}\n{result.stderr}")
     return result.exit_code, summary, result.stderr
 
 
@@ -355,12 +357,12 @@ def test_sweep_equals_serial_fits_and_reruns_only_what_changed(cluster, data, tm
     # the finished sweep again (without the bad file): nothing runs, the files stay as they are
     stamps = {p.name: p.stat().st_mtime_ns for p in out.glob("*.h5")}
     grid.remove(str(data / "bad.csv"))
-    code, summary, _ = sweep([*grid, "-o", str(out)], cluster)
-    assert code == 0 and summary["ran"] == 0 and summary["skipped"] == 4
+    code, summary, err = sweep([*grid, "-o", str(out)], cluster)
+    assert code == 0 and summary["ran"] == 0 and summary["skipped"] == 4, (summary, err)
     assert stamps == {p.name: p.stat().st_mtime_ns for p in out.glob("*.h5")}
     # a changed grid: a second seed adds four fits; only those run
-    code, summary, _ = sweep([*grid, "--seed", "0,1", "-o", str(out)], cluster)
-    assert code == 0 and summary["ran"] == 4 and summary["skipped"] == 4
+    code, summary, err = sweep([*grid, "--seed", "0,1", "-o", str(out)], cluster)
+    assert code == 0 and summary["ran"] == 4 and summary["skipped"] == 4, (summary, err)
     assert all(p.stat().st_mtime_ns == stamps[p.name] for p in out.glob("*.h5") if p.name in stamps)
     assert len(json.loads((out / "results.json").read_text())) == 8
 
