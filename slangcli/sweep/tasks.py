@@ -99,9 +99,10 @@ def is_complete(path, args) -> bool:
     return found is not None and found[0] == "complete" and found[1] == list(args)
 
 
-def metrics_of(path) -> dict:
-    """The scalar train and test metrics of a finished run file, as ``train_*`` / ``test_*`` columns."""
-    m = read_run(path).metrics
+def metrics_of(path, isolated: bool = True) -> dict:
+    """The scalar train and test metrics of a finished run file, as ``train_*`` / ``test_*`` columns;
+    ``isolated``: read as ``read_run`` does by default, in a forked child (False: in this process)."""
+    m = read_run(path, isolated=isolated).metrics
     out = {}
     for part in ("train", "test"):
         for key, value in (m.get(part) or {}).items():
@@ -189,7 +190,10 @@ def run_fit(task: Task) -> dict:
                   seconds=time.perf_counter() - started, worker=_worker_address(), resumed_at_step=resumed)
     if code == 0:
         try:
-            record.update(metrics_of(task.path))
+            # (read here: this process wrote the file a moment ago, so the forked child that guards against a
+            # corrupted file guards against nothing, and a fork of a worker's process, whose other threads may
+            # hold locks at that moment, is best avoided)
+            record.update(metrics_of(task.path, isolated=False))
         except SlangError as exc:
             record.update(status="failed", error=one_line(str(exc)), exit_code=1)
     return record
