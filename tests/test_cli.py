@@ -387,6 +387,27 @@ def test_help(command):
     assert result.stdout.startswith("Usage:")
 
 
+def _modules_after(*args):
+    """The ``slangcli`` modules and whether NumPy is loaded after ``slang ARGS`` in a fresh interpreter."""
+    code = ("import sys\nfrom slangcli.cli import main\ntry:\n    main(sys.argv[1:], prog_name='slang')\n"
+            "except SystemExit:\n    pass\nprint(sorted(m for m in sys.modules if m.startswith('slangcli.cli.')), "
+            "'numpy' in sys.modules, file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    return done.stdout, done.stderr.splitlines()[-1]
+
+
+def test_a_command_loads_only_its_own_module():
+    # the commands are loaded on first use: `slang --version` is instant and a fit does not import the sweep,
+    # the figures or the compression; `slang --help` still lists every command, in the order of a workflow
+    out, loaded = _modules_after("--version")
+    assert out.startswith("slang, version") and loaded == "['slangcli.cli.output'] False"
+    out, loaded = _modules_after("fit", "--help")
+    assert "--method" in out and loaded == "['slangcli.cli.fit', 'slangcli.cli.options', 'slangcli.cli.output'] True"
+    out, _ = _modules_after("--help")
+    listed = re.findall(r"^  (\w+)  ", out.split("Commands:")[1], flags=re.M)
+    assert listed == ["fit", "evaluate", "predict", "compress", "inspect", "plot", "sweep"]
+
+
 # ------------------------------------------------------------------------------------------------ bad run files
 
 

@@ -10,6 +10,7 @@ character in a file name or value is written as its escape); data (``--json``) t
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
@@ -30,8 +31,24 @@ from slangcli.runfile.outputs import Terminated, raise_swallowed_signal, signals
 from slangcli.threads import keep_freed_memory
 
 
+# each command's module, loaded when the command runs (or its help is shown): `slang fit` does not import the
+# sweep, the figures or the compression, and `slang --version` none of them; in the order `slang --help` lists them
+COMMANDS = {"fit": "slangcli.cli.fit", "evaluate": "slangcli.cli.evaluate", "predict": "slangcli.cli.predict",
+            "compress": "slangcli.cli.compress", "inspect": "slangcli.cli.inspect", "plot": "slangcli.cli.plot",
+            "sweep": "slangcli.cli.sweep"}
+
+
 class SlangGroup(click.Group):
-    """Maps the engine's exceptions to one-line messages and exit codes."""
+    """Loads each command's module on first use, and maps the engine's exceptions to one-line messages and exit
+    codes."""
+
+    def list_commands(self, ctx):
+        return [*COMMANDS, *sorted(set(self.commands) - set(COMMANDS))]
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in COMMANDS:
+            self.add_command(getattr(importlib.import_module(COMMANDS[name]), name))
+        return super().get_command(ctx, name)
 
     def make_context(self, info_name, args, parent=None, **extra):
         # the command line as given, for the run file (sys.argv is another program's when called in-process)
@@ -96,6 +113,4 @@ def main():
     keep_freed_memory()
 
 
-from slangcli.cli import compress, evaluate, fit, inspect, plot, predict, sweep  # noqa: E402  (commands register themselves)
-
-__all__ = ["main", "fit", "evaluate", "compress", "inspect", "plot", "predict", "sweep"]
+__all__ = ["main", "COMMANDS"]

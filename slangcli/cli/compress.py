@@ -7,7 +7,6 @@ import os
 import click
 from rich.table import Table
 
-from slangcli.cli import main
 from slangcli.cli.options import SAMPLES, SEED, check_output, invocation
 from slangcli.cli.output import emit_json, needs_stdout, note, stderr
 from slangcli.compress.runs import compress as compress_run
@@ -70,7 +69,7 @@ def results_table(source: dict, results) -> Table:
     return table
 
 
-@main.command()
+@click.command()
 @click.argument("run_file", metavar="RUN.h5", type=click.Path(readable=False, dir_okay=False, path_type=str))
 @click.option("--rank", "-k", "ranks", required=True, metavar="K[,K...]",
               help="Rank k of each weight matrix's standard deviations; several, comma-separated, write one file "

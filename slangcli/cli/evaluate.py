@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from slangcli.cli import main
 from slangcli.cli.options import BINS, SAMPLES, SEED
 from slangcli.cli.output import calibration_table, emit_json, metric_rows, metrics_table, needs_stdout, note
 from slangcli.data.columns import LAYOUTS
@@ -14,7 +13,7 @@ from slangcli.predictive.metrics import PREDICTIVES
 from slangcli.runfile.io import read_run
 
 
-@main.command()
+@click.command()
 @click.argument("run_file", metavar="RUN.h5", type=click.Path(readable=False, dir_okay=False, path_type=str))
 @click.argument("data", required=False, type=click.Path(readable=False, path_type=str))
 @click.option("--predictive", type=click.Choice(PREDICTIVES), default="auto", show_default=True,

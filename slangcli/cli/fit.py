@@ -10,7 +10,6 @@ from dataclasses import fields
 
 import click
 
-from slangcli.cli import main
 from slangcli.cli.options import FloatRange, check_output, fit_options, invocation
 from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
 from slangcli.cluster import cluster_map
@@ -71,7 +70,7 @@ def _target_note(target: str | None, run) -> str | None:
         f", named {chosen!r}" if isinstance(chosen, str) else "")
 
 
-@main.command(cls=FitCommand)
+@click.command(cls=FitCommand)
 @click.argument("data", required=False, type=click.Path(readable=False, path_type=str))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=str),
               help="Run file to write (HDF5).")

@@ -8,7 +8,6 @@ import click
 import numpy as np
 from rich.markup import escape
 
-from slangcli.cli import main
 from slangcli.cli.output import emit_json, needs_stdout, stderr
 from slangcli.predictive import conformal
 from slangcli.runfile.io import POSTERIOR_NAMES, read_run
@@ -123,7 +122,7 @@ def _compression_source(source: dict) -> str:
     return f"{where} ({', '.join(known)})"
 
 
-@main.command()
+@click.command()
 @click.argument("run_file", metavar="RUN.h5", type=click.Path(readable=False, dir_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print the description as one JSON object on stdout.")
 def inspect(run_file, as_json):

@@ -8,7 +8,6 @@ import os
 import click
 import numpy as np
 
-from slangcli.cli import main
 from slangcli.cli.options import BINS, SAMPLES, SEED, check_output
 from slangcli.cli.output import error, note
 from slangcli.errors import FormatError
@@ -30,7 +29,7 @@ def _figures():
     return figures
 
 
-@main.command()
+@click.command()
 @click.argument("runs", nargs=-1, required=True, metavar="RUN.h5|DIR...", type=click.Path(readable=False, path_type=str))
 @click.option("--kind", type=click.Choice(KINDS), required=True,
               help="training: the training record per epoch or solver iteration; calibration: reliability "

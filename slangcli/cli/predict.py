@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 import numpy as np
 
-from slangcli.cli import main
 from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_output
 from slangcli.cli.output import check_stdout, emit_json, needs_stdout, note
 from slangcli.data.columns import LAYOUTS
@@ -16,7 +15,7 @@ from slangcli.predictive.tables import HDF5_SUFFIXES, csv_header, write_predicti
 from slangcli.runfile.io import read_run
 
 
-@main.command()
+@click.command()
 @click.argument("run_file", metavar="RUN.h5", type=click.Path(readable=False, dir_okay=False, path_type=str))
 @click.argument("data", type=click.Path(readable=False, path_type=str))
 @click.option("-o", "--output", required=True, metavar="OUT", type=click.Path(path_type=str),

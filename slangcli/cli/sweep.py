@@ -11,7 +11,6 @@ import time
 
 import click
 
-from slangcli.cli import main
 from slangcli.cli.fit import fit as fit_command
 from slangcli.cli.options import FloatRange
 from slangcli.cli.output import emit_json, error, needs_stdout, note, progress_bar
@@ -48,7 +47,7 @@ def grid_options(command):
     return command
 
 
-@main.command(context_settings={"max_content_width": 110})
+@click.command(context_settings={"max_content_width": 110})
 @click.argument("data", nargs=-1, type=click.Path(readable=False, path_type=str))
 @click.option("-o", "--output", "directory", required=True, type=click.Path(file_okay=False, path_type=str),
               help="Directory of the run files and results.csv / results.json (created if missing).")
