@@ -248,6 +248,27 @@ def _provenance(X: np.ndarray, y: np.ndarray) -> dict:
             "features": int(X.shape[1]), "header": None, "delimiter": None, "target": None, "compressed": False}
 
 
+def _encoded_test(X_test, y_test, schema: Schema, width: int, given_names, names, missing: str, notify):
+    """``(X_test, y_test, provenance)``: the test set encoded by the training rows' schema, a DataFrame's columns
+    taken by the names of X's (as every prediction takes them), incomplete rows handled as X's are; ``width`` is
+    the number of X's columns."""
+    test_names = string_columns(X_test)
+    if given_names is not None and test_names is not None and test_names != given_names:
+        absent = [n for n in given_names if n not in test_names]
+        if absent:
+            raise DataError(f"X_test: column {absent[0]!r} of X is missing")
+        X_test = X_test[list(given_names)]
+    X_test, test_text, _ = _raw_features(X_test, "X_test", kinds=[column.kind for column in schema.columns],
+                                         allow_missing=missing != "error")
+    y_test = _targets(y_test, len(X_test), "y_test")
+    if X_test.shape[1] != width:
+        raise DataError(f"X_test: {X_test.shape[1]} features, but X has {width}")
+    if missing == "drop":
+        X_test, test_text, y_test = _complete_rows(X_test, test_text, y_test, "X_test", notify)
+    X_test = schema.encode(X_test, test_text, impute=missing == "impute", where=_where("X_test", names))
+    return X_test, y_test, {"source": "arrays", **_provenance(X_test, y_test)}
+
+
 def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] | None = None,
         notify: Callable[[str], None] | None = None, **options) -> FitResult:
     """Fit a Gaussian posterior to ``X : (N, P)`` and targets ``y : (N,)``; the options of ``slang fit``.
@@ -316,22 +337,8 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     schema = Schema.fit(X, text, names=names, path="X", missing=missing, standardize=standardize, train=kept)
     test = None
     if X_test is not None:
-        test_names = string_columns(X_test)
-        if given_names is not None and test_names is not None and test_names != given_names:
-            # the test features by name, as every prediction takes them
-            absent = [n for n in given_names if n not in test_names]
-            if absent:
-                raise DataError(f"X_test: column {absent[0]!r} of X is missing")
-            X_test = X_test[list(given_names)]
-        X_test, test_text, _ = _raw_features(X_test, "X_test", kinds=[column.kind for column in schema.columns],
-                                             allow_missing=missing != "error")
-        y_test = _targets(y_test, len(X_test), "y_test")
-        if X_test.shape[1] != X.shape[1]:
-            raise DataError(f"X_test: {X_test.shape[1]} features, but X has {X.shape[1]}")
-        if missing == "drop":
-            X_test, test_text, y_test = _complete_rows(X_test, test_text, y_test, "X_test", notify)
-        X_test = schema.encode(X_test, test_text, impute=missing == "impute", where=_where("X_test", names))
-        test = {"source": "arrays", **_provenance(X_test, y_test)}
+        X_test, y_test, test = _encoded_test(X_test, y_test, schema, X.shape[1], given_names, names, missing,
+                                               notify)
     X = schema.encode(X, text, impute=missing == "impute", where=_where("X", names))
     train = _provenance(X, y)  # (of every row given: the rows held out are among them)
     calibration = None
