@@ -91,6 +91,20 @@ def test_no_header_with_string_labels_is_not_taken_for_a_header(tmp_path):
     assert table.y.tolist() == ["yes", "no"]
 
 
+@pytest.mark.parametrize("marker", ["?", "NA", "", "missing"])
+def test_a_missing_cell_in_the_first_row_does_not_make_it_a_header(tmp_path, marker):
+    # the layout of UCI's breast-cancer-wisconsin.data: no header, "?" for a missing value, possibly on line 1
+    path = write(tmp_path, "q.csv", f"0.1,{marker},0.3,1\n0.5,0.2,0.1,0\n-0.3,0.4,0.9,1\n")
+    na = ["missing"] if marker == "missing" else None
+    table = read_table(path, missing="drop", na_values=na)
+    assert table.provenance["header"] is False
+    assert table.provenance["rows_dropped"] == 1 and table.provenance["dropped_lines"] == [1]
+    np.testing.assert_array_equal(table.X, [[0.5, 0.2, 0.1], [-0.3, 0.4, 0.9]])
+    # a header may still leave a name empty (a pandas index column's)
+    named = read_table(write(tmp_path, "h.csv", ",a,b,y\n0,1,2,3\n1,4,5,6\n"), missing="drop")
+    assert named.provenance["header"] is True and named.feature_names == ("", "a", "b")
+
+
 def test_header_can_be_forced(tmp_path):
     path = write(tmp_path, "n.csv", "1,2,3\n4,5,6\n7,8,9\n")
     detected = read_table(path)

@@ -164,7 +164,7 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
     rows, row_lines = next(groups)  # at least two rows, unless the file holds only one
     ncols = len(rows[0])
     header, names, t, keep, text = _csv_columns(name, rows, row_lines, delim, target, header, width_without_target,
-                                                drop_columns, columns, layout, categorical)
+                                                drop_columns, columns, layout, categorical, na)
     if header:
         rows, row_lines = rows[1:], row_lines[1:]
 
@@ -200,7 +200,7 @@ def _sniffed_rows(name, batches, delimiter):
 
 
 def _csv_columns(name, rows, row_lines, delim, target, header, width_without_target, drop_columns, columns, layout,
-                 categorical):
+                 categorical, na):
     """What the columns of a CSV file hold, from its first rows ``rows`` (which start on ``row_lines``):
     ``(header, names, t, keep, text)``: whether the first row is a header, its names (None without one), the
     target's column (None: the file has none), the feature columns in the order read, and the positions among
@@ -209,14 +209,15 @@ def _csv_columns(name, rows, row_lines, delim, target, header, width_without_tar
     selected = drop_columns is not None or columns is not None
     if layout is not None:
         if header is None:
-            header = _detect_header(rows, target, ncols)
+            header = _detect_header(rows, target, ncols, na)
         names = [cell.strip() for cell in rows[0]] if header else None
         t, keep, text = layout(names, ncols, row_lines[0])
         has_target = t is not None
     elif width_without_target is None:
         has_target = True
     elif selected:
-        has_target = not _fits_without_target(name, rows, ncols, header, width_without_target, drop_columns, columns)
+        has_target = not _fits_without_target(name, rows, ncols, header, width_without_target, drop_columns, columns,
+                                              na)
     else:
         has_target = ncols != width_without_target
     if width_without_target is not None and not selected and ncols not in (width_without_target,
@@ -233,7 +234,7 @@ def _csv_columns(name, rows, row_lines, delim, target, header, width_without_tar
             "need at least one feature column and a target column"
         )
     if header is None:
-        header = _detect_header(rows, target if has_target else _NO_TARGET, ncols)
+        header = _detect_header(rows, target if has_target else _NO_TARGET, ncols, na)
     header = bool(header)
     names = [cell.strip() for cell in rows[0]] if header else None
     if header and len(rows) == 1:  # (a block holds two rows whenever the file has them)
@@ -579,10 +580,10 @@ class _CsvTable:
         return X, y, info
 
 
-def _fits_without_target(name, rows, ncols, header, width, drop_columns, columns):
+def _fits_without_target(name, rows, ncols, header, width, drop_columns, columns, na):
     """Whether a file read with a column selection has exactly ``width`` feature columns and no target."""
     if header is None:
-        header = _detect_header(rows, _NO_TARGET, ncols)
+        header = _detect_header(rows, _NO_TARGET, ncols, na)
     names = [cell.strip() for cell in rows[0]] if header else None
     try:
         return len(_feature_columns(name, ncols, ncols, names, drop_columns, columns)) == width
@@ -771,19 +772,24 @@ def _row_groups(name, batches, delim):
         yield rows, row_lines
 
 
-def _detect_header(rows, target, ncols):
+def _detect_header(rows, target, ncols, na):
     """Whether the first row is a header; ``target`` is the target option, or ``_NO_TARGET`` (every column is a
-    feature)."""
+    feature); ``na`` the missing-value markers. A missing cell says nothing either way: a first data row may lack
+    a value (``0.1,?,0.3,1`` is data, not the names ``0.1``, ``?`` and ``0.3``)."""
     first = [cell.strip() for cell in rows[0]]
     if isinstance(target, str) and not _INT_RE.fullmatch(target.strip()) and target.strip() in first:
         return True
     t = ncols if target is _NO_TARGET else _provisional_target(target, first, ncols)
-    first_numeric = [_is_number(cell) for j, cell in enumerate(first) if j != t]
+
+    def numbers(row):  # whether each feature cell given is a number
+        return [_is_number(cell) for j, cell in enumerate(row) if j != t and cell.strip() not in na]
+
+    first_numeric = numbers(first)
     if all(first_numeric):
         return False
     if not any(first_numeric) or len(rows) < 2:
         return True
-    return all(_is_number(cell) for j, cell in enumerate(rows[1]) if j != t)
+    return all(numbers(rows[1]))
 
 
 def _provisional_target(target, first, ncols):
