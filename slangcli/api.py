@@ -33,6 +33,7 @@ import numpy as np
 from slangcli.compress.runs import compressed_run
 from slangcli.data import columns
 from slangcli.data.prepare import calibration_split, prepare
+from slangcli.data.readers import check_distinct_names
 from slangcli.data.readers.text import column_list, resolve_column
 from slangcli.data.schema import Schema, schema_of
 from slangcli.data.sources import DataOptions, transform, with_target
@@ -320,6 +321,8 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     fit_options = FitOptions.of(**options)
     notify = notify or (lambda msg: None)
     given_names, target_name = string_columns(X), getattr(y, "name", None)
+    if given_names is not None:
+        check_distinct_names(given_names, "X")
     X, text, names = _raw_features(X, "X", allow_missing=missing != "error", categorical=categorical)
     y = _targets(y, len(X), "y")
     if (X_test is None) != (y_test is None):

@@ -181,6 +181,9 @@ def test_dataframe_like_inputs_keep_their_names(tmp_path):
                           epochs=2, rank=1)
     assert result.feature_names == ["height", "width", "depth"]
     assert result.classes == ["no", "yes"]
+    # names are how every prediction takes the features: one given twice is refused
+    with pytest.raises(DataError, match=r"^X: the feature name 'width' is given 2 times \(columns 1, 2\)"):
+        slangcli.fit(Frame(X, ["height", "width", "width"]), y, epochs=2, rank=1)
 
 
 def test_a_dataframe_is_read_by_column_name_and_an_array_by_position(tmp_path):

@@ -105,6 +105,15 @@ def test_a_missing_cell_in_the_first_row_does_not_make_it_a_header(tmp_path, mar
     assert named.provenance["header"] is True and named.feature_names == ("", "a", "b")
 
 
+def test_a_feature_name_given_twice_is_refused(tmp_path):
+    # every later use matches the features by name: two columns named "a" would be told apart by nothing
+    path = write(tmp_path, "dup.csv", "a,a,b,label\n1,2,3,0\n4,5,6,1\n")
+    with pytest.raises(DataError, match=where(path, 1) + r" the feature name 'a' is given 2 times \(columns 0, 1\)"):
+        read_table(path)
+    # a name left out of the features is no feature's
+    assert read_table(path, drop_columns=[1]).feature_names == ("a", "b")
+
+
 def test_header_can_be_forced(tmp_path):
     path = write(tmp_path, "n.csv", "1,2,3\n4,5,6\n7,8,9\n")
     detected = read_table(path)

@@ -18,7 +18,8 @@ import os
 
 import numpy as np
 
-from slangcli.data.readers._common import ARRAYS, STDIN, Input, Table, sha256_file, text_batches
+from slangcli.data.readers._common import (ARRAYS, STDIN, Input, Table, check_distinct_names, sha256_file,
+                                          text_batches)
 from slangcli.data.readers.idx import _looks_like_idx, _read_idx, read_idx
 from slangcli.errors import DataError
 from slangcli.data.readers.text import (MISSING_POLICIES, NA_VALUES, _looks_like_libsvm, _parse_csv, _parse_libsvm,
@@ -31,6 +32,7 @@ __all__ = [
     "NA_VALUES",
     "STDIN",
     "Table",
+    "check_distinct_names",
     "read_table",
     "read_idx",
     "read_uci_folder",

@@ -437,6 +437,19 @@ def _text_lines(raw, name):
     return linenos, texts
 
 
+def check_distinct_names(names, where: str) -> None:
+    """Refuse feature names given twice: every later use matches the features by name (a prediction's columns, a
+    DataFrame's), and a name that two columns share would say neither which one it is nor warn when they swap."""
+    seen: dict = {}
+    for j, name in enumerate(names):
+        seen.setdefault(name, []).append(j)
+    for name, where_found in seen.items():
+        if len(where_found) > 1:
+            raise DataError(f"{where}: the feature name {name!r} is given {len(where_found)} times (columns "
+                            f"{', '.join(map(str, where_found))}); features are matched by name, so each needs "
+                            "a name of its own")
+
+
 def _is_number(cell):
     try:
         float(cell)

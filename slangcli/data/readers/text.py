@@ -34,7 +34,7 @@ import re
 
 import numpy as np
 
-from slangcli.data.readers._common import Table, _is_number, _listing, _nonfinite_word
+from slangcli.data.readers._common import Table, _is_number, _listing, _nonfinite_word, check_distinct_names
 from slangcli.errors import DataError
 
 # The caller's spelling -> the delimiter used. A single space means "runs of whitespace": space-aligned
@@ -166,6 +166,8 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
     header, names, t, keep, text = _csv_columns(name, rows, row_lines, delim, target, header, width_without_target,
                                                 drop_columns, columns, layout, categorical, na)
     if header:
+        if layout is None:  # (a stored run's layout matches names itself, and refuses one given twice)
+            check_distinct_names([names[c] for c in keep], f"{name}:{row_lines[0]}")
         rows, row_lines = rows[1:], row_lines[1:]
 
     table = _CsvTable(name, ncols, t, keep, names, na, missing, text_targets, text,
