@@ -24,6 +24,7 @@ import hashlib
 import inspect
 import math
 import os
+import sys
 import warnings
 from dataclasses import fields, replace
 from typing import Callable
@@ -310,7 +311,8 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
 
     The options are :class:`slangcli.training.options.FitOptions`, those of ``slang fit`` with ``-`` written ``_``
     (``prior_precision``, ``epochs``, ``tune``, ...), with the same defaults; ``progress(step, n_steps)`` and
-    ``notify(message)`` are called during the fit.
+    ``notify(message)`` are called during the fit. A warning (a fit far worse than, or barely better than, a
+    constant predictor, with its likely cause) is also raised as a ``UserWarning``, as ``slang fit`` prints it.
 
     Returns
     -------
@@ -319,7 +321,7 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     missing = _missing_policy(options.pop("missing", "error"))
     categorical = options.pop("categorical", None)
     fit_options = FitOptions.of(**options)
-    notify = notify or (lambda msg: None)
+    notify = _warning_too(notify)
     given_names, target_name = string_columns(X), getattr(y, "name", None)
     if given_names is not None:
         check_distinct_names(given_names, "X")
@@ -378,6 +380,30 @@ def _recorded(categorical):
 def _missing_policy(value) -> str:
     check_value(MISSING, value, "missing")
     return value
+
+
+def _warning_too(notify: Callable[[str], None] | None) -> Callable[[str], None]:
+    """``notify``, which also raises the fit's warnings (the messages ``slang fit`` prints as ``warning: ...``) as
+    a ``UserWarning``, whether or not a ``notify`` was given: Python's way to say that a result should not be
+    trusted as it is (at the caller of ``fit``, or of an estimator's ``fit``)."""
+    def tell(message: str) -> None:
+        if message.startswith(WARNING):
+            warnings.warn(message[len(WARNING):], UserWarning, stacklevel=_caller_level())
+        if notify is not None:
+            notify(message)
+
+    return tell
+
+
+WARNING = "warning: "
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside slangcli (the user's call)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("slangcli"):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _complete_rows(X: np.ndarray, text: dict, y: np.ndarray, what: str, notify):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -111,6 +112,35 @@ def test_a_classifier_that_learned_nothing_says_so(tmp_path):
     proc = slang("fit", "noise.csv", "--test-fraction", "0.25", "-o", "r.h5", cwd=tmp_path)
     assert "slang: warning: the fit is barely better than a constant predictor on the test rows (NLL" in proc.stderr
     assert "the features may say little about the target" in proc.stderr
+
+
+def test_a_fixed_noise_precision_far_too_high_is_named_by_every_door(tmp_path):
+    """SLANG at a fixed noise precision of 10 on a linear target of noise 0.3 (standardised, 0.13) barely moved:
+    test RMSE 3.9 against 2.0 for the training mean, where the learned noise precision gives 0.29. The command
+    line warned but blamed the length of the fit; slangcli.fit and the estimators said nothing. Each door now
+    names the fixed noise precision, the command line on stderr and Python as a UserWarning."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + rng.normal(scale=0.3, size=300)
+    options = dict(hidden=20, likelihood="gaussian", noise_precision=10.0, epochs=50, seed=0)
+    cause = r"likely cause: the fixed --noise-precision 10 says the noise's standard deviation is 0\.\d+"
+    with pytest.warns(UserWarning, match=r"^the test predictive \(RMSE 3\.\d+.*far worse.*" + cause):
+        slangcli.fit(X[:200], y[:200], X_test=X[200:], y_test=y[200:], **options)
+    barely = r"^the fit is barely better than a constant predictor even on 300 .*"
+    with pytest.warns(UserWarning, match=barely + cause):
+        SLANGRegressor(hidden=(20,), noise_precision=10.0, epochs=50).fit(X, y)
+    np.savetxt(tmp_path / "train.csv", np.column_stack([X[:200], y[:200]]), delimiter=",")
+    np.savetxt(tmp_path / "test.csv", np.column_stack([X[200:], y[200:]]), delimiter=",")
+    proc = slang("fit", "train.csv", "--test", "test.csv", "--likelihood", "gaussian", "--noise-precision", "10",
+                 "--hidden", "20", "--epochs", "50", "-o", "r.h5", cwd=tmp_path)
+    assert "slang: warning: the test predictive (RMSE 3." in proc.stderr and "(--noise-precision auto learns it)" \
+        in proc.stderr, proc.stderr
+    # learned, the noise precision fits, and nothing is said
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        learned = slangcli.fit(X[:200], y[:200], X_test=X[200:], y_test=y[200:],
+                               **{**options, "noise_precision": "auto"})
+    assert learned.metrics["test"]["rmse"] < 0.35
 
 
 @pytest.mark.parametrize("missing", ["impute", "drop"])

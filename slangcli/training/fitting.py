@@ -124,7 +124,7 @@ def fit_prepared(prepared: Prepared, options: FitOptions | None = None, *,
     baseline = constant_scores(prepared)
     if baseline:
         run.metrics["constant"] = baseline
-        warning = far_worse(run.metrics.get("test"), baseline) or barely_better(
+        warning = far_worse(run.metrics.get("test"), baseline, prepared, run) or barely_better(
             run.metrics.get("test"), baseline, prepared, run, "on the test rows")
         if warning:
             notify(warning)
@@ -192,12 +192,13 @@ def constant_scores(prepared: Prepared) -> dict | None:
             "accuracy": float(np.mean(y.astype(np.int64) == np.argmax(freq)))}
 
 
-def far_worse(test: dict | None, baseline: dict) -> str | None:
+def far_worse(test: dict | None, baseline: dict, prepared: Prepared, run: Run) -> str | None:
     """The warning for test scores far worse than the constant predictor's, or None."""
     if not test:
         return None
-    hint = ("check the features' scales (--standardize), the likelihood, the --noise-precision and the "
-            "--prior-precision")
+    hint = _noise_too_precise(prepared, run, test) or (
+        "check the features' scales (--standardize), the likelihood, the --noise-precision and the "
+        "--prior-precision")
     if "rmse" in test:
         if test["loglik"] < baseline["loglik"] - FAR_WORSE_NATS or test["rmse"] > FAR_WORSE_RMSE * baseline["rmse"]:
             return (f"warning: the test predictive (RMSE {test['rmse']:.4g}, log-likelihood {test['loglik']:.4g}) "
@@ -247,12 +248,35 @@ def barely_better(test: dict | None, baseline: dict, prepared: Prepared, run: Ru
     if gain >= BARELY_BETTER:
         return None
     return (f"warning: the fit is barely better than a constant predictor {where} ({scores}); "
-            f"{_likely_cause(prepared, run)}")
+            f"{_likely_cause(prepared, run, test)}")
 
 
-def _likely_cause(prepared: Prepared, run: Run) -> str:
-    """What most likely keeps a fit from learning: raw features of very different scales, too short a fit, or
-    features that say little about the target."""
+# a fixed noise precision is named as the likely cause of a poor regression fit when the residuals' mean square is
+# more than this many times the noise variance it claims
+NOISE_MISMATCH = 4.0
+
+
+def _noise_too_precise(prepared: Prepared, run: Run, test: dict) -> str | None:
+    """The likely cause of a poor regression fit with a fixed noise precision whose noise is far below the fit's
+    residuals: the steps of SLANG and of the empirical-Fisher methods shrink as the squared residuals times the
+    noise precision grow (their curvature is the squared gradients'), so such a fit barely moves from its start
+    (found on a linear target at noise precision 10: an RMSE of 3.9 where the training mean's is 2.0, and 0.29 when
+    the noise precision is learned). None otherwise."""
+    if "rmse" not in test or prepared.likelihood != "gaussian" or run.config.get("learned", {}).get("noise_precision"):
+        return None
+    tau = run.model.noise_precision
+    scale = float(prepared.arrays["target_scale"][0]) if "target_scale" in prepared.arrays else 1.0
+    claimed = scale / np.sqrt(tau)  # the noise's standard deviation in the target's units
+    if not test["rmse"] > np.sqrt(NOISE_MISMATCH) * claimed:
+        return None
+    return (f"likely cause: the fixed --noise-precision {tau:g} says the noise's standard deviation is {claimed:.3g}, "
+            f"but the residuals' RMSE is {test['rmse']:.3g}, and a noise precision far too high slows the fit "
+            "(--noise-precision auto learns it)")
+
+
+def _likely_cause(prepared: Prepared, run: Run, test: dict) -> str:
+    """What most likely keeps a fit from learning: raw features of very different scales, a fixed noise precision
+    far too high, too short a fit, or features that say little about the target."""
     if not prepared.data.get("standardize") and prepared.X_train.size:
         # far from unit scale, or far from centred (a length of 200 +- 14 mm), raw features make the posterior's
         # directions of very different curvature: few steps of any size fit them
@@ -262,6 +286,9 @@ def _likely_cause(prepared: Prepared, run: Run) -> str:
         if size.size and (size.max() > 10 or size.min() < 0.1):
             return (f"likely cause: the features are used as read, of magnitudes (root mean square) from "
                     f"{size.min():.3g} to {size.max():.3g} (--standardize scales and centres them)")
+    noise = _noise_too_precise(prepared, run, test)
+    if noise:
+        return noise
     steps = run.metrics.get("steps")
     if steps is not None and steps < 1000:
         return f"the fit may be too short ({steps} steps: --epochs), or the features say little about the target"
