@@ -187,6 +187,26 @@ def test_grid_lists_ranges_and_repeats(data):
     assert floats[2].args == [a, "--no-standardize", "--prior-precision", "1e-05"]
 
 
+def test_a_methods_own_hyperparameter_goes_only_to_the_methods_that_take_it(data, tmp_path):
+    """The README's sweep, --method slang,bbb --rank 1,2,4,8, failed every BBB fit ("--rank does not apply to
+    --method bbb") and exited 1, where --dry-run had listed them as to do. The rank now goes to the SLANG fits only,
+    BBB's are made once per other setting, and stderr says so; a hyperparameter no method of the grid takes is a
+    usage error, before anything runs."""
+    a = str(data / "a.csv")
+    points = points_of([{"data": [a], "method": ["slang,bbb"], "rank": ["1,2"], "seed": ["0-1"]}])
+    assert [(p.params["method"], p.params.get("rank"), p.params.get("seed")) for p in points] == [
+        ("slang", "1", "0"), ("slang", "1", "1"), ("slang", "2", "0"), ("slang", "2", "1"), ("bbb", None, "0"),
+        ("bbb", None, "1")]
+    code, _, err = sweep([a, "--method", "slang,bbb", "--rank", "1,2", "-o", str(tmp_path / "out"), "--dry-run"])
+    assert code == 0 and "slang: --rank applies to slang only: the bbb fits are made without it" in err, err
+    assert err.count("todo") == 3
+    # without --method the fit decides, and says so if it does not take the option (as slang fit does)
+    assert [p.params.get("rank") for p in points_of([{"data": [a], "rank": ["1,2"]}])] == ["1", "2"]
+    code, _, err = sweep([a, "--method", "bbb,mf-ef", "--rank", "1,2", "-o", str(tmp_path / "out"), "--dry-run"])
+    assert code == 2 and "--rank applies to none of the grid's methods (bbb, mf-ef)" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_spec_files_json_and_toml(data, tmp_path):
     a = str(data / "a.csv")
     (tmp_path / "s.toml").write_text(f'[[grid]]\ndata = "{a}"\nmethod = "slang"\nrank = [1, 2]\n\n'

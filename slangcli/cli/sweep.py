@@ -17,7 +17,7 @@ from slangcli.cli.output import emit_json, error, needs_stdout, note, progress_b
 from slangcli.cluster import check_scheduler_address, dask_client, require_distributed
 from slangcli.errors import ConfigError
 from slangcli.runfile.outputs import Terminated, signal_arrived
-from slangcli.sweep import RESULTS, check_directory, is_complete, points_of, read_spec, run_sweep
+from slangcli.sweep import RESULTS, check_directory, is_complete, not_applied, points_of, read_spec, run_sweep
 
 # slang fit options a sweep sets itself (the run file's name, checkpoints, output) and never takes from a grid
 SWEEP_OWNED = {"output", "resume_path", "as_json", "progress", "checkpoint_seconds", "scheduler"}
@@ -80,7 +80,10 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
     a fit whose worker dies is rerun elsewhere from its last checkpoint. Exit status 1 if any fit failed (the
     table has its message).
     """
-    points = points_of(_grids(data, spec, given))
+    grids = _grids(data, spec, given)
+    points = points_of(grids)
+    for line in not_applied(grids):
+        note(line)
     directory = os.path.abspath(directory)
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise click.BadParameter(f"{directory} is not a directory", param_hint="'-o'")

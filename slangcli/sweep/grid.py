@@ -35,7 +35,7 @@ from slangcli.data.sources import DataOptions
 from slangcli.declare import AUTO, DELIMITERS, choices_of, flag_of
 from slangcli.errors import ConfigError
 from slangcli.methods import METHODS
-from slangcli.methods.base import OptionSpec
+from slangcli.methods.base import OptionSpec, hyper_names
 from slangcli.training.options import FitOptions, command_line, is_data_option
 
 
@@ -62,6 +62,7 @@ class Parameter:
     open_range: bool = False
     choices: Any = None
     off: str | None = None
+    hyper: bool = False  # a method's own hyperparameter (applies only to the methods that declare it)
 
     @property
     def key(self) -> str:
@@ -107,8 +108,8 @@ def _hyper_parameter(spec) -> Parameter:
     """A method's hyperparameter: "not given" by default (the method's own default applies); its range is the
     method's to check."""
     if spec.choices:
-        return Parameter(spec.name, spec.flag, "choice", choices=tuple(spec.choices))
-    return Parameter(spec.name, spec.flag, {int: "int", float: "float"}.get(spec.kind, "text"))
+        return Parameter(spec.name, spec.flag, "choice", choices=tuple(spec.choices), hyper=True)
+    return Parameter(spec.name, spec.flag, {int: "int", float: "float"}.get(spec.kind, "text"), hyper=True)
 
 
 _PARAMETERS: dict = {}
@@ -273,7 +274,9 @@ def params_of(args: list, given: dict | None = None) -> dict | None:
 
 def product(grid: dict, given: dict | None = None) -> list[dict]:
     """Every combination of a grid ``{"data": [...], option key: [values]}`` (each value expanded by
-    :func:`expand`), the last option varying fastest."""
+    :func:`expand`), the last option varying fastest. A method's own hyperparameter goes only to the combinations
+    whose method takes it (``--method slang,bbb --rank 1,2``: two SLANG fits and one BBB fit, once
+    :func:`points_of` has merged the equal ones); one that no method of the grid takes is refused."""
     given = given or parameters()
     keys = ["data", *(k for k in given if k in grid)]
     unknown = [k for k in grid if k != "data" and k not in given]
@@ -288,7 +291,43 @@ def product(grid: dict, given: dict | None = None) -> list[dict]:
             values.append([str(v) for v in raw])
         else:
             values.append([v for item in raw for v in expand(given[key], item)])
-    return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+    methods = values[keys.index("method")] if "method" in keys else []
+    for key in keys:
+        if given.get(key) and given[key].hyper and methods and not any(_takes(m, given[key]) for m in methods):
+            raise ConfigError(f"{given[key].flag} applies to none of the grid's methods ({', '.join(methods)})")
+    return [_applicable(dict(zip(keys, combo)), given) for combo in itertools.product(*values)]
+
+
+def _takes(method: str, param: Parameter) -> bool:
+    """Whether ``method`` takes the hyperparameter ``param`` (a name that is no registered method's takes every
+    one: its fit refuses the name)."""
+    return method not in METHODS or param.name in hyper_names(METHODS[method])
+
+
+def _applicable(params: dict, given: dict) -> dict:
+    """``params`` without the hyperparameters its method, when the grid gives it, does not take."""
+    if "method" not in params:
+        return params
+    return {k: v for k, v in params.items() if k not in given or not given[k].hyper or _takes(params["method"],
+                                                                                                given[k])}
+
+
+def not_applied(grids: Iterable[dict]) -> list[str]:
+    """What a sweep of ``grids`` says of the hyperparameters some of its methods do not take: one line each."""
+    given, lines = parameters(), []
+    for grid in grids:
+        raw = grid.get("method")
+        methods = [m for item in (raw if isinstance(raw, (list, tuple)) else [raw]) if item is not None
+                   for m in expand(given["method"], item)]
+        for key in grid:
+            if key in given and given[key].hyper:
+                without = [m for m in methods if not _takes(m, given[key])]
+                if without and len(without) < len(methods):
+                    line = (f"{given[key].flag} applies to {', '.join(m for m in methods if m not in without)} "
+                            f"only: the {', '.join(without)} fits are made without it")
+                    if line not in lines:
+                        lines.append(line)
+    return lines
 
 
 def read_spec(path) -> list[dict]:
