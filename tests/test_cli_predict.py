@@ -168,6 +168,28 @@ def test_a_row_with_a_missing_value_keeps_its_place(with_id):
                  f"{data}:4: column 2 ('b'): missing value '?'")
 
 
+@pytest.mark.parametrize("missing", [None, "error", "drop"])
+def test_a_row_without_its_target_is_predicted(with_id, missing):
+    """A file of rows to predict, with the target column present but empty, was refused ("every data row has a
+    missing value: nothing is left to read"), and a row lacking only its target had its prediction left empty: the
+    target is no input of a prediction. Only a missing feature makes a row incomplete."""
+    d, run, rows = with_id
+    rows = [list(r) for r in rows[:4]]
+    complete = invoke("predict", run, write_columns(d / "complete.csv", HEADER, rows, HEADER), "-o", "-")
+    assert_ok(complete)
+    _, expected = read_csv(complete.stdout)
+    for r in rows:
+        r[-1] = ""
+    data = write_columns(d / "unlabelled.csv", HEADER, rows, HEADER)
+    result = invoke("predict", run, data, "-o", "-", *(["--missing", missing] if missing else []))
+    assert_ok(result)
+    _, cols = read_csv(result.stdout)
+    assert cols["row"] == ["0", "1", "2", "3"] and cols["target"] == [""] * 4
+    assert cols["p_yes"] == expected["p_yes"] and "left empty" not in result.stderr
+    # scoring does need the targets
+    assert_error(invoke("evaluate", run, data), 1, f"{data}: every data row has a missing value")
+
+
 def _same_probabilities(run, data, expected):
     """Predict ``data`` with ``run``: its probabilities must be ``expected``'s; returns the result and its columns."""
     result = invoke("predict", run, data, "-o", "-")

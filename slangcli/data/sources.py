@@ -482,9 +482,10 @@ def _reread_training(run: Run, run_name: str):
 
 
 def _read_given(run: Run, data_path, opts: DataOptions, *, need_target: bool, layout: str | None, notify):
-    """A data file given to the fitted run, its columns matched to the run's features (``slangcli.data.columns``)."""
+    """A data file given to the fitted run, its columns matched to the run's features (``slangcli.data.columns``);
+    unless the targets are ``need``ed (to score), a missing one is no missing value: its row is predicted."""
     width = run.model.sizes[0]
-    table = read_table(data_path, **opts.given_data_options(),
+    table = read_table(data_path, **opts.given_data_options(), optional_target=not need_target,
                        layout=file_layout(run, data_path, need_target=need_target, layout=layout, notify=notify))
     if table.provenance["format"] == "libsvm" and table.X.shape[1] < width:
         table = widen(table, width)

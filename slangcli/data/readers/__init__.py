@@ -44,7 +44,7 @@ __all__ = [
 
 def read_table(path, *, format="auto", target=None, delimiter=None, header=None, n_features=None,
                targetless_width=None, drop_columns=None, columns=None, na_values=None, missing="error",
-               layout=None, categorical=None, detect_categories=False) -> Table:
+               layout=None, categorical=None, detect_categories=False, optional_target=False) -> Table:
     """Read a CSV-like, LIBSVM or IDX file, optionally gzip-compressed, into a dense ``Table``.
 
     Parameters
@@ -98,6 +98,9 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     detect_categories : bool
         CSV only: a feature column none of whose cells is a number is read as text too; one that holds numbers and
         text is refused, naming a cell of each. False (the default): every feature cell must be a number.
+    optional_target : bool
+        CSV only: a missing target is no missing value, whatever ``missing`` says: its row is kept, the target NaN
+        or "" and counted as under ``impute`` (data to predict on, which need not hold their targets).
 
     Returns
     -------
@@ -118,13 +121,14 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
         try:
             fmt, X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_text(
                 name, source, fmt, target, delimiter, header, n_features, targetless_width, drop_columns, columns,
-                na_values, missing, layout=layout, categorical=categorical, detect=detect_categories)
+                na_values, missing, layout=layout, categorical=categorical, detect=detect_categories,
+                optional_target=optional_target)
         except _TextTargets:  # read again, the targets as text (labels) from the first row
             source.restart()
             fmt, X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_text(
                 name, source, fmt, target, delimiter, header, n_features, targetless_width, drop_columns, columns,
                 na_values, missing, text_targets=True, layout=layout, categorical=categorical,
-                detect=detect_categories)
+                detect=detect_categories, optional_target=optional_target)
         digest = source.sha256()
     finally:
         source.close()
@@ -189,7 +193,8 @@ def _text_provenance(name, digest, fmt, X, header_used, delimiter_used, target_u
 
 
 def _parse_text(name, source, fmt, target, delimiter, header, n_features, targetless_width, drop_columns, columns,
-                na_values, missing, text_targets=False, layout=None, categorical=None, detect=False):
+                na_values, missing, text_targets=False, layout=None, categorical=None, detect=False,
+                optional_target=False):
     """Parse the text of ``source``, a block of lines at a time: ``(format, X, y, feature_names, header, delimiter,
     target, info)`` (the last four None and {} for LIBSVM)."""
     batches = (batch for batch in text_batches(source.blocks(), name) if batch[1])
@@ -206,7 +211,7 @@ def _parse_text(name, source, fmt, target, delimiter, header, n_features, target
     X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_csv(
         name, batches, target, delimiter, header, targetless_width, drop_columns=drop_columns, columns=columns,
         na_values=na_values, missing=missing, text_targets=text_targets, layout=layout, categorical=categorical,
-        detect_categories=detect)
+        detect_categories=detect, optional_target=optional_target)
     if n_features is not None and X.shape[1] != n_features:
         raise DataError(f"{name}: {X.shape[1]} feature columns, but n_features is {n_features}")
     return fmt, X, y, feature_names, header_used, delimiter_used, target_used, info

@@ -138,7 +138,7 @@ def _looks_like_libsvm(line):
 
 def _parse_csv(name, batches, target, delimiter, header, width_without_target=None, *, drop_columns=None,
                columns=None, na_values=NA_VALUES, missing="error", text_targets=False, layout=None, categorical=None,
-               detect_categories=False):
+               detect_categories=False, optional_target=False):
     """Parse the lines of a CSV-like file: ``batches`` yields ``(linenos, texts)`` of its lines, a block at a time
     (``_common.text_batches``). ``width_without_target``: the file may lack its target column, and does when it has
     exactly this many. ``text_targets``: the targets are labels, kept as text (else numbers while every one is; one
@@ -148,7 +148,8 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
     number, and the positions among those features of the ones read as text; ``target`` then only helps detect a
     header row. ``categorical``: feature columns (names or indices, as ``drop_columns``) read as text, every cell
     a category; ``detect_categories``: so is a feature column none of whose cells is a number (one holding numbers
-    and text is refused, naming both).
+    and text is refused, naming both). ``optional_target``: a missing target is no missing value (its row is kept,
+    as under ``impute``).
 
     Returns ``(X, y, feature_names, header, delimiter, target, info)``; ``info`` holds ``feature_columns`` (the
     0-based file column of each feature), ``columns_dropped`` (names of the columns left out by
@@ -171,7 +172,7 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
         rows, row_lines = rows[1:], row_lines[1:]
 
     table = _CsvTable(name, ncols, t, keep, names, na, missing, text_targets, text,
-                      detect_categories and layout is None)
+                      detect_categories and layout is None, optional_target)
     for data, data_lines in itertools.chain([(rows, row_lines)], groups):
         table.add(data, data_lines)
     X, y, info = table.result()
@@ -260,9 +261,10 @@ class _CsvTable:
     numbers too); with ``detect``, a column whose cells are not numbers becomes a text column as it is met, and such
     a column may then hold no number."""
 
-    def __init__(self, name, ncols, t, keep, names, na, missing, text_targets, text=(), detect=False):
+    def __init__(self, name, ncols, t, keep, names, na, missing, text_targets, text=(), detect=False,
+                 optional_target=False):
         self.name, self.ncols, self.t, self.keep, self.names, self.na = name, ncols, t, keep, names, na
-        self.missing, self.text_targets = missing, text_targets
+        self.missing, self.text_targets, self.optional_target = missing, text_targets, optional_target
         self.X, self.y = Rows(), Rows()  # the rows kept (self.y: a list of blocks when the targets are text)
         self.rows_read = self.rows_missing = 0
         self.dropped_lines = []
@@ -324,7 +326,8 @@ class _CsvTable:
             if target_cells is not None:
                 target_cells = [cell for cell, k in zip(target_cells, kept) if k]
             data_lines = [line for line, k in zip(data_lines, kept) if k]
-            cell_missing = target_missing = None  # (the rows left hold none)
+            cell_missing = None  # (the rows left hold none; an optional target may still be missing)
+            target_missing = target_missing[kept] if self.optional_target and target_missing is not None else None
         if self.first_missing is not None or self.non_finite is not None or not len(X):
             return
         self.non_finite = self._non_finite(X, cell_missing, data_lines)
@@ -333,19 +336,20 @@ class _CsvTable:
 
     def _rows_missing(self, data_lines, cell_missing, target_missing):
         """The rows of a block that --missing error or drop leaves out: those with a missing feature or target.
-        --missing impute leaves out none, and counts the rows whose target is missing."""
+        --missing impute leaves out none, and counts the rows whose target is missing (as does an optional
+        target)."""
         row_missing = np.zeros(len(data_lines), dtype=bool)
-        if self.missing == "impute":
+        if self.missing == "impute" or self.optional_target:
             # a missing feature cell stays missing (NaN, or "" in a text column) for the schema to fill in; a row
             # whose target is missing is kept, its target NaN or "": a fit leaves it out, a prediction makes one
             if target_missing is not None:
                 lines = [data_lines[i] for i in np.flatnonzero(target_missing)]
                 self.targets_missing += len(lines)
                 self.target_missing_lines += lines[: _LISTED_LINES - len(self.target_missing_lines)]
-        else:
+        if self.missing != "impute":
             if cell_missing is not None:
                 row_missing |= cell_missing.any(axis=1)
-            if target_missing is not None:
+            if target_missing is not None and not self.optional_target:
                 row_missing |= target_missing
         return row_missing
 
@@ -354,7 +358,7 @@ class _CsvTable:
         for the message :meth:`result` gives under --missing error."""
         keep, t = self.keep, self.t
         file_cols = [keep[j] for j in np.flatnonzero(cell_missing[i])] if cell_missing is not None else []
-        if target_missing is not None and target_missing[i]:
+        if target_missing is not None and target_missing[i] and not self.optional_target:
             file_cols.append(t)
         col = min(file_cols)
         token = data[i][col].strip()
