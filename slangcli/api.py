@@ -326,6 +326,8 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     if given_names is not None:
         check_distinct_names(given_names, "X")
     X, text, names = _raw_features(X, "X", allow_missing=missing != "error", categorical=categorical)
+    if missing != "error":
+        X, text, y = _rows_with_targets(X, text, y, notify)
     y = _targets(y, len(X), "y")
     if (X_test is None) != (y_test is None):
         raise DataError("give both X_test and y_test, or neither")
@@ -404,6 +406,31 @@ def _caller_level() -> int:
     while frame is not None and frame.f_globals.get("__name__", "").startswith("slangcli"):
         frame, level = frame.f_back, level + 1
     return level
+
+
+def _rows_with_targets(X: np.ndarray, text: dict, y, notify):
+    """The rows whose target is there (not None, NaN, pandas' NA or ""), as ``slang fit --missing drop`` or
+    ``impute`` keeps a file's: a target is never imputed. The count of the others is said through ``notify``."""
+    a = np.asarray(y)
+    if a.ndim == 2 and a.shape[1] == 1:
+        a = a[:, 0]
+    if a.ndim != 1 or len(a) != len(X):
+        return X, text, y  # (refused, naming the shape, by _targets)
+    if a.dtype.kind == "f":
+        gaps = np.isnan(a)
+    elif a.dtype.kind in "OU":
+        gaps = np.array([v is None or v == "" or type(v).__name__ == "NAType"
+                         or (isinstance(v, (float, np.floating)) and np.isnan(v)) for v in a.tolist()], dtype=bool)
+    else:
+        return X, text, y
+    if not gaps.any():
+        return X, text, y
+    if gaps.all():
+        raise DataError("y: every row's target is missing: nothing is left to fit")
+    notify(f"y: {int(gaps.sum())} row{'s' if gaps.sum() != 1 else ''} with a missing target left out: a target is "
+           "never imputed")
+    keep = ~gaps
+    return X[keep], {k: cells[keep] for k, cells in text.items()}, a[keep]
 
 
 def _complete_rows(X: np.ndarray, text: dict, y: np.ndarray, what: str, notify):

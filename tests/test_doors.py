@@ -147,18 +147,23 @@ def test_a_fixed_noise_precision_far_too_high_is_named_by_every_door(tmp_path):
 def test_slangcli_fit_treats_missing_cells_as_slang_fit_missing_does(tmp_path, missing):
     """slangcli.fit refused a DataFrame with a missing cell and named slang fit --missing impute, the one door that
     took it; missing='impute' and missing='drop' now fit the posterior slang fit fits, bit for bit, and a model
-    fitted with impute fills a prediction's missing cells in with the same stored values."""
+    fitted with impute fills a prediction's missing cells in with the same stored values. A row without its target
+    is left out by both (slangcli.fit refused it: "y: row 30 is NaN")."""
     pd = pytest.importorskip("pandas")
     X, mass = penguins_shaped(n=120, seed=3)
-    X = X.copy()
+    X, mass = X.copy(), mass.astype(float)
     X[[4, 17, 60], [0, 2, 1]] = np.nan
+    mass[[30, 31]] = np.nan
     names = ["bill_length_mm", "bill_depth_mm", "flipper_length_mm"]
     (tmp_path / "p.csv").write_text("bill_length_mm,bill_depth_mm,flipper_length_mm,body_mass_g\n" + "".join(
-        ",".join("NA" if np.isnan(v) else f"{v:.1f}" for v in row) + f",{m:.0f}\n" for row, m in zip(X, mass)))
+        ",".join("NA" if np.isnan(v) else f"{v:.1f}" for v in row) + ("," if np.isnan(m) else f",{m:.0f}") + "\n"
+        for row, m in zip(X, mass)))
     slang("fit", tmp_path / "p.csv", "-o", tmp_path / "cli.h5", "--epochs", "3", "--missing", missing, cwd=tmp_path)
     cli = read_run(tmp_path / "cli.h5")
     frame = pd.DataFrame(X, columns=names)
-    api = slangcli.fit(frame, pd.Series(mass, name="body_mass_g"), missing=missing, epochs=3)
+    said = []
+    api = slangcli.fit(frame, pd.Series(mass, name="body_mass_g"), missing=missing, epochs=3, notify=said.append)
+    assert "y: 2 rows with a missing target left out: a target is never imputed" in said
     assert api.run.data["options"]["missing"] == missing
     np.testing.assert_array_equal(api.posterior.mean, cli.posterior.mean)
     np.testing.assert_array_equal(api.run.arrays["feature_mean"], cli.arrays["feature_mean"])
@@ -166,7 +171,8 @@ def test_slangcli_fit_treats_missing_cells_as_slang_fit_missing_does(tmp_path, m
         from slangcli.data.schema import schema_of
 
         fills = {column.name: column.fill for column in schema_of(api.run).columns}
-        assert fills == pytest.approx({name: np.nanmean(X[:, j]) for j, name in enumerate(names)}, rel=1e-12)
+        fitted = X[~np.isnan(mass)]  # (the rows without a target are no training rows)
+        assert fills == pytest.approx({name: np.nanmean(fitted[:, j]) for j, name in enumerate(names)}, rel=1e-12)
         gap = frame.iloc[[4]]
         np.testing.assert_array_equal(api.predict(gap, missing="impute").mean, api.predict(gap.fillna(fills)).mean)
     with pytest.raises(ValueError, match="missing='impute' fills such cells in"):
@@ -175,6 +181,6 @@ def test_slangcli_fit_treats_missing_cells_as_slang_fit_missing_does(tmp_path, m
     frame["island"] = np.where(np.arange(len(frame)) % 2, "Biscoe", "Dream")
     frame.loc[9, "island"] = None
     with_text = slangcli.fit(frame, mass, missing=missing, epochs=1)
-    assert with_text.run.data["train"]["rows"] == (len(frame) - 4 if missing == "drop" else len(frame))
+    assert with_text.run.data["train"]["rows"] == (len(frame) - 6 if missing == "drop" else len(frame) - 2)
     with pytest.raises(ValueError, match="unknown missing 'fill'"):
         slangcli.fit(frame, mass, missing="fill")
