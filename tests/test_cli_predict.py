@@ -210,6 +210,29 @@ def test_a_features_only_file_need_not_keep_the_columns_the_fit_left_out(with_id
     assert "feature columns matched by name" in result.stderr and cols["target"] == expected["target"]
 
 
+def test_a_headerless_file_in_the_training_layout_is_read_by_the_recorded_positions(with_id, tmp_path):
+    """After a fit on a file with a header and --drop-columns, the training file's rows without their header were
+    refused ("5 columns, expected 3 (the model's features only)"), and with --layout full the message lost its
+    expected width ("expected  for --layout full"). The run's schema records each column's position: the file is
+    read by them, as its header would be."""
+    d, run, rows = with_id
+    _, expected = predict_csv(run, d / "train.csv")
+    bare = tmp_path / "bare.csv"
+    bare.write_text("".join(",".join(r) + "\n" for r in rows))
+    _same_probabilities(run, bare, expected)
+    _, cols = predict_csv(run, bare, "--layout", "full")
+    assert cols["p_yes"] == expected["p_yes"] and cols["target"] == expected["target"]
+    # a run that does not record the positions (written before its schema did) says what to do, whole
+    from slangcli.data import columns
+    from slangcli.runfile.io import read_run
+
+    stored = read_run(run)
+    stored.data["schema"] = None
+    with pytest.raises(DataError, match=r"^f\.csv:1: --layout full: the run knows the training file's other columns "
+                                        r"by name only: give the file its header row to match them by name$"):
+        columns.choose_reading(stored, 5, "f.csv:1", "full")
+
+
 def test_an_extra_column_is_ignored_and_named(with_id, tmp_path):
     """A column the run does not know was read as a feature ("cannot parse 'not a number' as a number"), counted
     against the model's width, or the last column taken for the target; it is now ignored, with a note naming it

@@ -143,7 +143,8 @@ class Reading:
 
 def training_columns(run) -> tuple[int, int, list] | None:
     """The training file's layout ``(columns, target column, feature columns)``, or None when the run knows it
-    only by names (a header row, and columns left out or a target chosen by name)."""
+    only by names (a header row, and columns left out or a target chosen by name, in a run whose schema does not
+    record the columns' positions)."""
     train = run.data.get("train") or {}
     P = input_width(run)
     if train.get("format") != "csv":
@@ -165,7 +166,14 @@ def training_columns(run) -> tuple[int, int, list] | None:
     options = run.data.get("options") or {}
     if not left_out and options.get("target") is None:
         return P + 1, P, list(range(P))  # the default target, the last column
-    return None
+    schema = schema_of(run)
+    features = [column.position for column in schema.columns]
+    target = schema.target.position if schema.target is not None else None
+    if not schema.stored or None in features or target is None or len(features) != P:
+        return None
+    if len({*features, target}) != P + 1 or max([*features, target]) >= ncols or min([*features, target]) < 0:
+        return None
+    return ncols, target, features
 
 
 def readings(run) -> list[Reading]:
@@ -209,13 +217,15 @@ def choose_reading(run, ncols: int, where: str, layout: str | None = None) -> Re
         a, b = matching
         raise DataError(f"{where}: {ncols} columns could be {a.explained(f'--layout {a.layout}')} or "
                         f"{b.explained(f'--layout {b.layout}')}; give --layout to say which")
-    expected = " or ".join(f"{r.width} ({r.description})" for r in sorted(candidates, key=lambda r: r.width))
     hint = ""
     if training_columns(run) is None:
-        hint = ("; the run knows the training file's other columns by name only: give the file its header row "
+        hint = ("the run knows the training file's other columns by name only: give the file its header row "
                 "to match them by name")
+    if not candidates:
+        raise DataError(f"{where}: --layout {layout}: {hint}")
+    expected = " or ".join(f"{r.width} ({r.description})" for r in sorted(candidates, key=lambda r: r.width))
     chosen = f" for --layout {layout}" if layout is not None else ""
-    raise DataError(f"{where}: {ncols} columns, expected {expected}{chosen}{hint}")
+    raise DataError(f"{where}: {ncols} columns, expected {expected}{chosen}{'; ' + hint if hint else ''}")
 
 
 # ------------------------------------------------------------------------------------------------ files
