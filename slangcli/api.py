@@ -555,6 +555,8 @@ class FitResult:
                     X = X[[names[j] for j in match.features]]  # only these columns need to be read
                 except (TypeError, KeyError, IndexError):  # an array-like with names but no column selection
                     X = np.asarray(X)[:, match.features]
+        elif names is not None:
+            warnings.warn(f"{what}: {columns.UNNAMED}", UserWarning, stacklevel=stacklevel)
         kinds = [column.kind for column in schema.columns]
         A, text, _ = _raw_features(X, what, kinds=kinds, allow_missing=allow_missing)
         P = len(schema.columns)

@@ -233,6 +233,21 @@ def test_a_headerless_file_in_the_training_layout_is_read_by_the_recorded_positi
         columns.choose_reading(stored, 5, "f.csv:1", "full")
 
 
+def test_a_header_given_to_a_run_that_knows_positions_only_is_named_as_unused(runs, tmp_path):
+    """A run fitted to a file without a header reads DATA by position; a header row there was dropped and its names
+    silently not used (columns c,a,b read as a,b,c: accuracy 0.39 against 0.98). A note now says so."""
+    d = runs["dir"]
+    bare = d / "bare.csv"
+    bare.write_text("".join(line + "\n" for line in runs["data"].read_text().splitlines()[1:]))
+    run = tmp_path / "bare.h5"
+    assert_ok(invoke("fit", bare, "-o", run, *FAST))
+    result = invoke("predict", run, runs["data"], "-o", "-")
+    assert_ok(result)
+    assert f"{runs['data']}: the column names are not used: the run knows its features by position only" \
+        in result.stderr
+    assert "not used" not in invoke("predict", run, bare, "-o", "-").stderr
+
+
 def test_an_extra_column_is_ignored_and_named(with_id, tmp_path):
     """A column the run does not know was read as a feature ("cannot parse 'not a number' as a number"), counted
     against the model's width, or the last column taken for the target; it is now ignored, with a note naming it

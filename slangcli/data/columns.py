@@ -116,6 +116,11 @@ def unexpected(run, match: Match) -> list:
     return [name for name in match.ignored if name not in _left_out(run)]
 
 
+# said when data with column names reach a run that knows its features by position only
+UNNAMED = ("the column names are not used: the run knows its features by position only (it was fitted without "
+           "names), so the columns are taken in the training data's order")
+
+
 def ignored_message(names) -> str:
     return f"{'column' if len(names) == 1 else 'columns'} {_quoted(names)} ignored: not among the model's features"
 
@@ -264,6 +269,8 @@ def file_layout(run, path, *, need_target: bool, layout: str | None = None,
             if match.features != sorted(match.features):
                 notify(f"{path}: feature columns matched by name (their order differs from the training data's)")
             return target, match.features
+        if names is not None:
+            notify(f"{path}: {UNNAMED}")
         reading = choose_reading(run, ncols, where, layout)
         if need_target and reading.target is None:
             raise DataError(f"{where}: {ncols} columns, read as {reading.explained()}: the target column is "
