@@ -6,6 +6,8 @@ change it, and warnings about data that would otherwise mislead without a sound.
   a missing value, and the options that change each.
 - :func:`integer_target_hint`: an integer target with more than a handful of values, which ``auto`` fits as
   classes, may be a quantity (a quality score, a count); ``--likelihood gaussian`` fits it as regression.
+- :func:`decimal_commas`: a column of text (or a target of classes) whose every value is a number written with a
+  decimal comma (``0,126``), which slang reads as a category (or a class) per value, not as a number;
 - :func:`identifier_columns`: a feature that holds distinct integers on (nearly) every row over a huge range,
   or a row count 0..N-1, is a row identifier; used as a feature it lets a network memorise rows.
 - :func:`tiny_features`: a feature used as read that stays below ``1 / MAX_ABS_VALUE`` in magnitude cannot move the
@@ -16,6 +18,8 @@ Messages only: nothing here changes the data or the fit.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -106,6 +110,28 @@ def integer_target_hint(classes, target) -> str | None:
     return (f"hint: {target_text(target)} has {len(classes)} integer values ({_fmt_label(min(classes))} to "
             f"{_fmt_label(max(classes))}), fitted as {len(classes)} unordered classes; if it measures a quantity, "
             "--likelihood gaussian fits it as regression")
+
+
+# a number written with a decimal comma, as many locales write them (never a number to Python's float)
+_DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")
+
+
+def decimal_commas(columns, classes=None) -> list[str]:
+    """Warnings naming each column of text among the schema's ``columns`` (``slangcli.data.schema.Column``), and the
+    target's ``classes``, whose every value (two at least) is a number with a decimal comma: read as a category
+    of that many levels (or as that many classes), which no fit of the numbers would be."""
+    fix = "slang reads numbers with a decimal point: write them so (sed 's/\\([0-9]\\),\\([0-9]\\)/\\1.\\2/g')"
+    out = []
+    for column in columns:
+        levels = [str(level) for level in getattr(column, "levels", ())]
+        if len(levels) >= 2 and all(_DECIMAL_COMMA.fullmatch(level) for level in levels):
+            out.append(f"warning: column {column.name!r} is read as a category of {len(levels)} levels, but its "
+                       f"cells look like numbers with a decimal comma ({levels[0]!r}, ...); {fix}")
+    if classes is not None and len(classes) >= 2 and all(isinstance(c, str) and _DECIMAL_COMMA.fullmatch(c)
+                                                         for c in classes):
+        out.append(f"warning: the target is fitted as {len(classes)} classes, but its values look like numbers with "
+                   f"a decimal comma ({classes[0]!r}, ...); {fix}")
+    return out
 
 
 def identifier_columns(X: np.ndarray, feature_names) -> list[str]:
