@@ -198,7 +198,7 @@ def far_worse(test: dict | None, baseline: dict, prepared: Prepared, run: Run) -
     """The warning for test scores far worse than the constant predictor's, or None."""
     if not test:
         return None
-    hint = _noise_too_precise(prepared, run, test) or (
+    hint = _noise_too_precise(prepared, run, test) or _sparse_indicators(prepared) or (
         "check the features' scales (--standardize), the likelihood, the --noise-precision and the "
         "--prior-precision")
     if "rmse" in test:
@@ -276,6 +276,30 @@ def _noise_too_precise(prepared: Prepared, run: Run, test: dict) -> str | None:
             "(--noise-precision auto learns it)")
 
 
+# standardised 0/1 features that reach this value (a 1 on fewer than about 1 % of the rows) are named as the likely
+# cause of a poor fit; the indicators are looked for on at most INDICATOR_ROWS training rows
+SPARSE_PEAK, INDICATOR_ROWS = 10.0, 5000
+
+
+def _sparse_indicators(prepared: Prepared) -> str | None:
+    """The likely cause of a poor fit of standardised features of which some are sparse 0/1 indicators (LIBSVM's
+    a1a: 1.22 nats of test NLL against 0.34 used as read): standardising scales a rare 1 up to tens, and the prior,
+    made for features of order 1, then barely holds its weight back. None otherwise."""
+    if not prepared.data.get("standardize") or "feature_scale" not in prepared.arrays or not prepared.X_train.size:
+        return None
+    X = prepared.X_train[:INDICATOR_ROWS]
+    raw = X * prepared.arrays["feature_scale"] + prepared.arrays["feature_mean"]
+    indicator = np.all((np.abs(raw) < 1e-9) | (np.abs(raw - 1.0) < 1e-9), axis=0)
+    peak = np.where(indicator, np.abs(X).max(axis=0), 0.0)
+    sparse = np.flatnonzero(peak > SPARSE_PEAK)
+    if not sparse.size:
+        return None
+    name = task.feature_name(prepared.data.get("feature_names", ()), int(sparse[np.argmax(peak[sparse])]))
+    return (f"likely cause: {len(sparse)} of the {X.shape[1]} features are 0/1 indicators that are rarely 1, which "
+            f"standardising scales up to {peak[sparse].max():.3g} ({name!r}), beyond what the prior holds back "
+            "(--no-standardize uses them as read, as LIBSVM files are usually meant)")
+
+
 def _likely_cause(prepared: Prepared, run: Run, test: dict) -> str:
     """What most likely keeps a fit from learning: raw features of very different scales, a fixed noise precision
     far too high, too short a fit, or features that say little about the target."""
@@ -288,9 +312,9 @@ def _likely_cause(prepared: Prepared, run: Run, test: dict) -> str:
         if size.size and (size.max() > 10 or size.min() < 0.1):
             return (f"likely cause: the features are used as read, of magnitudes (root mean square) from "
                     f"{size.min():.3g} to {size.max():.3g} (--standardize scales and centres them)")
-    noise = _noise_too_precise(prepared, run, test)
-    if noise:
-        return noise
+    named = _noise_too_precise(prepared, run, test) or _sparse_indicators(prepared)
+    if named:
+        return named
     steps = run.metrics.get("steps")
     if steps is not None and steps < 1000:
         return f"the fit may be too short ({steps} steps: --epochs), or the features say little about the target"
