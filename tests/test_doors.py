@@ -203,3 +203,16 @@ def test_sparse_indicators_standardised_are_named_as_the_likely_cause():
     assert _sparse_indicators(prepare(X, y, None, None, likelihood="auto", standardize=False)) is None
     common = prepare(X[:, :2], y, None, None, likelihood="auto", standardize=True)  # a 1 on half the rows
     assert _sparse_indicators(common) is None
+
+
+def test_a_far_worse_fit_of_raw_features_names_their_magnitude(tmp_path):
+    """Features of about 1e10 used as read: test NLL of hundreds, and the warning gave only its general advice
+    where the README promises the magnitude named as the likely cause (as the barely-better warning did)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3)) * 1e10
+    np.savetxt(tmp_path / "big.csv", np.column_stack([X, X[:, 0] > 0]), delimiter=",")
+    proc = slang("fit", "big.csv", "--no-standardize", "--test-fraction", "0.3", "--epochs", "5", "-o", "b.h5",
+                 cwd=tmp_path)
+    warned = [line for line in proc.stderr.splitlines() if "warning" in line]
+    assert len(warned) == 1 and "is far worse than a constant predictor's" in warned[0], proc.stderr
+    assert "likely cause: the features are used as read, of magnitudes (root mean square) from 9." in warned[0]

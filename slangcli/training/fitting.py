@@ -198,7 +198,7 @@ def far_worse(test: dict | None, baseline: dict, prepared: Prepared, run: Run) -
     """The warning for test scores far worse than the constant predictor's, or None."""
     if not test:
         return None
-    hint = _noise_too_precise(prepared, run, test) or _sparse_indicators(prepared) or (
+    hint = _named_cause(prepared, run, test) or (
         "check the features' scales (--standardize), the likelihood, the --noise-precision and the "
         "--prior-precision")
     if "rmse" in test:
@@ -300,19 +300,31 @@ def _sparse_indicators(prepared: Prepared) -> str | None:
             "(--no-standardize uses them as read, as LIBSVM files are usually meant)")
 
 
+def _raw_scales(prepared: Prepared) -> str | None:
+    """The likely cause of a poor fit of features used as read far from unit scale, or None."""
+    if prepared.data.get("standardize") or not prepared.X_train.size:
+        return None
+    # far from unit scale, or far from centred (a length of 200 +- 14 mm), raw features make the posterior's
+    # directions of very different curvature: few steps of any size fit them
+    X = prepared.X_train
+    size = np.sqrt(np.einsum("np,np->p", X, X) / len(X))  # (without a squared copy of the data)
+    size = size[size > 0]
+    if size.size and (size.max() > 10 or size.min() < 0.1):
+        return (f"likely cause: the features are used as read, of magnitudes (root mean square) from "
+                f"{size.min():.3g} to {size.max():.3g} (--standardize scales and centres them)")
+    return None
+
+
+def _named_cause(prepared: Prepared, run: Run, test: dict) -> str | None:
+    """The likely cause of a poor fit, when the data or the options show one: raw features of very different
+    scales, a fixed noise precision far too high, or standardised sparse indicators; else None."""
+    return _raw_scales(prepared) or _noise_too_precise(prepared, run, test) or _sparse_indicators(prepared)
+
+
 def _likely_cause(prepared: Prepared, run: Run, test: dict) -> str:
-    """What most likely keeps a fit from learning: raw features of very different scales, a fixed noise precision
-    far too high, too short a fit, or features that say little about the target."""
-    if not prepared.data.get("standardize") and prepared.X_train.size:
-        # far from unit scale, or far from centred (a length of 200 +- 14 mm), raw features make the posterior's
-        # directions of very different curvature: few steps of any size fit them
-        X = prepared.X_train
-        size = np.sqrt(np.einsum("np,np->p", X, X) / len(X))  # (without a squared copy of the data)
-        size = size[size > 0]
-        if size.size and (size.max() > 10 or size.min() < 0.1):
-            return (f"likely cause: the features are used as read, of magnitudes (root mean square) from "
-                    f"{size.min():.3g} to {size.max():.3g} (--standardize scales and centres them)")
-    named = _noise_too_precise(prepared, run, test) or _sparse_indicators(prepared)
+    """What most likely keeps a fit from learning: a cause the data or the options show (:func:`_named_cause`),
+    too short a fit, or features that say little about the target."""
+    named = _named_cause(prepared, run, test)
     if named:
         return named
     steps = run.metrics.get("steps")
