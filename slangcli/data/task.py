@@ -65,7 +65,7 @@ def describe(data: dict, arrays: dict, likelihood: str, n_features: int, n_param
     else:
         kind = "binary classification" if likelihood == "bernoulli" else f"{len(classes)}-class classification"
         what = f"{kind} ({likelihood} likelihood) of {target}, classes {_listing(classes)}"
-    parts = [f"task: {what}; {n_features} features, {n_params} parameters"]
+    parts = [f"task: {what}; {_count(n_features, 'feature')}, {_count(n_params, 'parameter')}"]
     encoded = _encoded_columns((data.get("schema") or {}).get("columns") or [])
     if encoded:
         parts.append(encoded)
@@ -83,6 +83,10 @@ def describe(data: dict, arrays: dict, likelihood: str, n_features: int, n_param
                 "a missing value dropped (--missing drop)"
             parts.append(f"{k} row{'s' if k != 1 else ''}{where} with {why}")
     return ["; ".join(parts), "change the task with --likelihood, --target, --drop-columns or --columns"]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _encoded_columns(columns: list) -> str | None:

@@ -329,7 +329,8 @@ def _likely_cause(prepared: Prepared, run: Run, test: dict) -> str:
         return named
     steps = run.metrics.get("steps")
     if steps is not None and steps < 1000:
-        return f"the fit may be too short ({steps} steps: --epochs), or the features say little about the target"
+        length = f"{steps} step{'' if steps == 1 else 's'}"
+        return f"the fit may be too short ({length}: --epochs), or the features say little about the target"
     return "the features may say little about the target"
 
 
