@@ -159,7 +159,7 @@ class _SLANGEstimator:
     def _fit(self, X, y, likelihood):
         self._check_params()
         names = _feature_names(X)
-        X_arr, _ = api._features(X, "X")
+        X_arr = _numbers(X, type(self).__name__)
         y_arr = np.asarray(y) if y is not None else None
         if y_arr is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
@@ -221,12 +221,42 @@ class _SLANGEstimator:
     def _predictions(self, X, interval: float = 0.95):
         self._check_fitted()
         self._check_feature_names(X)
-        X_arr, _ = api._features(X, "X")
+        X_arr = _numbers(X, type(self).__name__)
         if X_arr.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X_arr.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
         return self.result_.predict(X_arr, samples=self.predict_samples, seed=_seed(self.random_state),
                                     interval=interval)
+
+
+def _numbers(X, estimator: str) -> np.ndarray:
+    """``X`` as an array of numbers (``api._features``); a DataFrame's column of text is refused naming it, and
+    what takes it: the estimators take numbers, as scikit-learn's do, where ``slangcli.fit`` reads such a column as
+    categories."""
+    try:
+        return api._features(X, "X")[0]
+    except (TypeError, ValueError):
+        column = _text_column(X)
+        if column is None:
+            raise
+        raise ValueError(f"X: column {column!r} holds text; {estimator} takes numbers, as scikit-learn's estimators "
+                         "do: encode it first (a OneHotEncoder in a Pipeline), or fit with slangcli.fit, which reads "
+                         "a DataFrame's columns of text as categories") from None
+
+
+def _text_column(X):
+    """The name of a DataFrame's first column holding a string, or None."""
+    columns = getattr(X, "columns", None)
+    if columns is None or not hasattr(X, "__getitem__"):
+        return None
+    for name in columns:
+        try:
+            values = np.asarray(X[name])
+        except Exception:  # noqa: BLE001 - not a DataFrame after all
+            return None
+        if values.dtype.kind in "OUS" and any(isinstance(v, str) for v in values.tolist()):
+            return name
+    return None
 
 
 class SLANGClassifier(_SLANGEstimator):

@@ -204,3 +204,18 @@ def test_a_classifier_codes_its_labels_as_slang_fit_does_and_its_run_file_keeps_
     probabilities = model.predict_proba(X)
     np.testing.assert_array_equal(model.predict(X), model.classes_[np.argmax(probabilities, axis=1)])
     assert np.mean(model.predict(X) == y) > 0.8
+
+
+def test_a_column_of_text_is_refused_naming_it_and_what_takes_it():
+    """A DataFrame with a column of island names: slangcli.fit reads it as categories, and the estimators refused
+    it with NumPy's "could not convert string to float: 'Biscoe'". They take numbers, as scikit-learn's do; the
+    message now names the column and both ways on."""
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"x": np.r_[np.zeros(10), np.ones(10)], "island": ["Biscoe", "Dream"] * 10})
+    for estimator in (SLANGClassifier(epochs=2), SLANGRegressor(epochs=2)):
+        with pytest.raises(ValueError, match=r"^X: column 'island' holds text; SLANG\w+ takes numbers, as "
+                                             r"scikit-learn's estimators do: encode it first .* slangcli\.fit"):
+            estimator.fit(frame, [0, 1] * 10)
+    fitted = SLANGClassifier(epochs=2).fit(frame[["x"]], [0, 1] * 10)
+    with pytest.raises(ValueError, match=r"^X: column 'x' holds text"):
+        fitted.predict(frame.assign(x=frame["island"])[["x"]])
