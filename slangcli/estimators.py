@@ -176,6 +176,8 @@ class _SLANGEstimator:
         # a DataFrame goes on with its names, so that the run file saved from result_ knows its features by name
         if likelihood != "gaussian":
             self._check_labels(y_arr)
+            if y_arr.dtype.kind == "i" and np.asarray(y).dtype.kind == "b":
+                self.classes_ = self.classes_.astype(bool)  # (coded 0, 1 as the fit codes them; False < True)
         # (the labels as given: the fit codes them, as slang fit codes a file's, and the run file keeps their values)
         self.result_ = api.fit(X if names is not None else X_arr, y_arr, **given)
         self.n_features_in_ = X_arr.shape[1]

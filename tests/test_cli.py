@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 import slangcli.cli.output
-from conftest import message_lines
+from conftest import binary_problem, message_lines
 from slangcli.cli import main
 from slangcli.runfile.io import read_run
 
@@ -182,6 +182,15 @@ def test_plain_inspect_writes_only_to_stderr(train_csv, out_dir):
     assert result.stdout == ""
     assert str(out) in result.stderr
     assert hashlib.sha256(train_csv.read_bytes()).hexdigest()[:16] in result.stderr
+
+
+def test_inspect_shows_whole_number_labels_as_the_task_line_does(write_file, out_dir):
+    # a file's labels 0 and 1 are stored as numbers; inspect showed them as 0.0 and 1.0
+    X, labels = binary_problem(seed=0)
+    data = write_file("numbers.csv", "a,b,c,y\n" + "".join(f"{a},{b},{c},{int(t)}\n"
+                                                           for (a, b, c), t in zip(X, labels)))
+    assert_ok(invoke("fit", data, "-o", out_dir / "run.h5", *FAST))
+    assert "labels     0, 1 -> 0..1" in invoke("inspect", out_dir / "run.h5").stderr
 
 
 def test_run_file_records_the_fit_command(train_csv, out_dir):

@@ -219,3 +219,13 @@ def test_a_column_of_text_is_refused_naming_it_and_what_takes_it():
     fitted = SLANGClassifier(epochs=2).fit(frame[["x"]], [0, 1] * 10)
     with pytest.raises(ValueError, match=r"^X: column 'x' holds text"):
         fitted.predict(frame.assign(x=frame["island"])[["x"]])
+
+
+def test_boolean_labels_stay_booleans():
+    # scikit-learn's classifiers keep the labels' type: classes_ [False, True], and predict gives booleans
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    y = X[:, 0] > 0
+    fitted = SLANGClassifier(epochs=2).fit(X, y)
+    assert fitted.classes_.dtype == bool and fitted.classes_.tolist() == [False, True]
+    assert fitted.predict(X).dtype == bool and fitted.score(X, y) > 0.5

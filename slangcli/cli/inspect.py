@@ -167,7 +167,9 @@ def inspect(run_file, as_json):
                              else f"(fraction {t['test_fraction']}, seed {t['split_seed']})"))
     if d.get("labels"):
         classes = d["labels"]["classes"]
-        lines.append(f"labels     {', '.join(str(x) for x in classes)} -> 0..{len(classes) - 1}")
+        # (a file's labels 0 and 1 are stored as the numbers 0.0 and 1.0: shown as the task line shows them)
+        shown = [str(int(x)) if isinstance(x, float) and x.is_integer() else str(x) for x in classes]
+        lines.append(f"labels     {', '.join(shown)} -> 0..{len(classes) - 1}")
     cal = s["calibration"]
     if cal:
         quantiles = ", ".join(f"{100 * float(k):g}% {'inf' if q is None else f'{q:.4g}'}"
