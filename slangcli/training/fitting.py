@@ -194,11 +194,14 @@ def constant_scores(prepared: Prepared) -> dict | None:
             "accuracy": float(np.mean(y.astype(np.int64) == np.argmax(freq)))}
 
 
-def far_worse(test: dict | None, baseline: dict, prepared: Prepared, run: Run) -> str | None:
-    """The warning for test scores far worse than the constant predictor's, or None."""
+def far_worse(test: dict | None, baseline: dict, prepared: Prepared | None = None,
+               run: Run | None = None) -> str | None:
+    """The warning for test scores far worse than the constant predictor's, or None; it names the likely cause
+    when the prepared data and the run show one (:func:`_named_cause`)."""
     if not test:
         return None
-    hint = _named_cause(prepared, run, test) or (
+    named = _named_cause(prepared, run, test) if prepared is not None and run is not None else None
+    hint = named or (
         "check the features' scales (--standardize), the likelihood, the --noise-precision and the "
         "--prior-precision")
     if "rmse" in test:
