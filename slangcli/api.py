@@ -384,6 +384,10 @@ def _missing_policy(value) -> str:
     return value
 
 
+# how the fit's warnings begin, as slang fit prints them
+WARNING = "warning: "
+
+
 def _warning_too(notify: Callable[[str], None] | None) -> Callable[[str], None]:
     """``notify``, which also raises the fit's warnings (the messages ``slang fit`` prints as ``warning: ...``) as
     a ``UserWarning``, whether or not a ``notify`` was given: Python's way to say that a result should not be
@@ -395,9 +399,6 @@ def _warning_too(notify: Callable[[str], None] | None) -> Callable[[str], None]:
             notify(message)
 
     return tell
-
-
-WARNING = "warning: "
 
 
 def _caller_level() -> int:
