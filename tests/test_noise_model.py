@@ -96,7 +96,11 @@ def test_a_regression_network_gets_the_noise_model_by_default(network):
     assert result.model.noise_weights is not None and result.config["noise_model"] == "linear"
     for options, expected in (({"hidden": 4}, "linear"), ({}, "constant"), ({"hidden": 4, "noise_precision": 2.0},
                               "constant"), ({"noise_precision": 2.0, "noise_model": "linear"}, "linear"),
-                              ({"hidden": 4, "noise_model": "constant"}, "constant")):
+                              ({"hidden": 4, "noise_model": "constant"}, "constant"),
+                              # a noise precision chosen by --tune is one constant, which predictions use (the noise
+                              # model replaced it in every prediction, unsaid)
+                              ({"hidden": 4, "tune": "prior-precision, noise-precision"}, "constant"),
+                              ({"hidden": 4, "tune": "prior-precision"}, "linear")):
         chosen = FitOptions.of(likelihood="gaussian", **options).resolved_noise_model
         assert chosen == expected, options
     assert FitOptions.of(hidden=4, likelihood="bernoulli").resolved_noise_model == "constant"

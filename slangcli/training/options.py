@@ -126,7 +126,7 @@ class FitOptions:
     noise_model: str = option(AUTO, "Gaussian likelihood: constant, one noise precision; linear, a noise precision "
                               "per prediction, log-linear in the standardised features and the network's output, "
                               "fitted to the trained posterior on the training rows; auto: linear for a regression "
-                              "network whose noise precision is learned, else constant.", kind="choice",
+                              "network whose noise precision is learned (not tuned), else constant.", kind="choice",
                               choices=(AUTO, "constant", "linear"),
                               applied="linear for a regression network with --noise-precision auto, else constant")
     method: str | None = option(None, _method_help, kind="choice", choices=_methods, applied=_default_methods())
@@ -233,10 +233,12 @@ class FitOptions:
 
     def noise_model_for(self, likelihood: str) -> str:
         """The noise model of a fit of data whose likelihood is ``likelihood``: the given one, or for ``auto``
-        linear for a regression network whose noise precision is learned, else constant."""
+        linear for a regression network whose noise precision is learned, else constant (a noise precision chosen
+        by ``--tune`` is not learned: the search chose one constant, which predictions then use)."""
         if self.noise_model != AUTO:
             return self.noise_model
-        learned = likelihood == "gaussian" and self.noise_precision == AUTO
+        tuned = "noise-precision" in [name.strip() for name in (self.tune or "").split(",")]
+        learned = likelihood == "gaussian" and self.noise_precision == AUTO and not tuned
         return "linear" if learned and parse_hidden(self.hidden) else "constant"
 
     def _check_method(self) -> None:
