@@ -207,6 +207,28 @@ def test_a_methods_own_hyperparameter_goes_only_to_the_methods_that_take_it(data
     assert not (tmp_path / "out").exists()
 
 
+def test_a_fit_whose_data_file_changed_is_not_complete(data, tmp_path):
+    """A sweep run again after its data file changed found its fits complete by their options alone, refitted
+    nothing and tabled fits of data that no longer existed (train_n 600 of a 300-row file). The run file records
+    the data's sha256, as slang fit --resume checks it: a changed file makes the fit one to run again."""
+    from slangcli.sweep import is_complete
+
+    csv = tmp_path / "d.csv"
+    shutil.copy(data / "a.csv", csv)
+    point = points_of([{"data": [str(csv)], "epochs": ["2"]}])[0]
+    path = str(tmp_path / "out" / point.name)
+    (tmp_path / "out").mkdir()
+    assert run_fit(make_task(point, path))["status"] == "complete" and is_complete(path, point.args)
+    rows = csv.read_text().splitlines(keepends=True)
+    csv.write_text("".join(rows[: len(rows) // 2]))
+    assert not is_complete(path, point.args)
+    record = run_fit(make_task(point, path))
+    assert record["status"] == "complete" and record["train_n"] == len(rows) // 2 - 1
+    assert is_complete(path, point.args)
+    csv.unlink()  # a data file gone: nothing says the fit is of data that is there
+    assert not is_complete(path, point.args)
+
+
 def test_spec_files_json_and_toml(data, tmp_path):
     a = str(data / "a.csv")
     (tmp_path / "s.toml").write_text(f'[[grid]]\ndata = "{a}"\nmethod = "slang"\nrank = [1, 2]\n\n'

@@ -23,8 +23,9 @@ import sys
 import time
 from dataclasses import dataclass
 
+from slangcli.data.readers import STDIN, sha256_file
 from slangcli.data.sources import DataOptions
-from slangcli.errors import OUT_OF_MEMORY, DivergenceError, SlangError, exit_code
+from slangcli.errors import OUT_OF_MEMORY, DataError, DivergenceError, SlangError, exit_code
 from slangcli.runfile.io import read_run, write_run
 from slangcli.runfile.outputs import one_line
 from slangcli.sweep.grid import Point, options_of
@@ -79,24 +80,63 @@ def _command_args(command) -> list | None:
     return list(command[2:-TAIL])
 
 
-def stored(path) -> tuple[str, list | None, int | None] | None:
-    """``(status, fit arguments, steps done)`` of the run file at ``path``, or None when there is none
-    readable."""
+def stored(path) -> tuple[str, list | None, int | None, list] | None:
+    """``(status, fit arguments, steps done, data files)`` of the run file at ``path``, or None when there is none
+    readable; the data files are the ``(path, sha256)`` its data provenance records (:func:`_data_files`)."""
     import h5py
 
     try:
         with h5py.File(path, "r") as f:
             steps = json.loads(f["metrics"].attrs["metrics"]).get("steps")
-            return str(f.attrs["status"]), _command_args(json.loads(f.attrs["command"])), steps
-    except (OSError, KeyError, ValueError, AttributeError):
+            provenance = json.loads(f["data"].attrs["provenance"]) if "data" in f else {}
+            return (str(f.attrs["status"]), _command_args(json.loads(f.attrs["command"])), steps,
+                    _data_files(provenance))
+    except (OSError, KeyError, ValueError, AttributeError, TypeError):
         return None
 
 
+def _data_files(provenance: dict) -> list:
+    """The ``(path, sha256)`` of every file the training and test provenance name with a digest: the data file, a
+    UCI folder's data and index files."""
+    files = []
+    for part in (provenance.get("train"), provenance.get("test")):
+        if isinstance(part, dict):
+            for key, value in part.items():
+                digest = part.get(key[: -len("path")] + "sha256") if key.endswith("path") else None
+                if isinstance(value, str) and isinstance(digest, str) and value != STDIN:
+                    files.append((value, digest))
+    return files
+
+
+def _same_data(files: list) -> bool:
+    """Whether every recorded data file still holds the bytes it held (its sha256; a file gone counts as
+    changed)."""
+    try:
+        return all(_sha256(path) == digest for path, digest in files)
+    except SlangError:
+        return False
+
+
+def _sha256(path: str) -> str:
+    """The file's sha256, read once per size and modification time (a sweep checks each of its fits' files)."""
+    stat = os.stat(path) if os.path.exists(path) else None
+    key = (path, stat.st_size, stat.st_mtime_ns) if stat is not None else None
+    if key is None:
+        raise DataError(f"{path}: no such file")
+    if key not in _DIGESTS:
+        _DIGESTS[key] = sha256_file(path)
+    return _DIGESTS[key]
+
+
+_DIGESTS: dict = {}
+
+
 def is_complete(path, args) -> bool:
-    """Whether the fit with ``args`` is complete at ``path``: its run file has status complete and records the
-    same arguments."""
+    """Whether the fit with ``args`` is complete at ``path``: its run file has status complete, records the same
+    arguments, and its data files still hold the data it was fitted to (a changed file makes the fit one to run
+    again, as ``slang fit --resume`` refuses it)."""
     found = stored(path)
-    return found is not None and found[0] == "complete" and found[1] == list(args)
+    return found is not None and found[0] == "complete" and found[1] == list(args) and _same_data(found[3])
 
 
 def metrics_of(path, isolated: bool = True) -> dict:
@@ -175,9 +215,10 @@ def run_fit(task: Task) -> dict:
     code, message, resumed = 0, "", None
     found = stored(task.path)
     args = list(task.args)
-    if not (found and found[0] == "complete" and found[1] == args):
+    same = bool(found) and found[1] == args and _same_data(found[3])
+    if not (same and found[0] == "complete"):
         try:
-            if found and found[0] == "checkpoint" and found[1] == args:
+            if same and found[0] == "checkpoint":
                 resumed = found[2]
                 _resume(task)
             else:
