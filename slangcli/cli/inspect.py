@@ -75,16 +75,17 @@ _SCORE_TEXT = {conformal.SCORES["regression"]: "|y - mean| / std_total",
                conformal.SCORES["classification"]: "1 - p(true class)"}
 
 
-def _posterior_lines(p: dict, likelihood: str) -> list[str]:
+def _posterior_lines(p: dict, likelihood: str, noise_model: bool = False) -> list[str]:
     """``posterior  lowrank-gaussian, D = 41, mean (41,), ...``; a mixture on one line, then one per member (with
-    its noise precision for a regression)."""
+    its noise precision for a regression: its training's only, when a noise model predicts)."""
     shapes = ", ".join(f"{k} {_shape_text(v)}" for k, v in p["arrays"].items())
     if "members" not in p:
         return [f"posterior  {p['type']}, D = {p['n_params']}, {shapes}"]
     lines = [f"posterior  mixture of {len(p['members'])} members (equal weights, --members), D = {p['n_params']}"]
     for k, (m, tau) in enumerate(zip(p["members"], p["noise_precision"])):
         lines.append(f"  member {k}  {m['type']}, " + ", ".join(f"{n} {_shape_text(v)}" for n, v in m["arrays"].items())
-                     + (f"; noise precision {tau:.4g}" if likelihood == "gaussian" else ""))
+                     + (f"; noise precision {tau:.4g}{' (training; the noise model predicts)' if noise_model else ''}"
+                        if likelihood == "gaussian" else ""))
     return lines
 
 
@@ -137,7 +138,7 @@ def inspect(run_file, as_json):
         f"[bold]{run_file}[/bold]  (slang {s['slang_version']}, {s['created']})",
         f"command    {' '.join(s['command']) or '(none: made in Python)'}",
         f"method     {s['method']}  {c.get('hyper', {})}",
-        *_posterior_lines(s["posterior"], s["model"]["likelihood"]),
+        *_posterior_lines(s["posterior"], s["model"]["likelihood"], "noise_weights" in s["model"]),
         f"model      sizes {tuple(s['model']['sizes'])}, {s['model']['activation']} hidden units, "
         f"{s['model']['likelihood']} likelihood"
         + (", noise precision log-linear in the features and the output (--noise-model linear)"
