@@ -210,6 +210,13 @@ def test_evaluate_agrees_with_the_fit_and_the_api(narrow_regression):
     fitted = narrow_regression["fitted"]["metrics"]["test"]
     assert evaluated["calibrated_coverage"] == fitted["calibrated_coverage"]
     assert "coverage of calibrated 95% interval" in result.stderr
+    assert "Monte-Carlo difference" not in result.stderr  # the fit's own samples and seed
+    # evaluate's default predictive is not the calibration's: it says so (the README promised it; only predict did)
+    other = invoke("evaluate", narrow_regression["run"])
+    assert_ok(other)
+    assert ("slang: calibrated coverage: the calibration scores used the fit's predictive (100 samples, seed 3) and "
+            "these predictions 1000 samples, seed 0: the guarantee holds up to their Monte-Carlo difference "
+            "(--samples 100 --seed 3 gives the fit's own)") in other.stderr
     X, y = _regression(20000, 2)
     scored = slangcli.load(narrow_regression["run"]).score(X, y, samples=100, seed=3)
     assert scored["calibrated_coverage"] == evaluated["calibrated_coverage"]

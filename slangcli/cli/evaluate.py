@@ -8,6 +8,7 @@ from slangcli.cli.options import BINS, SAMPLES, SEED
 from slangcli.cli.output import calibration_table, emit_json, metric_rows, metrics_table, needs_stdout, note
 from slangcli.data.columns import LAYOUTS
 from slangcli.data.readers import MISSING_POLICIES
+from slangcli.predictive import conformal
 from slangcli.predictive.evaluation import evaluate as evaluate_run
 from slangcli.predictive.metrics import PREDICTIVES
 from slangcli.runfile.io import read_run
@@ -49,6 +50,10 @@ def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, mi
     out = evaluate_run(run, run_file, data, predictive=predictive, samples=samples, seed=seed, bins=bins,
                        reference=reference, reference_name=reference_file, missing=missing, layout=layout,
                        notify=note)
+    if run.calibration and out["predictive"] == "mc":
+        differs = conformal.predictive_differs(run.calibration, out["samples"], seed)
+        if differs:
+            note(f"calibrated coverage: {differs}")
     how = out["predictive"] + (f", {out['samples']} samples" if out["samples"] else "")
     metrics_table(f"{run_file} ({how})", metric_rows(out))
     calibration_table(out)

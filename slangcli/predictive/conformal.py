@@ -116,6 +116,17 @@ def coverage_metrics(model, calibration: dict, scores: np.ndarray, probs: np.nda
     return out
 
 
+def predictive_differs(calibration: dict, samples: int | None, seed: int | None) -> str | None:
+    """What a prediction or evaluation with ``samples`` and ``seed`` should say when its Monte-Carlo predictive is
+    not the one the calibration scores were computed with (None when it is)."""
+    if calibration["predictive"] != "mc" or (samples, seed) == (calibration["samples"], calibration["seed"]):
+        return None
+    return (f"the calibration scores used the fit's predictive ({calibration['samples']} samples, seed "
+            f"{calibration['seed']}) and these predictions {samples} samples, seed {seed}: the guarantee holds up "
+            f"to their Monte-Carlo difference (--samples {calibration['samples']} --seed {calibration['seed']} "
+            "gives the fit's own)")
+
+
 def guarantee(calibration: dict, likelihood: str, samples: int | None = None, seed: int | None = None) -> str:
     """What the calibrated intervals or sets of level ``calibration["level"]`` (a prediction's ``info``) promise, in
     one line; ``samples`` and ``seed``: the prediction's own, named when they differ from the calibration's."""
@@ -131,8 +142,5 @@ def guarantee(calibration: dict, likelihood: str, samples: int | None = None, se
         text = (f"split-conformal guarantee: for a new row exchangeable with the {n} calibration rows (drawn alike "
                 f"and independently), the {what} holds {holds} with probability at least {level:g} (marginal "
                 "coverage, on average over such rows, not for every input)")
-    if calibration["predictive"] == "mc" and (samples, seed) != (calibration["samples"], calibration["seed"]):
-        text += (f"; the calibration scores used the fit's predictive ({calibration['samples']} samples, seed "
-                 f"{calibration['seed']}) and these predictions {samples} samples, seed {seed}: the guarantee holds "
-                 "up to their Monte-Carlo difference")
-    return text
+    differs = predictive_differs(calibration, samples, seed)
+    return f"{text}; {differs}" if differs else text
