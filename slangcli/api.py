@@ -39,7 +39,7 @@ from slangcli.data.readers.text import column_list, resolve_column
 from slangcli.data.schema import Schema, schema_of
 from slangcli.data.sources import DataOptions, transform, with_target
 from slangcli.declare import check_value
-from slangcli.errors import DataError, DataTypeError
+from slangcli.errors import ConfigError, DataError, DataTypeError
 from slangcli.predictive.evaluation import Predictions as _Predictions, predict_arrays, score
 from slangcli.predictive.metrics import check_draws, draw_parts, weight_samples
 from slangcli.runfile.io import POSTERIOR_NAMES, Run, read_run, write_run
@@ -638,6 +638,13 @@ class FitResult:
         ``slang compress``), if any, but no sha256: what is compressed is the posterior in memory, not a file. A
         mixture (``members``) is compressed member by member.
         """
+        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
+            # (as slang compress --rank: a float or a text is no rank, not one to round)
+            raise ConfigError(f"rank must be a positive whole number, got {rank!r}")
+        if self.run.status == "checkpoint":
+            raise DataError(f"{self.path or 'this result'}: a checkpoint of a fit stopped at step "
+                            f"{self.run.metrics.get('steps', '?')}; finish it first (slang fit --resume), then "
+                            "compress the finished run")
         path = os.path.abspath(self.path) if self.path else None
         source = {"path": path, "sha256": None, "posterior": POSTERIOR_NAMES[type(self.posterior)],
                   "method": self.config.get("method")}

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 import slangcli
 from slangcli.cli import main
-from slangcli.errors import DataError
+from slangcli.errors import ConfigError, DataError
 from slangcli.methods import METHODS
 from slangcli.methods.base import is_solver
 from slangcli.runfile.io import read_run
@@ -373,6 +373,17 @@ def test_a_run_compressed_in_python_is_read_by_every_command(tmp_path):
     compressed = result.compress(rank=1)
     compressed.save(path)
     runner = CliRunner()
+    # a rank is a positive whole number, as slang compress --rank takes it (1.9 was rank 1, "2" and True taken)
+    for bad in (1.9, "2", True, 0):
+        with pytest.raises(ConfigError, match=r"^rank must be a positive whole number, got "):
+            result.compress(bad)
+    assert result.compress(np.int64(1)).posterior.mean.shape == compressed.posterior.mean.shape
+    # a checkpoint is refused, as slang compress refuses it (it wrote a "complete" run of an unfinished fit)
+    from dataclasses import replace
+
+    stopped = slangcli.FitResult(replace(result.run, status="checkpoint"))
+    with pytest.raises(DataError, match=r"a checkpoint of a fit stopped at step .*; finish it first"):
+        stopped.compress(1)
 
     done = runner.invoke(main, ["inspect", str(path)])
     assert done.exit_code == 0, done.output
