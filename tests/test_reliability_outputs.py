@@ -80,6 +80,20 @@ def test_an_empty_output_path_is_a_usage_error_before_any_work(small, tmp_path, 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_output_whose_directory_is_a_file_is_named_so(small, tmp_path):
+    """``-o file.h5/x.h5`` said "directory file.h5 does not exist", and FitResult.save raised a raw
+    NotADirectoryError naming the hidden temporary file."""
+    (tmp_path / "file.h5").write_bytes(b"")
+    one_line(slang("predict", small / "linear.h5", small / "train.csv", "-o", "file.h5/x.csv", cwd=tmp_path), 2,
+             "file.h5 is not a directory")
+    import slangcli
+    from slangcli.runfile.outputs import OutputError
+
+    with pytest.raises(OutputError, match=r"^cannot write .*file\.h5/x\.h5: Not a directory$"):
+        slangcli.load(small / "linear.h5").save(tmp_path / "file.h5" / "x.h5")
+    assert sorted(os.listdir(tmp_path)) == ["file.h5"]
+
+
 def test_an_output_directory_beyond_path_max_is_named_as_too_long(small, tmp_path):
     """An existing directory whose path is longer than PATH_MAX was called a directory that "does not exist"."""
     deep, made = tmp_path, 0

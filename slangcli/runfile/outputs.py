@@ -98,6 +98,8 @@ def check_output_path(output) -> None:
     target = os.path.realpath(text) if os.path.islink(text) else text
     parent = os.path.dirname(target) or "."
     if not os.path.isdir(parent):
+        if os.path.exists(parent):  # (-o file.h5/x.h5: its "directory" is a file)
+            raise UnusableOutput(f"{_show(os.path.dirname(text))} is not a directory")
         raise UnusableOutput(f"directory {_show(os.path.dirname(text) or '.')} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UnusableOutput(f"directory {_show(os.path.dirname(text) or '.')} is not writable")
@@ -200,7 +202,8 @@ def atomic_output(path):
                 written.append(os.fspath(path))  # renamed: a signal's message names it
             raise
         if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # (never made: its directory is a file)
+                Path(tmp).unlink()
         if isinstance(exc, OSError) or is_no_space(exc):
             raise output_error(path, exc) from None
         raise
