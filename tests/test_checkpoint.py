@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -369,3 +370,30 @@ def test_resume_ignores_data_options_it_does_not_know(tmp_path, data_csv):
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
     assert read_run(path).status == "complete"
+
+
+@pytest.mark.parametrize("stdin", [False, True], ids=["file", "stdin"])
+def test_the_resume_hint_is_a_command_that_works(tmp_path, reference_fit, stdin):
+    """Stopped, a fit said "continue with: slang fit --resume dir with space/ü.h5", which the shell splits, and
+    said so also for data read from standard input, which --resume cannot read again (it then failed)."""
+    data, _, _ = reference_fit
+    (tmp_path / "dir with space").mkdir()
+    out = tmp_path / "dir with space" / "ü.h5"
+    with open(data) as source:
+        proc = _slang("fit", "-" if stdin else data, "-o", out, *SLOW_FIT, stdin=source)
+    deadline = time.monotonic() + 60
+    while not out.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    if proc.returncode != 128 + signal.SIGTERM or read_run(out).status != "checkpoint":
+        pytest.skip(f"the fit ended before the signal (exit {proc.returncode})")
+    inspected = subprocess.run([sys.executable, "-m", "slangcli", "inspect", out], capture_output=True, text=True)
+    if stdin:
+        assert "its data came from standard input, which --resume cannot read again" in err, err
+        assert "its data came from standard input: --resume cannot read them again" in inspected.stderr
+    else:
+        hint = f"continue with: slang fit --resume {shlex.quote(str(out))}"
+        assert hint in err and hint in inspected.stderr, err
+        assert subprocess.run(["sh", "-c", hint.split(": ", 1)[1].replace("slang ", f"{sys.executable} -m slangcli ",
+                                                                           1)]).returncode == 0

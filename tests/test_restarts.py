@@ -49,6 +49,10 @@ def test_restarts_refuse_checkpoints_and_solvers(write_file):
         fit(DataOptions(path=str(train)), restarts=2, checkpointing=ck, **KW)
     with pytest.raises(ConfigError, match="--restarts"):
         fit(DataOptions(path=str(train)), restarts=0, **KW)
+    # a solver is refused for what it is (the message spoke of checkpoints the user had not asked for)
+    with pytest.raises(ConfigError, match=r"^--restarts applies to the step methods, not to --method exact-mf: it is "
+                                          r"solved in closed form"):
+        fit(DataOptions(path=str(train)), restarts=2, method="exact-mf")
 
 
 def test_restarts_from_the_command_line(write_file, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shlex
 import signal
 import sys
 import threading
@@ -129,7 +130,7 @@ def fit(data, output, scheduler, checkpoint_every, checkpoint_seconds, resume_pa
     rank = options.hyper.get("rank")
     label = (resolved or "fit") + (f" {rank_symbol(METHODS[resolved])}={rank}" if rank is not None and resolved
                                    else "")
-    with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint) as checkpointing, \
+    with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint, data == "-") as checkpointing, \
             cluster_map(scheduler) as map_jobs:
         run = fit_run(opts, options, command=invocation(), progress=bar, notify=note, checkpointing=checkpointing,
                       map_jobs=map_jobs)
@@ -147,7 +148,7 @@ RESUME_OPTIONS = {"resume_path", "checkpoint_every", "checkpoint_seconds", "prog
 
 
 @contextlib.contextmanager
-def _checkpointing(output: str, checkpoint: dict | None):
+def _checkpointing(output: str, checkpoint: dict | None, from_stdin: bool = False):
     """Checkpoint settings writing to ``output``, with SIGINT and SIGTERM turned into a request to stop after the
     current step (the fit then writes a last checkpoint and raises Interrupted, reported here)."""
     if checkpoint is None:
@@ -193,8 +194,9 @@ def _checkpointing(output: str, checkpoint: dict | None):
     def stopped(signum: int, what: str, hint: str | None = None, at_once: bool = False):
         name = signal.Signals(signum).name
         if written:
-            error(f"{what} ({name}); the fit so far (step {written[-1]}) is in {output}; continue with: "
-                  f"slang fit --resume {output}")
+            resume = ("its data came from standard input, which --resume cannot read again" if from_stdin
+                      else f"continue with: slang fit --resume {shlex.quote(output)}")
+            error(f"{what} ({name}); the fit so far (step {written[-1]}) is in {output}; {resume}")
         elif at_once:
             error(f"{what} ({name}): nothing written")
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shlex
 
 import click
 import numpy as np
@@ -192,6 +193,9 @@ def inspect(run_file, as_json):
     if run.status == "checkpoint":
         member = f" of member {m['member'] + 1} of {m['members']}" if "member" in m else ""
         lines.append(f"[bold]status     checkpoint at step {m.get('steps')} of {m.get('n_steps')}{member}[/bold] "
-                     f"({m.get('fit_seconds', 0.0):.1f} s so far); continue with: slang fit --resume {run_file}")
+                     f"({m.get('fit_seconds', 0.0):.1f} s so far); " + escape(
+                         "its data came from standard input: --resume cannot read them again"
+                         if (d.get("train") or {}).get("path") == "-"
+                         else f"continue with: slang fit --resume {shlex.quote(run_file)}"))
     for line in lines:
         stderr.print(line, markup=True)

@@ -270,7 +270,8 @@ class FitOptions:
         if self.tune and solver:
             raise ConfigError(f"--tune applies to the step methods, not to --method {method}")
         if self.restarts > 1 and solver:
-            raise ConfigError("--restarts applies to step methods fitted without checkpoints")
+            raise ConfigError(f"--restarts applies to the step methods, not to --method {method}: it is solved in "
+                              "closed form, so every restart would be the same posterior")
         if self.members > 1 and solver:
             raise ConfigError(f"--members applies to the step methods: --method {method} is solved in closed form, "
                               "so every member would be the same posterior")
