@@ -252,7 +252,8 @@ def barely_better(test: dict | None, baseline: dict, prepared: Prepared, run: Ru
                   + (f"only {100 * gain:.1f} % of it removed" if gain >= 0 else "worse than it"))
     if gain >= BARELY_BETTER:
         return None
-    return (f"warning: the fit is barely better than a constant predictor {where} ({scores}); "
+    verdict = "barely better than" if gain >= 0 else "worse than"
+    return (f"warning: the fit is {verdict} a constant predictor {where} ({scores}); "
             f"{_likely_cause(prepared, run, test)}")
 
 
