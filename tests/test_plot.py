@@ -9,6 +9,7 @@ once per module.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -593,3 +594,17 @@ def test_without_matplotlib_says_how_to_install(runs, tmp_path):
     # and the other commands do not import it
     code = "import sys; from slangcli.cli import main; print('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_a_prediction_file_in_a_directory_of_runs_is_left_out(runs, tmp_path):
+    """``slang plot DIR`` failed outright ("not a slang run file") when DIR held a prediction file (``slang predict
+    -o P.h5``) beside the runs, where "a directory stands for every run file under it". Found in a directory it
+    is left out with a note; named, it is still refused."""
+    d = tmp_path / "runs"
+    d.mkdir()
+    shutil.copy(runs["slang"], d / "slang.h5")
+    ok("predict", d / "slang.h5", runs["train"], "-o", d / "predictions.h5")
+    result = ok("plot", d, "--kind", "training", "-o", tmp_path / "t.png")
+    assert f"{d / 'predictions.h5'}: not a run file (a prediction file?); left out" in result.stderr
+    named = invoke("plot", d / "predictions.h5", "--kind", "training", "-o", tmp_path / "u.png")
+    assert named.exit_code == 1 and "not a slang run file" in named.stderr

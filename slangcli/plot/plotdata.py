@@ -39,7 +39,7 @@ from slangcli.methods import METHODS
 from slangcli.methods.base import display_name, rank_symbol
 from slangcli.predictive import metrics
 from slangcli.predictive.evaluation import check_finite, computing_with
-from slangcli.runfile.io import Run, read_run
+from slangcli.runfile.io import RUN_TYPE, Run, read_run
 
 # central intervals whose coverage the regression calibration figure shows: 5 %, 10 %, ..., 95 % and 99 %
 COVERAGE_GRID = tuple(np.round(np.r_[np.arange(0.05, 0.951, 0.05), 0.99], 2).tolist())
@@ -65,25 +65,41 @@ REPLICATE_KEYS = ("seed", "split_seed", "uci_split")
 # ------------------------------------------------------------------------------------------------ loading
 
 
-def expand_runs(paths) -> list[str]:
-    """The run files named by ``paths``: a file as given, a directory as every ``*.h5`` file under it, sorted."""
+def expand_runs(paths) -> list[tuple[str, bool]]:
+    """The files named by ``paths``, each with whether it was found in a directory: a file as given, a directory
+    as every ``*.h5`` file under it, sorted."""
     out = []
     for p in paths:
         if os.path.isdir(p):
             found = sorted(str(f) for f in Path(p).rglob("*.h5") if not f.name.startswith("."))
             if not found:
                 raise DataError(f"{p}: no run files (*.h5) in this directory")
-            out += found
+            out += [(f, True) for f in found]
         else:
-            out.append(str(p))
+            out.append((str(p), False))
     return out
 
 
+def _is_run_file(path: str) -> bool:
+    """Whether the HDF5 file at ``path`` says it is a slang run file (a prediction file, ``slang predict -o
+    P.h5``, is another HDF5 file a run's directory may hold); the reader checks the rest."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            return f.attrs.get("encoding-type") == RUN_TYPE
+    except (OSError, ValueError):
+        return True  # (not readable as HDF5: the reader names what is wrong with it)
+
+
 def load_runs(paths, notify=lambda msg: None) -> list[tuple[str, Run]]:
-    """``(path, run)`` for every complete run named by ``paths``; checkpoints (fits still in progress) are skipped
-    with a note."""
+    """``(path, run)`` for every complete run named by ``paths``; checkpoints (fits still in progress), and
+    files found in a directory that are not run files (predictions), are skipped with a note."""
     out = []
-    for path in expand_runs(paths):
+    for path, in_directory in expand_runs(paths):
+        if in_directory and not _is_run_file(path):
+            notify(f"{path}: not a run file (a prediction file?); left out")
+            continue
         run = read_run(path)
         if run.status != "complete":
             notify(f"{path}: a checkpoint (fit not finished); left out")
