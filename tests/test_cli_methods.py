@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -209,6 +210,23 @@ def test_reference_of_another_model_is_refused(pair, train_csv, out_dir):
     other = out_dir / "mlp.h5"
     _fit(train_csv, other, "mf-ef", "--hidden", "3")
     error(invoke("evaluate", a, "--reference", other), 1, "different model (layer sizes")
+
+
+def test_regression_runs_of_other_noise_precisions_are_compared_with_a_note(write_file, out_dir):
+    """Two regression runs at their defaults learn their noise precisions, never equal: --reference refused every
+    such pair ("different model (noise precision ...)"), though the posteriors are over the same weights."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = X @ np.array([1.0, -1.0]) + 0.3 * rng.normal(size=60)
+    data = write_file("reg.csv", "a,b,y\n" + "".join(f"{a:.5f},{b:.5f},{t:.5f}\n" for (a, b), t in zip(X, y)))
+    a, b = out_dir / "slang.h5", out_dir / "mf.h5"
+    for out, method in ((a, "slang"), (b, "mf-ef")):
+        assert invoke("fit", data, "-o", out, "--test-fraction", "0.25", "--method", method, *STEP).exit_code == 0
+    result = invoke("evaluate", a, "--reference", b, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert re.search(r"noise precision [\d.]+ against [\d.]+ in .*slang\.h5: the posteriors are over the same "
+                     r"weights under different likelihoods", result.stderr), result.stderr
+    assert json.loads(result.stdout)["metrics"]["reference"]["symmetric_kl"] > 0
 
 
 def test_missing_reference_file(pair, out_dir):

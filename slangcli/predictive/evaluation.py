@@ -146,18 +146,22 @@ def _members_neg_elbo(posterior, model, X_train, y_train, predictive, samples, s
     return {"neg_elbo_per_example": float(np.mean(values)), "n": int(len(X_train)), "members": values}
 
 
-def check_comparable(run: Run, run_name: str, reference: Run, reference_name: str) -> None:
+def check_comparable(run: Run, run_name: str, reference: Run, reference_name: str,
+                     notify: Callable[[str], None] | None = None) -> None:
     """Refuse, with one DataError line, a reference run whose posterior is over other parameters (another model)
     or that was fitted to other training data (file checksum, the rows used, feature standardisation); and, with
-    one ConfigError line, a mixture of posteriors on either side (:func:`refuse_mixture`)."""
+    one ConfigError line, a mixture of posteriors on either side (:func:`refuse_mixture`). Other noise precisions
+    (learned by default, so never equal) or prior precisions leave the parameters the same: they are compared,
+    the noise precisions noted through ``notify``."""
     refuse_mixture(run, run_name, "compared with a reference posterior")
     refuse_mixture(reference, reference_name, "a reference posterior")
     a, b = run.model, reference.model
     checks = [("layer sizes", a.sizes, b.sizes), ("likelihood", a.likelihood, b.likelihood)]
     if not a.is_linear:  # the activation means nothing without hidden layers
         checks.append(("activation", a.activation, b.activation))
-    if a.likelihood == "gaussian":
-        checks.append(("noise precision", a.noise_precision, b.noise_precision))
+    if a.likelihood == "gaussian" and a.noise_precision != b.noise_precision and notify is not None:
+        notify(f"{reference_name}: noise precision {b.noise_precision:.4g} against {a.noise_precision:.4g} in "
+               f"{run_name}: the posteriors are over the same weights under different likelihoods")
     for what, x, z in checks:
         if x != z:
             raise DataError(f"{reference_name}: not comparable with {run_name}: different model ({what} {z} vs {x})")
@@ -222,7 +226,7 @@ def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samp
     recomputed when the training data can be re-read, else the value the run stores, ``stored=True``, else absent);
     with a ``reference`` run, also the KL divergences between the two posteriors (``out["reference"]``)."""
     if reference is not None:
-        check_comparable(run, run_name, reference, reference_name)
+        check_comparable(run, run_name, reference, reference_name, notify)
     # a compressed run stores no metrics, and so no training -ELBO to fall back on
     stored_train = run.metrics.get("train")
     X_test, y_test, source, X_train, y_train, target_scale = _scoring_data(
