@@ -608,3 +608,14 @@ def test_a_prediction_file_in_a_directory_of_runs_is_left_out(runs, tmp_path):
     assert f"{d / 'predictions.h5'}: not a run file (a prediction file?); left out" in result.stderr
     named = invoke("plot", d / "predictions.h5", "--kind", "training", "-o", tmp_path / "u.png")
     assert named.exit_code == 1 and "not a slang run file" in named.stderr
+
+
+@pytest.mark.parametrize("kind, option", [("training", ["--bins", "3"]), ("training", ["--top", "2"]),
+                                          ("spectrum", ["--log", "y"]), ("calibration", ["--metric", "nll"]),
+                                          ("sweep", ["--block", "8"]), ("training", ["--samples", "5"])])
+def test_an_option_of_another_kind_is_refused(runs, tmp_path, kind, option):
+    """``--kind training --bins 3 --top 2 --samples 5 --block 3`` drew the default figure, every option ignored,
+    while --reference was already refused outside --kind posterior."""
+    result = invoke("plot", runs["slang"], "--kind", kind, *option, "-o", tmp_path / "f.png")
+    assert result.exit_code == 2 and f"{option[0]} applies to --kind " in result.stderr
+    assert f"not to --kind {kind}" in result.stderr and not (tmp_path / "f.png").exists()

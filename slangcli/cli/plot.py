@@ -29,6 +29,12 @@ def _figures():
     return figures
 
 
+# the options that say how one kind of figure is drawn: given with another kind, they are refused (they were ignored)
+APPLIES_TO = {"data": ("calibration",), "bins": ("calibration",), "samples": ("calibration",),
+              "seed": ("calibration",), "metric": ("sweep",), "param": ("sweep",), "block": ("posterior",),
+              "top": ("spectrum",), "log": ("training", "sweep")}
+
+
 @click.command()
 @click.argument("runs", nargs=-1, required=True, metavar="RUN.h5|DIR...", type=click.Path(readable=False, path_type=str))
 @click.option("--kind", type=click.Choice(KINDS), required=True,
@@ -79,6 +85,12 @@ def plot(runs, kind, output, reference, data, bins, samples, seed, metric, param
         raise click.BadParameter(f"{output}: the figure's name must end in .png, .pdf or .svg", param_hint="'-o'")
     if (reference is not None) != (kind == "posterior"):
         raise click.UsageError("--reference is required by --kind posterior, and only by it")
+    ctx = click.get_current_context()
+    for name, kinds in APPLIES_TO.items():
+        if kind not in kinds and ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
+            flag = next(opt for param in ctx.command.params if param.name == name for opt in param.opts
+                        if opt.startswith("--"))
+            raise click.UsageError(f"{flag} applies to --kind {' and '.join(kinds)}, not to --kind {kind}")
     figures = _figures()
     if figures is None:
         error(INSTALL)
