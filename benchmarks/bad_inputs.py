@@ -51,7 +51,8 @@ AS_A_USER = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.g
 FAST = ["--epochs", "2", "--rank", "1"]
 # lines a fit writes before training (the task it inferred), and after it (a fit of two epochs on a few rows has
 # learned next to nothing, and says so) before an error of writing its output
-TASK_LINES = ("slang: task: ", "slang: change the task ", "slang: warning: the fit is barely better")
+TASK_LINES = ("slang: task: ", "slang: change the task ", "slang: warning: the fit is barely better",
+              "slang: warning: the fit is worse than")
 
 GOOD_CSV = "a,b,label\n" + "".join(
     f"{x:.2f},{y:.2f},{'yes' if x + y > 0 else 'no'}\n"
