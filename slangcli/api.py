@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from slangcli.compress.runs import compressed_run
+from slangcli.compress.runs import check_finished, compressed_run
 from slangcli.data import columns
 from slangcli.data.prepare import calibration_split, prepare
 from slangcli.data.readers import check_distinct_names
@@ -641,10 +641,7 @@ class FitResult:
         if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
             # (as slang compress --rank: a float or a text is no rank, not one to round)
             raise ConfigError(f"rank must be a positive whole number, got {rank!r}")
-        if self.run.status == "checkpoint":
-            raise DataError(f"{self.path or 'this result'}: a checkpoint of a fit stopped at step "
-                            f"{self.run.metrics.get('steps', '?')}; finish it first (slang fit --resume), then "
-                            "compress the finished run")
+        check_finished(self.run, self.path or "this result", self.path)
         path = os.path.abspath(self.path) if self.path else None
         source = {"path": path, "sha256": None, "posterior": POSTERIOR_NAMES[type(self.posterior)],
                   "method": self.config.get("method")}

@@ -11,7 +11,6 @@ from slangcli.cli.options import SAMPLES, SEED, check_output, invocation
 from slangcli.cli.output import emit_json, needs_stdout, note, stderr
 from slangcli.compress.runs import compress as compress_run
 from slangcli.compress.runs import parse_ranks, rank_outputs
-from slangcli.errors import DataError
 from slangcli.runfile.io import read_run, write_runs
 
 SPARK = " ▁▂▃▄▅▆▇█"
@@ -100,9 +99,6 @@ def compress(run_file, ranks, output, evaluate, samples, seed, as_json):
         if os.path.isdir(path):  # a derived name (OUT-kK.h5) is not checked by click's dir_okay=False
             raise click.BadParameter(f"{path} is a directory", param_hint="'-o'")
     run = read_run(run_file)
-    if run.status == "checkpoint":
-        raise DataError(f"{run_file}: a checkpoint of a fit stopped at step {run.metrics.get('steps', '?')}; "
-                        f"finish it first (slang fit --resume {run_file}), then compress the finished run")
     source, results = compress_run(run, run_file, rank_list, outputs, evaluate=evaluate, samples=samples, seed=seed,
                                    command=invocation(), notify=note)
     write_runs([(r.path, r.run) for r in results])

@@ -4,6 +4,7 @@ with their provenance and, when asked, their scores."""
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -91,6 +92,15 @@ def compressed_run(run: Run, k: int, source: dict, *, command: list | None = Non
                       member_layers=[member_layers for _, member_layers in done] if is_mixture(run.posterior) else None)
 
 
+def check_finished(run: Run, name: str, path: str | None) -> None:
+    """Refuse a checkpoint (a fit stopped part-way, named ``name``; ``path``: its run file, if any): its posterior is
+    not the fit's, and it has no noise model yet."""
+    if run.status == "checkpoint":
+        raise DataError(f"{name}: a checkpoint of a fit stopped at step {run.metrics.get('steps', '?')}; finish it "
+                        f"first (slang fit --resume {shlex.quote(path) if path else 'RUN.h5'}), then compress the "
+                        "finished run")
+
+
 def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, evaluate: bool = False,
              samples: int = 100, seed: int = 0, command: list | None = None,
              notify: Callable[[str], None] = lambda msg: None) -> tuple[dict, list[Compressed]]:
@@ -101,6 +111,7 @@ def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, e
     on the run's test data and training -ELBO with ``samples`` weight samples; the same ``seed`` for all, so the
     comparison uses common random numbers. Nothing is written here: the caller writes all or nothing.
     """
+    check_finished(run, run_name, run_name)
     if evaluate:
         _check_test_data(run, run_name)
     sha = sha256_file(run_name)
