@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from slangcli.data.readers import STDIN, sha256_file
 from slangcli.data.sources import DataOptions
-from slangcli.errors import OUT_OF_MEMORY, DataError, DivergenceError, SlangError, exit_code
+from slangcli.errors import OUT_OF_MEMORY, DivergenceError, SlangError, exit_code
 from slangcli.runfile.io import read_run, write_run
 from slangcli.runfile.outputs import one_line
 from slangcli.sweep.grid import Point, options_of
@@ -109,22 +109,21 @@ def _data_files(provenance: dict) -> list:
 
 
 def _same_data(files: list) -> bool:
-    """Whether every recorded data file still holds the bytes it held (its sha256; a file gone counts as
-    changed)."""
+    """Whether every recorded data file still holds the bytes it held (its sha256; a file gone or unreadable
+    counts as changed)."""
+    return all(_sha256(path) == digest for path, digest in files)
+
+
+def _sha256(path: str) -> str | None:
+    """The file's sha256, read once per size and modification time (a sweep checks each of its fits' files); None
+    when it cannot be read."""
     try:
-        return all(_sha256(path) == digest for path, digest in files)
-    except SlangError:
-        return False
-
-
-def _sha256(path: str) -> str:
-    """The file's sha256, read once per size and modification time (a sweep checks each of its fits' files)."""
-    stat = os.stat(path) if os.path.exists(path) else None
-    key = (path, stat.st_size, stat.st_mtime_ns) if stat is not None else None
-    if key is None:
-        raise DataError(f"{path}: no such file")
-    if key not in _DIGESTS:
-        _DIGESTS[key] = sha256_file(path)
+        stat = os.stat(path)
+        key = (path, stat.st_size, stat.st_mtime_ns)
+        if key not in _DIGESTS:
+            _DIGESTS[key] = sha256_file(path)
+    except (OSError, SlangError):
+        return None
     return _DIGESTS[key]
 
 
