@@ -128,7 +128,8 @@ class FitOptions:
                               "fitted to the trained posterior on the training rows; auto: linear for a regression "
                               "network whose noise precision is learned (not tuned), else constant.", kind="choice",
                               choices=(AUTO, "constant", "linear"),
-                              applied="linear for a regression network with --noise-precision auto, else constant")
+                              applied="linear for a regression network with --noise-precision auto (not tuned), "
+                                      "else constant")
     method: str | None = option(None, _method_help, kind="choice", choices=_methods, applied=_default_methods())
     batch_size: int | None = option(None, "Minibatch size of the step methods.", kind="count", least=1, short="-M",
                                     applied=str(STEP_DEFAULTS["batch_size"]))
