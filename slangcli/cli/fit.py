@@ -13,7 +13,6 @@ import click
 
 from slangcli.cli.options import FloatRange, check_output, fit_options, invocation
 from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
-from slangcli.cluster import cluster_map
 from slangcli.data.sources import DataOptions
 from slangcli.errors import DivergenceError, Interrupted
 from slangcli.methods import METHODS
@@ -131,13 +130,23 @@ def fit(data, output, scheduler, checkpoint_every, checkpoint_seconds, resume_pa
     label = (resolved or "fit") + (f" {rank_symbol(METHODS[resolved])}={rank}" if rank is not None and resolved
                                    else "")
     with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint, data == "-") as checkpointing, \
-            cluster_map(scheduler) as map_jobs:
+            _cluster_map(scheduler) as map_jobs:
         run = fit_run(opts, options, command=invocation(), progress=bar, notify=note, checkpointing=checkpointing,
                       map_jobs=map_jobs)
     if _target_note(target, run):
         note(_target_note(target, run))
     write_run(output, run)
     _report(output, run, as_json)
+
+
+def _cluster_map(scheduler: str | None):
+    """The cluster's ``map_jobs`` for ``--scheduler``; without one, None (the fit maps its jobs itself), and the
+    cluster module, which a fit on this machine never runs, is not loaded."""
+    if scheduler is None:
+        return contextlib.nullcontext()
+    from slangcli.cluster import cluster_map
+
+    return cluster_map(scheduler)
 
 
 # the signals that stop a fit after its current step, with a checkpoint

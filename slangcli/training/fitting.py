@@ -395,7 +395,7 @@ def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None
                f"{n} training rows (the default length: {options.step_value('epochs')} epochs, at most "
                f"{DEFAULT_MAX_STEPS} steps; --epochs or --iterations sets it)")
     tuned = None
-    params = tuning.parse_tune(options.tune, prepared.likelihood, module)
+    params = tuning.parse_tune(options.tune, prepared.likelihood, module) if options.tune else ()
     if params:
         values, hyper, tuned, learn = _tuned(prepared, options, module, hyper, sizes, values, learn, params,
                                              batch, n_steps, notify=notify, stop=stop, map_jobs=map_jobs)
