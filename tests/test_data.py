@@ -52,6 +52,23 @@ def test_delimiter_is_detected(tmp_path, sep, expected):
     assert table.feature_names == ("x0", "x1", "x2")
 
 
+@pytest.mark.parametrize("lines", [["1 2.5\t-3\t0", "4 5\t6e-3\t1"], ["1\t2.5\t-3  0", "4\t5\t6e-3  1"],
+                                   ["a b\tc\ty", "1 2.5\t-3\t0", "4 5\t6e-3\t1"]])
+def test_spaces_and_tabs_together_separate_cells(tmp_path, lines):
+    # numbers separated by spaces inside tab-separated cells were one cell (a category of one level a row)
+    path = write(tmp_path, "d.txt", "\n".join(lines) + "\n")
+    table = read_table(path)
+    np.testing.assert_array_equal(table.X, EXPECTED_X)
+    assert table.provenance["delimiter"] == "whitespace"
+
+
+def test_tab_separated_text_with_spaces_keeps_its_tabs(tmp_path):
+    path = write(tmp_path, "d.tsv", "city\tpop\tbig\nNew York\t8.3\tyes\nSan Jose\t1.0\tno\n")
+    table = read_table(path, detect_categories=True)
+    assert table.provenance["delimiter"] == "\t"
+    assert table.feature_names == ("city", "pop")
+
+
 def test_whitespace_with_leading_and_ragged_spacing(tmp_path):
     path = write(tmp_path, "data.txt", "  1   2.5  -3   0\n 4 5      6e-3 1   \n")
     table = read_table(path)

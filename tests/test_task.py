@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slangcli.data.task import decimal_commas, describe, identifier_columns, integer_target_hint
+from types import SimpleNamespace
+
+from slangcli.data.task import (decimal_commas, describe, identifier_columns, integer_target_hint,
+                                  one_level_per_row)
 
 
 def features(n=100, seed=0):
@@ -107,3 +110,15 @@ def test_numbers_with_a_decimal_comma_are_named(tmp_path):
     assert [line.split(": warning: ")[1].split(",")[0] for line in said] == [
         "column 'x1' is read as a category of 40 levels", "column 'x2' is read as a category of 40 levels",
         "the target is fitted as 40 classes"], done.stderr
+
+
+def test_a_category_or_a_target_of_one_value_a_row_is_named():
+    levels = [f"{v:.3f} {v / 2:.3f}" for v in range(40)]  # two numbers the delimiter left in one cell
+    columns = [SimpleNamespace(name="a", levels=levels), SimpleNamespace(name="b", levels=["x", "y"])]
+    [warning] = one_level_per_row(columns, 40)
+    assert warning.startswith("warning: column 'a' is read as a category of 40 levels in 40 training rows, about one "
+                              "a row")
+    [warning] = one_level_per_row((), 40, classes=[str(k) for k in range(38)])
+    assert warning.startswith("warning: the target is fitted as 38 classes in 40 training rows")
+    assert one_level_per_row(columns[1:], 40, classes=["x", "y"]) == []
+    assert one_level_per_row(columns, 19) == []  # too few rows to tell

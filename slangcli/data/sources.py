@@ -306,7 +306,8 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
         _note_imputed(path, count, notify)
 
     if table.provenance["format"] == "csv":
-        for warning in [*task.identifier_columns(X_train, schema.encoded_names), *task.decimal_commas(schema.columns)]:
+        for warning in [*task.identifier_columns(X_train, schema.encoded_names), *task.decimal_commas(schema.columns),
+                        *task.one_level_per_row(schema.columns, len(X_train))]:
             notify(f"{opts.path}: {warning}")
 
     if test_table is not None:

@@ -98,7 +98,7 @@ def _encoded_columns(columns: list) -> str | None:
         names = ", ".join(repr(c["name"]) for c in categorical[:8]) + (
             f" and {len(categorical) - 8} more" if len(categorical) > 8 else "")
         counts = ", ".join(str(len(c.get("levels") or ())) for c in categorical[:8])
-        parts.append(f"{names} one-hot ({counts} levels)")
+        parts.append(f"{names} one-hot ({counts} level{'' if counts == '1' else 's'})")
     if boolean:
         parts.append(", ".join(repr(c["name"]) for c in boolean[:8]) + (
             f" and {len(boolean) - 8} more" if len(boolean) > 8 else "") + " boolean (0/1)")
@@ -135,6 +135,27 @@ def decimal_commas(columns, classes=None) -> list[str]:
                                                          for c in classes):
         out.append(f"warning: the target is fitted as {len(classes)} classes, but its values look like numbers with "
                    f"a decimal comma ({classes[0]!r}, ...); {fix}")
+    return out
+
+
+def one_level_per_row(columns, n: int, classes=None) -> list[str]:
+    """Warnings naming each column of text among the schema's ``columns``, and the target's ``classes``, that has
+    nearly as many distinct values as the ``n`` training rows (at least ``ID_DISTINCT`` of them): each value is
+    then seen about once, and a fit cannot learn from it. An identifier or free text does that, and so do numbers
+    that the delimiter did not separate (``0.3 1.2`` read as one cell)."""
+    if n < ID_MIN_ROWS:
+        return []
+    why = "is it an identifier, free text, or cells holding several values? --delimiter sets how a line is split"
+    out = []
+    for column in columns:
+        levels = getattr(column, "levels", ())
+        if len(levels) >= ID_DISTINCT * n:
+            out.append(f"warning: column {column.name!r} is read as a category of {len(levels)} levels in {n} "
+                       f"training rows, about one a row, which a fit cannot learn from ({why}, --drop-columns "
+                       "leaves a column out)")
+    if classes is not None and len(classes) >= ID_DISTINCT * n:
+        out.append(f"warning: the target is fitted as {len(classes)} classes in {n} training rows, about one a row, "
+                   f"which a fit cannot learn from ({why}, --likelihood gaussian fits a quantity)")
     return out
 
 

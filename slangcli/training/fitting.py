@@ -77,7 +77,8 @@ def fit(opts: DataOptions, options: FitOptions | None = None, *, notify: Callabl
         hint = task.integer_target_hint(prepared.data["targets"].get("classes"), prepared.data["train"].get("target"))
         if hint:
             notify(hint)
-        for warning in task.decimal_commas((), prepared.data["targets"].get("classes")):
+        classes = prepared.data["targets"].get("classes")
+        for warning in [*task.decimal_commas((), classes), *task.one_level_per_row((), len(prepared.y_train), classes)]:
             notify(f"{opts.path}: {warning}")
     return fit_prepared(prepared, options, notify=notify, command=command, progress=progress,
                         checkpointing=checkpointing, map_jobs=map_jobs)

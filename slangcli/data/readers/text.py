@@ -702,12 +702,40 @@ def _choose_delimiter(name, texts, delimiter):
             consistent.append((min(counts), d))
     if consistent:
         # The most cells wins; on a tie the order , \t ; (max keeps the first maximum).
-        return max(consistent, key=lambda pair: pair[0])[1]
+        chosen = max(consistent, key=lambda pair: pair[0])[1]
+        return "whitespace" if chosen == "\t" and _spaces_separate_numbers(sample) else chosen
     if present:
         # No candidate splits the sample evenly: take the one on the first line, so that the
         # first ragged line is reported ("expected 5 cells, found 4") rather than a misleading parse.
         return present[0]
     return "whitespace"
+
+
+def _spaces_separate_numbers(sample) -> bool:
+    """Whether tab-separated ``sample`` lines are really separated by whitespace of both kinds: spaces split every
+    line into one same number of cells, more than its tabs do, and each cell that holds a space holds a number
+    beside it (``0.31 1.2<TAB>yes``; the first line may be a header of names). A tab-separated cell of text with
+    spaces in it (``New York``) holds no number, and a file whose spaces split lines unevenly keeps its tabs."""
+    try:
+        widths = {len(text.split()) for text in sample}
+    except AttributeError:
+        return False
+    if len(widths) != 1 or widths.pop() <= len(sample[0].split("\t")):
+        return False
+    for text in sample[1:] or sample:
+        for cell in text.split("\t"):
+            parts = cell.split()
+            if len(parts) > 1 and not any(_is_float(part) for part in parts):
+                return False
+    return True
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _row_groups(name, batches, delim):
