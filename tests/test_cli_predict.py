@@ -248,6 +248,34 @@ def test_a_header_given_to_a_run_that_knows_positions_only_is_named_as_unused(ru
     assert "not used" not in invoke("predict", run, bare, "-o", "-").stderr
 
 
+def test_a_header_of_a_dataframes_integer_column_names_is_a_header(tmp_path):
+    """``DataFrame.to_csv`` writes integer column names as a header row of numbers, which predict scored as a row of
+    data (61 predictions of 60 rows, every later row shifted by one). A first row holding every feature name of the
+    run is now a header, with a note; --no-header reads it as data."""
+    pd = pytest.importorskip("pandas")
+    import slangcli
+
+    X, labels = binary_problem(seed=0)
+    frame = pd.DataFrame(X)  # columns 0, 1, 2
+    run = tmp_path / "ints.h5"
+    slangcli.fit(frame, labels, epochs=2).save(run)
+    data = tmp_path / "new.csv"
+    frame.to_csv(data, index=False)
+    result = invoke("predict", run, data, "-o", "-")
+    assert_ok(result)
+    header, columns = read_csv(result.stdout)
+    assert len(columns["row"]) == len(X) and columns["row"][0] == "0"
+    np.testing.assert_allclose(np.array(columns[header[2]], dtype=float),  # the second class's probability
+                               slangcli.load(run).predict_proba(X)[:, 1], rtol=1e-9)
+    assert f"{data}: the first row holds the run's feature names ('0', '1', '2'), so it is read as a header row " \
+           "(--no-header reads it as data)" in result.stderr
+    result = invoke("predict", run, data, "-o", "-", "--no-header")
+    assert_ok(result)
+    assert len(read_csv(result.stdout)[1]["row"]) == len(X) + 1
+    # evaluate takes the same option, for a DATA file only
+    assert_error(invoke("evaluate", run, "--no-header"), 2, "--header/--no-header applies to a DATA file")
+
+
 def test_an_extra_column_is_ignored_and_named(with_id, tmp_path):
     """A column the run does not know was read as a feature ("cannot parse 'not a number' as a number"), counted
     against the model's width, or the last column taken for the target; it is now ignored, with a note naming it

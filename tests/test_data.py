@@ -69,6 +69,22 @@ def test_tab_separated_text_with_spaces_keeps_its_tabs(tmp_path):
     assert table.feature_names == ("city", "pop")
 
 
+@pytest.mark.parametrize("first, header", [
+    ("0,1,2,y", True),  # DataFrame.to_csv of integer column names and a target named y
+    ("0,1,2,3", True),  # ... and a target of integer name 3
+    ("0,1,2,a", False),  # a row of data: its label a recurs below
+    ("0,1,3,y", False),  # not the names 0..k-1
+    ("0,1,2", False),  # two features and a target of 2: as likely a row of counts
+])
+def test_a_header_of_integer_column_names_is_detected(tmp_path, first, header):
+    body = "".join(f"{i},{i + 1},{i + 2},{'ab'[i % 2]}\n" for i in range(5, 11))
+    if first.count(",") == 2:
+        body = "".join(f"{i},{i + 1},{i + 2}\n" for i in range(5, 11))
+    table = read_table(write(tmp_path, "d.csv", first + "\n" + body))
+    assert table.provenance["header"] is header
+    assert len(table.X) == 6 + (not header)
+
+
 def test_whitespace_with_leading_and_ragged_spacing(tmp_path):
     path = write(tmp_path, "data.txt", "  1   2.5  -3   0\n 4 5      6e-3 1   \n")
     table = read_table(path)

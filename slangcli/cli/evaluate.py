@@ -32,11 +32,14 @@ from slangcli.runfile.io import read_run
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
               help="A row of DATA with a missing value: an error, left out, or imputed as the fit would (a row "
                    "without its target is left out) (default: as in the fit).")
+@click.option("--header/--no-header", default=None,
+              help="Whether a CSV DATA file has a header row.  [default: as the fit was told, else detected; a first "
+                   "row holding every feature name of the run is one]")
 @click.option("--layout", type=click.Choice(LAYOUTS), default=None,
               help="A CSV file without a header row holds the training file's columns (full) or the model's "
                    "features alone (features), then the target; needed only when its width fits both.")
 @click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print the scores as one JSON object on stdout.")
-def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, missing, layout, as_json):
+def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, missing, header, layout, as_json):
     """Score the posterior in RUN.h5 on DATA (default: the run's own test data).
 
     Reports, under the posterior predictive, test NLL (nats per example) and accuracy for classification, or
@@ -45,11 +48,14 @@ def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, mi
     inside the central 50%, 90% and 95% predictive intervals (regression). With --reference, the KL divergences
     KL(run || reference), KL(reference || run) and their mean, the symmetric KL.
     """
+    if data is None and (header is not None or layout is not None):
+        raise click.UsageError(f"{'--layout' if header is None else '--header/--no-header'} applies to a DATA file; "
+                               "the run's own test data are read as the fit read them")
     run = read_run(run_file)
     reference = read_run(reference_file) if reference_file is not None else None
     out = evaluate_run(run, run_file, data, predictive=predictive, samples=samples, seed=seed, bins=bins,
                        reference=reference, reference_name=reference_file, missing=missing, layout=layout,
-                       notify=note)
+                       header=header, notify=note)
     if run.calibration and out["predictive"] == "mc":
         differs = conformal.predictive_differs(run.calibration, out["samples"], seed)
         if differs:

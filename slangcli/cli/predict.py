@@ -31,11 +31,14 @@ from slangcli.runfile.io import read_run
               help="A row of DATA with a missing value: kept, its predictions empty; left out (the row column "
                    "says which rows are there); an error; or imputed as the fit would (the training rows' mean or "
                    "most frequent value).  [default: impute when the fit imputed, else keep]")
+@click.option("--header/--no-header", default=None,
+              help="Whether a CSV DATA file has a header row.  [default: as the fit was told, else detected; a first "
+                   "row holding every feature name of the run is one]")
 @click.option("--layout", type=click.Choice(LAYOUTS), default=None,
               help="A CSV file without a header row holds the training file's columns (full) or the model's "
                    "features alone (features), with or without the target; needed only when its width fits both.")
 @click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print a summary as one JSON object on stdout.")
-def predict(run_file, data, output, samples, seed, interval, missing, layout, as_json):
+def predict(run_file, data, output, samples, seed, interval, missing, header, layout, as_json):
     """Predict every example of DATA with the posterior in RUN.h5, with its uncertainty.
 
     \b
@@ -59,7 +62,7 @@ def predict(run_file, data, output, samples, seed, interval, missing, layout, as
         check_output(output, [run_file, data])
     run = read_run(run_file)
     predictions = predict_run(run, run_file, data, samples=samples, seed=seed, interval=interval, missing=missing,
-                              layout=layout, notify=note)
+                              layout=layout, header=header, notify=note)
     write_predictions(output, predictions)
     info, arrays = predictions.info, predictions.arrays
     how = info["predictive"] + (f", {info['samples']} samples, seed {info['seed']}" if info["samples"] else "")

@@ -243,8 +243,12 @@ def file_layout(run, path, *, need_target: bool, layout: str | None = None,
     read as text)``. ``need_target``: the data are to be scored, so a file without the target column is
     refused."""
     text = list(schema_of(run).text_columns)
+    known = input_names(run)
 
     def choose(names, ncols, line):
+        if names is not None and known and all(_number(n) for n in known) and set(known) <= set(names):
+            notify(f"{path}: the first row holds the run's feature names ({_quoted(known)}), so it is read as a "
+                   "header row (--no-header reads it as data)")
         target, features = columns(names, ncols, line)
         return target, features, text
 
@@ -281,4 +285,13 @@ def file_layout(run, path, *, need_target: bool, layout: str | None = None,
             notify(f"{path}: {ncols} columns read as {reading.explained()}")
         return reading.target, list(reading.features)
 
+    choose.header_names = known  # (the reader takes a first row holding them all for a header)
     return choose
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -482,10 +482,14 @@ def _reread_training(run: Run, run_name: str):
     return _without_missing_targets(table, info["path"])
 
 
-def _read_given(run: Run, data_path, opts: DataOptions, *, need_target: bool, layout: str | None, notify):
+def _read_given(run: Run, data_path, opts: DataOptions, *, need_target: bool, layout: str | None, notify,
+                header: bool | None = None):
     """A data file given to the fitted run, its columns matched to the run's features (``slangcli.data.columns``);
-    unless the targets are ``need``ed (to score), a missing one is no missing value: its row is predicted."""
+    unless the targets are ``need``ed (to score), a missing one is no missing value: its row is predicted.
+    ``header`` says whether a CSV file has a header row (None: as the fit was told, else detected)."""
     width = run.model.sizes[0]
+    if header is not None:
+        opts = replace(opts, header=header)
     table = read_table(data_path, **opts.given_data_options(), optional_target=not need_target,
                        layout=file_layout(run, data_path, need_target=need_target, layout=layout, notify=notify))
     if table.provenance["format"] == "libsvm" and table.X.shape[1] < width:
@@ -494,10 +498,11 @@ def _read_given(run: Run, data_path, opts: DataOptions, *, need_target: bool, la
 
 
 def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = None, layout: str | None = None,
-              notify: Callable[[str], None] = lambda msg: None):
+              header: bool | None = None, notify: Callable[[str], None] = lambda msg: None):
     """The evaluation data ``(X, y, description)``: ``data_path``, else the run's own test set. ``missing``
     overrides the fit's ``--missing`` for ``data_path``; ``layout`` (``full`` or ``features``) says how a CSV file
-    without a header row is laid out when its width alone does not (``slangcli.data.columns``). With ``impute``, a row
+    without a header row is laid out when its width alone does not (``slangcli.data.columns``), ``header`` whether it
+    has one (None: as the fit was told, else detected). With ``impute``, a row
     without a target is left out (with a note): it cannot be scored."""
     opts = _stored_options(run)
     # (a fit to LIBSVM, IDX or UCI data with --missing impute had nothing to impute, and stores nothing to)
@@ -513,7 +518,7 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
             table, _, idx = read_uci_folder(data_path, opts.uci_split)
             X, y = transform(run, table.X[idx], table.y[idx], data_path)
             return X, y, {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
-        table = _read_given(run, data_path, opts, need_target=True, layout=layout, notify=notify)
+        table = _read_given(run, data_path, opts, need_target=True, layout=layout, notify=notify, header=header)
         notes = []
         table = _without_missing_targets(table, data_path, notes.append)
         count = schema_of(run).count_missing(table.X, table.text) if impute else 0
@@ -552,6 +557,7 @@ def load_train(run: Run, run_name: str):
 
 
 def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str | None = None,
+                header: bool | None = None,
                 notify: Callable[[str], None] = lambda msg: None):
     """Data to predict on: ``(X, target, source, rows)`` with ``X`` prepared as in the fit, ``target`` the original
     target values (label values for classification) or None when the data lack the target column, and ``rows``
@@ -559,8 +565,9 @@ def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str 
 
     A CSV file's columns are matched to the run's features by name, or by position when there are no names
     (``slangcli.data.columns``): a file may lack the target column, the columns the fit left out, or both, and
-    ``layout`` (``full`` or ``features``) says which when its width alone does not. LIBSVM, IDX and UCI-folder
-    data always carry their targets.
+    ``layout`` (``full`` or ``features``) says which when its width alone does not. ``header`` says whether it has
+    a header row (None: as the fit was told, else detected; a first row holding every feature name of the run is
+    one). LIBSVM, IDX and UCI-folder data always carry their targets.
 
     ``missing`` says what becomes of a row with a missing value: ``keep`` keeps its place, with no prediction
     (``source["rows_missing"]`` counts such rows and ``source["rows"]`` is every data row, so the caller fills them
@@ -585,7 +592,7 @@ def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str 
         source = {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
         rows = np.arange(len(idx))
     else:
-        table = _read_given(run, data_path, opts, need_target=False, layout=layout, notify=notify)
+        table = _read_given(run, data_path, opts, need_target=False, layout=layout, notify=notify, header=header)
         source = {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"],
                   "rows": int(len(table.X))}
         rows = table.rows if table.rows is not None else np.arange(len(table.X))

@@ -206,10 +206,11 @@ def compare(run: Run, run_name: str, reference: Run, reference_name: str) -> dic
 
 
 def _scoring_data(run: Run, run_name: str, data_path, notify, without_train: str, missing: str | None = None,
-                  layout: str | None = None):
+                  layout: str | None = None, header: bool | None = None):
     """``(X_test, y_test, source, X_train, y_train, target_scale)`` for scoring a stored run; the training data
     are None (with a note ending in ``without_train``) when they cannot be re-read."""
-    X_test, y_test, source = load_test(run, run_name, data_path, missing=missing, layout=layout, notify=notify)
+    X_test, y_test, source = load_test(run, run_name, data_path, missing=missing, layout=layout, header=header,
+                                       notify=notify)
     try:
         X_train, y_train = load_train(run, run_name)
     except DataError as exc:
@@ -221,7 +222,8 @@ def _scoring_data(run: Run, run_name: str, data_path, notify, without_train: str
 
 def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samples=1000, seed=0, bins=15,
              reference: Run | None = None, reference_name: str = "reference", missing: str | None = None,
-             layout: str | None = None, notify: Callable[[str], None] = lambda msg: None) -> dict:
+             layout: str | None = None, header: bool | None = None,
+             notify: Callable[[str], None] = lambda msg: None) -> dict:
     """Score a stored run on ``data_path`` or on its own test data, plus its training -ELBO / N (``out["train"]``:
     recomputed when the training data can be re-read, else the value the run stores, ``stored=True``, else absent);
     with a ``reference`` run, also the KL divergences between the two posteriors (``out["reference"]``)."""
@@ -231,7 +233,7 @@ def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samp
     stored_train = run.metrics.get("train")
     X_test, y_test, source, X_train, y_train, target_scale = _scoring_data(
         run, run_name, data_path, notify, "the training -ELBO is the value stored at fit time" if stored_train
-        else "the training -ELBO is not reported (the run stores none)", missing, layout)
+        else "the training -ELBO is not reported (the run stores none)", missing, layout, header)
     target_mean = float(run.arrays["target_mean"][0]) if "target_mean" in run.arrays else 0.0
     with computing_with(run_name):
         out = score(run.model, run.posterior, run.prior_precision, X_train=X_train, y_train=y_train,
@@ -271,20 +273,21 @@ class Predictions:
 
 
 def predict(run: Run, run_name: str, data_path, *, samples: int = 1000, seed: int = 0, interval: float = 0.95,
-            missing: str | None = None, layout: str | None = None,
+            missing: str | None = None, layout: str | None = None, header: bool | None = None,
             notify: Callable[[str], None] = lambda msg: None) -> Predictions:
     """Per-example predictions with their uncertainty (``slangcli.predictive.predict``) of the run on ``data_path``.
 
     Logistic regression uses the exact 1-D quadrature predictive (``samples`` and ``seed`` are then unused);
     every other model ``samples`` Monte-Carlo weight samples drawn from ``seed``'s own stream (``streams.PREDICT``).
-    ``missing`` and ``layout`` are those of :func:`slangcli.data.sources.load_inputs`: by default a row with a missing
-    value keeps its place, its predictions empty (NaN, and "" for string labels); the ``row`` array says which
-    data row each prediction is of.
+    ``missing``, ``layout`` and ``header`` are those of :func:`slangcli.data.sources.load_inputs`: by default a row
+    with a missing value keeps its place, its predictions empty (NaN, and "" for string labels); the ``row`` array
+    says which data row each prediction is of.
     """
     metrics.check_samples(samples)
     if not 0.0 < interval < 1.0:
         raise ConfigError(f"--interval must lie strictly between 0 and 1, got {interval}")
-    X, target, source, rows = load_inputs(run, data_path, missing=missing, layout=layout, notify=notify)
+    X, target, source, rows = load_inputs(run, data_path, missing=missing, layout=layout, header=header,
+                                          notify=notify)
     with computing_with(run_name):
         out = predict_arrays(run, X, samples=samples, seed=seed, interval=interval)
     # (calibrated bounds are infinite where the calibration rows are too few for a finite interval at this level)

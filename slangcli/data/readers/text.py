@@ -146,7 +146,8 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
     (target, features, text)`` that chooses the target column (None: there is none) and the feature columns, in the
     order wanted, from the header names (None without a header), the number of columns and the first line's
     number, and the positions among those features of the ones read as text; ``target`` then only helps detect a
-    header row. ``categorical``: feature columns (names or indices, as ``drop_columns``) read as text, every cell
+    header row, and a first row that holds every one of ``layout.header_names`` (a fitted run's feature names) is
+    one. ``categorical``: feature columns (names or indices, as ``drop_columns``) read as text, every cell
     a category; ``detect_categories``: so is a feature column none of whose cells is a number (one holding numbers
     and text is refused, naming both). ``optional_target``: a missing target is no missing value (its row is kept,
     as under ``impute``).
@@ -212,7 +213,8 @@ def _csv_columns(name, rows, row_lines, delim, target, header, width_without_tar
     selected = drop_columns is not None or columns is not None
     if layout is not None:
         if header is None:
-            header = _detect_header(rows, target, ncols, na)
+            header = _holds_names(rows[0], getattr(layout, "header_names", None)) or _detect_header(rows, target,
+                                                                                                      ncols, na)
         names = [cell.strip() for cell in rows[0]] if header else None
         t, keep, text = layout(names, ncols, row_lines[0])
         has_target = t is not None
@@ -806,6 +808,12 @@ def _row_groups(name, batches, delim):
         yield rows, row_lines
 
 
+def _holds_names(first, names) -> bool:
+    """Whether the ``first`` row's cells include every one of a fitted run's feature ``names``: a header row,
+    even when the names are numbers (a DataFrame's integer column names, as ``DataFrame.to_csv`` writes them)."""
+    return bool(names) and set(names) <= {cell.strip() for cell in first}
+
+
 def _detect_header(rows, target, ncols, na):
     """Whether the first row is a header; ``target`` is the target option, or ``_NO_TARGET`` (every column is a
     feature); ``na`` the missing-value markers. A missing cell says nothing either way: a first data row may lack
@@ -820,10 +828,27 @@ def _detect_header(rows, target, ncols, na):
 
     first_numeric = numbers(first)
     if all(first_numeric):
-        return False
+        return _range_names(rows, t)
     if not any(first_numeric) or len(rows) < 2:
         return True
     return all(numbers(rows[1]))
+
+
+def _range_names(rows, t) -> bool:
+    """Whether a first row of numbers is the header ``DataFrame.to_csv`` writes for integer column names: the
+    feature cells are ``0, 1, ..., k-1`` (k >= 2), and the target's cell (column ``t``) is ``k`` (k >= 3), or a name
+    that no later row has as its target (``0,1,2,y`` above labels ``a`` and ``b``). A row of
+    data that counts up from zero is rarer than such a header, and the fit names the columns it read."""
+    first = [cell.strip() for cell in rows[0]]
+    features = [cell for j, cell in enumerate(first) if j != t]
+    if len(features) < 2 or features != [str(k) for k in range(len(features))]:
+        return False
+    if t is None or t >= len(first):
+        return len(features) >= 3
+    label = first[t]
+    if label == str(len(features)):
+        return len(features) >= 3
+    return not _is_number(label) and all(len(row) > t and row[t].strip() != label for row in rows[1:])
 
 
 def _provisional_target(target, first, ncols):
