@@ -619,3 +619,21 @@ def test_a_uci_folder_with_an_integer_target_is_a_regression(tmp_path):
     result = CliRunner().invoke(main, ["fit", str(folder), "--uci-split", "0", "--epochs", "2", "--no-progress",
                                        "--likelihood", "categorical", "-o", str(tmp_path / "classes.h5")])
     assert result.exit_code == 0 and read_run(tmp_path / "classes.h5").model.likelihood == "categorical"
+
+
+def test_predict_of_a_uci_folder_numbers_the_rows_of_data_txt(tmp_path):
+    """The row column of predictions of a UCI folder's test split counted 0, 1, ... within the split, so a join
+    back to data.txt on it matched other rows; it is now the split's rows of data.txt, as a file's are its data
+    rows."""
+    from test_cli import FAST, assert_ok, invoke
+
+    folder = make_uci(tmp_path)
+    run = tmp_path / "r.h5"
+    assert_ok(invoke("fit", folder, "--uci-split", "1", "-o", run, *FAST))
+    result = invoke("predict", run, folder, "-o", "-")
+    assert_ok(result)
+    lines = [line.split(",") for line in result.stdout.splitlines()]
+    columns = {name: [row[j] for row in lines[1:]] for j, name in enumerate(lines[0])}
+    test_rows = UCI_SPLITS[1][1]
+    assert [int(r) for r in columns["row"]] == test_rows
+    np.testing.assert_array_equal(np.array(columns["target"], dtype=float), UCI_DATA[test_rows, UCI_TARGET])

@@ -42,7 +42,7 @@ def predict(run_file, data, output, samples, seed, interval, missing, header, la
     """Predict every example of DATA with the posterior in RUN.h5, with its uncertainty.
 
     \b
-    row: the 0-based data row (after any header) predicted.
+    row: the 0-based data row (after any header) predicted; of a UCI folder, the row of its data.txt.
     Classification: p_<label> per class, predicted (label), entropy_total (predictive entropy),
       entropy_aleatoric (expected entropy), entropy_epistemic (mutual information), in nats.
     Regression: mean, std_total, std_aleatoric, std_epistemic, lower_<level>, upper_<level> (the exact quantiles

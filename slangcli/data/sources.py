@@ -590,7 +590,7 @@ def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str 
         table, _, idx = read_uci_folder(data_path, opts.uci_split)
         table = _subset(table, idx)
         source = {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
-        rows = np.arange(len(idx))
+        rows = np.asarray(idx, dtype=np.int64)  # the rows of data.txt, as a file's rows are its data rows
     else:
         table = _read_given(run, data_path, opts, need_target=False, layout=layout, notify=notify, header=header)
         source = {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"],
