@@ -226,12 +226,18 @@ def _targets(y, n: int, what: str = "y") -> np.ndarray:
             # labels of mixed kinds cannot be sorted into classes: name the first row that is missing or of
             # another kind than the first label, not NumPy's "'<' not supported between 'NoneType' and 'str'"
             for i, v in enumerate(items):
-                if v is None or (isinstance(v, float) and v != v):
+                if _is_missing(v):
                     raise DataError(f"{what}: row {i} has no target ({v!r}); every example needs one")
             kinds = [type(v).__name__ for v in items]
             i = next(i for i, k in enumerate(kinds) if k != kinds[0])
             raise DataTypeError(f"{what}: row {i} holds {items[i]!r} ({kinds[i]}) where row 0 holds {items[0]!r} "
                                 f"({kinds[0]}); the targets must be of one kind")
+    if a.dtype.kind == "U":
+        empty = np.char.str_len(np.char.strip(a)) == 0
+        if empty.any():  # a missing value, as an empty cell of a file is (a CSV export of one, or keep_default_na=False)
+            i = int(np.flatnonzero(empty)[0])
+            raise DataError(f"{what}: row {i} has no target ({str(a[i])!r}, a missing value); every example needs "
+                            "one (missing='drop' leaves such rows out)")
     if a.dtype.kind == "f" and not np.isfinite(a).all():
         i = int(np.flatnonzero(~np.isfinite(a))[0])
         raise DataError(f"{what}: row {i} is {'NaN' if np.isnan(a[i]) else 'inf'} (the targets must be finite)")
@@ -420,7 +426,7 @@ def _rows_with_targets(X: np.ndarray, text: dict, y, notify):
     if a.dtype.kind == "f":
         gaps = np.isnan(a)
     elif a.dtype.kind in "OU":
-        gaps = np.array([v is None or v == "" or type(v).__name__ == "NAType"
+        gaps = np.array([v is None or (isinstance(v, str) and not v.strip()) or type(v).__name__ == "NAType"
                          or (isinstance(v, (float, np.floating)) and np.isnan(v)) for v in a.tolist()], dtype=bool)
     else:
         return X, text, y

@@ -159,6 +159,11 @@ def test_invalid_parameters_are_named_as_set(params, says, hidden):
     (None, "y: row 3 has no target (None); every example needs one"),
     (float("nan"), "y: row 3 has no target (nan); every example needs one"),
     (7, "y: row 3 holds 7 (int) where row 0 holds 'no' (str); the targets must be of one kind"),
+    # an empty label was a class of its own (binary became 3 classes), where slang fit refuses the empty cell
+    ("", "y: row 3 has no target ('', a missing value); every example needs one (missing='drop' leaves such rows "
+         "out)"),
+    (" ", "y: row 3 has no target (' ', a missing value); every example needs one (missing='drop' leaves such "
+          "rows out)"),
 ])
 def test_a_missing_or_foreign_label_among_strings_is_named_by_row(bad, says):
     """None or NaN among string labels failed in NumPy's sort ("'<' not supported between ...")."""
