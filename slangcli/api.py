@@ -106,18 +106,19 @@ def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False, c
     float64 (NaN where missing and in a column of text), ``text = {k: (N,) str}`` ("" where missing) and the column
     names (None for an array).
 
-    ``kinds`` (a schema's, one per column) says which columns are text; without them (a fit) a column of strings is
-    text and one of numbers numeric (booleans among them: 1 and 0, as NumPy converts them), and one holding both is
-    refused. An array of numbers takes :func:`_features`' path. ``categorical``: a fit's columns (names or
+    ``kinds`` (a schema's, one per column) says which columns are text; without them (a fit) a column of strings,
+    of booleans (as a file's ``True``/``False``) or of pandas' ``category`` dtype is text and one of numbers
+    numeric, and one holding both strings and numbers is refused. An array of numbers takes :func:`_features`' path. ``categorical``: a fit's columns (names or
     positions, ``fit(categorical=...)``) read as text although their cells are numbers, as ``--categorical``."""
     A = None
+    declared = _declared_text(X) if kinds is None else set()
     numbers = kinds is not None and all(kind == "numeric" for kind in kinds)
     if not numbers and not (hasattr(X, "tocsr") or hasattr(X, "todense")):
         try:
             A = np.asarray(X)
         except Exception:  # noqa: BLE001 - the numeric path names the problem
             A = None
-    if A is None or A.ndim != 2 or (A.dtype.kind not in "OUS" and kinds is None and not categorical):
+    if A is None or A.ndim != 2 or (A.dtype.kind not in "OUSb" and kinds is None and not categorical and not declared):
         A, names = _features(X, what, allow_missing=allow_missing, nan_hint=FIT_MISSING if kinds is None else None)
         return A, {}, names
     columns = getattr(X, "columns", None)
@@ -128,7 +129,7 @@ def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False, c
     label = (lambda j: repr(names[j])) if names is not None else (lambda j: str(j))
     if kinds is not None and len(kinds) != p:
         return _features(X, what, allow_missing=allow_missing)[0], {}, names  # (the caller names the width)
-    as_text = _categorical_columns(categorical, names, p) if categorical else set()
+    as_text = (_categorical_columns(categorical, names, p) if categorical else set()) | declared
     out = np.full((n, p), np.nan)
     text = {}
     for j in range(p):
@@ -144,7 +145,9 @@ def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False, c
                 raise DataError(f"{what}: row {i}, column {label(j)}: {cells[i]!r} is not a number (other rows of the "
                                 f"column are numbers, such as {cells[k]!r} in row {k}); a column of strings is read "
                                 "as categories")
-            kind = "numeric" if numbers or not texts else "text"
+            # a column of booleans is text, as a file's True/False cells are: its two values are coded 0/1 alike
+            booleans = bool(numbers) and all(isinstance(cells[i], (bool, np.bool_)) for i in numbers)
+            kind = "numeric" if (numbers and not booleans) or not texts and not numbers else "text"
         if not allow_missing and any(missing):
             i = missing.index(True)
             how = FIT_MISSING if kinds is None else "missing='impute' fills it in as the fit's --missing impute would"
@@ -172,6 +175,15 @@ def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False, c
                                 "one is None or NaN)")
             text[j] = np.array(values, dtype=str)
     return out, text, names
+
+
+def _declared_text(X) -> set:
+    """The positions of a DataFrame's columns of pandas' ``category`` dtype: categories, whatever their values (the
+    frame says so, as ``categorical=`` does for a column of numbers)."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None or not hasattr(dtypes, "__iter__"):
+        return set()
+    return {j for j, dtype in enumerate(dtypes) if str(dtype) == "category"}
 
 
 def _cell_text(value) -> str:

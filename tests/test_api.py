@@ -446,3 +446,25 @@ def test_arrays_of_extreme_magnitude():
     np.testing.assert_allclose(huge.predict(X * 1e300).probabilities, plain.predict(X).probabilities, atol=1e-9)
     with pytest.raises(DataError, match=r"^X_test: data row 1, feature 0 \(0-based\): 1e\+300 overflows float64"):
         slangcli.fit(X * 1e-300, y, X_test=np.array([[1e300, 0.0]]), y_test=[1], **kw)
+
+
+def test_a_dataframes_category_and_bool_columns_are_read_as_a_file_of_them_is(tmp_path):
+    """A pandas ``category`` column of numbers was fitted as one number (an ordinal model the frame never asked
+    for), and a ``bool`` column as numbers 0/1, so that the frame's own CSV (``True``/``False`` cells) was refused by
+    ``slang evaluate``. The first is now a category, the second boolean, as ``slang fit`` reads the CSV."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=60)
+    zone = rng.choice([1, 2, 3], 60)
+    y = np.where(x + (zone == 2) > 0.3, "a", "b")
+    frame = pd.DataFrame({"a": x, "zone": pd.Categorical(zone), "flag": x > 0})
+    result = slangcli.fit(frame, y, epochs=2)
+    assert result.feature_names == ["a", "zone=1", "zone=2", "zone=3", "flag"]
+    run, data = tmp_path / "frame.h5", tmp_path / "frame.csv"
+    result.save(run)
+    frame.assign(y=y).to_csv(data, index=False)
+    out = CliRunner().invoke(main, ["evaluate", str(run), str(data), "--json"])
+    assert out.exit_code == 0, out.output
+    # the file scores as the frame does
+    expected = result.score(frame, y)["nll"]
+    assert json.loads(out.stdout)["metrics"]["test"]["nll"] == pytest.approx(expected, rel=1e-9)
