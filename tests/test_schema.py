@@ -500,6 +500,22 @@ def test_a_test_file_is_matched_to_the_training_file_by_its_header_names(shuffle
     assert bare == same
 
 
+def test_a_test_files_label_column_is_found_by_name_wherever_it_stands(tmp_path):
+    """A test file with its column of text labels first was read by position: the labels went to a feature column
+    of numbers ("cannot parse 'x' as a number"), where evaluate of the same file matched it by name."""
+    (tmp_path / "train.csv").write_text("a,b,label\n" + "".join(f"{i},{(3 * i) % 7},{'xy'[i % 2]}\n"
+                                                                for i in range(12)))
+    (tmp_path / "test.csv").write_text("label,a,b\nx,1.5,3\ny,3,1\n")
+    (tmp_path / "bare.csv").write_text("1.5,3,x\n3,1,y\n")  # no header row: by position
+    scores = {}
+    for test in ("test.csv", "bare.csv"):
+        result = CliRunner().invoke(main, ["fit", str(tmp_path / "train.csv"), "--test", str(tmp_path / test),
+                                           "--epochs", "2", "-o", str(tmp_path / f"{test}.h5"), "--json"])
+        assert_ok(result)
+        scores[test] = json.loads(result.stdout)["metrics"]["test"]
+    assert scores["test.csv"] == scores["bare.csv"]
+
+
 def test_a_test_file_without_a_training_feature_is_refused_naming_it(shuffled_test):
     _write(shuffled_test / "renamed.csv", ["a", "b", "d", "y"], np.zeros((3, 4)))
     result = CliRunner().invoke(main, ["fit", str(shuffled_test / "train.csv"), "--test",

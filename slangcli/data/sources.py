@@ -21,8 +21,8 @@ from slangcli.data.columns import file_layout
 from slangcli.data.prepare import LabelMap, Prepared, Standardizer, calibration_split, prepare, train_test_split
 from slangcli.declare import DELIMITERS, MAX_SEED, check_value, option
 from slangcli.errors import ConfigError, DataError
-from slangcli.data.readers import (ARRAYS, MISSING_POLICIES, NA_VALUES, STDIN, Table, is_uci_folder, read_table,
-                              read_uci_folder, sha256_file, widen)
+from slangcli.data.readers import (ARRAYS, MISSING_POLICIES, NA_VALUES, STDIN, Table, TargetNameWithoutHeader,
+                                   is_uci_folder, read_table, read_uci_folder, sha256_file, widen)
 from slangcli.data.schema import CLASSES, TARGET_NUMERIC, Column, Schema, Target, schema_of
 
 if TYPE_CHECKING:  # (a stored run's data are read here; the run file format sits above the data)
@@ -205,8 +205,17 @@ def _read_sources(opts: DataOptions, notify):
         if table.provenance["format"] == "csv":
             text_columns = [table.feature_names[k] for k in table.text] if named and table.text else \
                 _text_columns(table)
-        test_table = _read(opts.test, opts, text_columns=text_columns)
         target = table.provenance["target"]
+        test_table = None
+        if named and isinstance(target, str):
+            # the target by its name, wherever the test file has it: read by position, its cells would go to the
+            # wrong columns (a label taken for a feature of numbers); a file without a header row is read so
+            try:
+                test_table = _read(opts.test, replace(opts, target=target), text_columns=text_columns)
+            except TargetNameWithoutHeader:
+                pass
+        if test_table is None:
+            test_table = _read(opts.test, opts, text_columns=text_columns)
         if named and _has_header(test_table) and test_table.provenance["target"] != target:
             # its target is the training file's target column by name, wherever it stands (read again to find it)
             test_table = _read(opts.test, replace(opts, target=target), text_columns=text_columns)

@@ -23,7 +23,7 @@ from slangcli.data.readers._common import (ARRAYS, STDIN, Input, Table, check_di
 from slangcli.data.readers.idx import _looks_like_idx, _read_idx, read_idx
 from slangcli.errors import DataError
 from slangcli.data.readers.text import (MISSING_POLICIES, NA_VALUES, _looks_like_libsvm, _parse_csv, _parse_libsvm,
-                                   _TextTargets, widen)
+                                   TargetNameWithoutHeader, _TextTargets, widen)
 from slangcli.data.readers.uci import _UCI_SPLIT_HINT, _uci_root, is_uci_folder, read_uci_folder
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "NA_VALUES",
     "STDIN",
     "Table",
+    "TargetNameWithoutHeader",
     "check_distinct_names",
     "read_table",
     "read_idx",

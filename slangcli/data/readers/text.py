@@ -68,6 +68,10 @@ _DENSE_FLOOR = 1 << 26
 _CELLS = 1 << 14
 
 
+class TargetNameWithoutHeader(DataError):
+    """A target column named in a file without a header row: the file may be one whose columns go by position."""
+
+
 class _TextTargets(Exception):
     """The target column holds a cell that is not a number after blocks whose targets all were: the file is read
     again with its targets as text (labels), as they would have been read whole."""
@@ -887,7 +891,7 @@ def _resolve_target(name, target, names, ncols):
         if _INT_RE.fullmatch(key):
             index = int(key)
         elif names is None:
-            raise DataError(
+            raise TargetNameWithoutHeader(
                 f"{name}: target column {key!r} not found: the file has no header row "
                 "(give a 0-based column index, or force the header)"
             )
