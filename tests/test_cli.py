@@ -554,3 +554,18 @@ def test_uci_folder_regression_fit_and_reevaluation(tmp_path, monkeypatch):
     again = invoke("evaluate", out, "--samples", "50", "--json")
     assert_ok(again)
     np.testing.assert_allclose(json.loads(again.stdout)["metrics"]["test"]["rmse"], test["rmse"], rtol=1e-12)
+
+
+def test_a_split_that_leaves_one_class_for_training_says_so(tmp_path):
+    """The only row of a rare class drawn into the test rows gave "imb.csv: need at least 2 label values, found 1",
+    blaming a file that has two."""
+    data = tmp_path / "imb.csv"
+    data.write_text("a,b,label\n" + "".join(f"{i / 10},{i % 3},neg\n" for i in range(30)) + "0.1,0.2,pos\n")
+    pos = 30  # the data row of the one 'pos'
+    from slangcli.data.prepare import train_test_split
+
+    seed = next(s for s in range(100) if pos in train_test_split(31, 0.3, s)[1])
+    result = invoke("fit", data, "-o", tmp_path / "r.h5", *FAST, "--test-fraction", "0.3", "--split-seed", seed)
+    assert_error(result, 1, f"{data}: the rows left for training hold one label value, 'neg', of the file's 2: the "
+                            f"test rows of --test-fraction 0.3 (--split-seed {seed}) took the others (another "
+                            "--split-seed, or fewer rows held out, keeps them)")

@@ -203,8 +203,12 @@ def fit_labels(y, *, path, n_classes=None) -> LabelMap:
         model = "a binary model" if n_classes == 2 else f"a {n_classes}-class model"
         raise DataError(f"{path}: {model} needs exactly {n_classes} label values, {found}")
     if len(classes) < 2:
-        raise DataError(f"{path}: need at least 2 label values, {found}")
+        raise TooFewClasses(f"{path}: need at least 2 label values, {found}")
     return LabelMap(classes)
+
+
+class TooFewClasses(DataError):
+    """The training labels hold one value: a split of a file that has more may have taken the others."""
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ import numpy as np
 
 from slangcli.data import task
 from slangcli.data.columns import file_layout
-from slangcli.data.prepare import LabelMap, Prepared, Standardizer, calibration_split, prepare, train_test_split
+from slangcli.data.prepare import (LabelMap, Prepared, Standardizer, TooFewClasses, calibration_split, prepare,
+                                   train_test_split)
 from slangcli.declare import DELIMITERS, MAX_SEED, check_value, option
 from slangcli.errors import ConfigError, DataError
 from slangcli.data.readers import (ARRAYS, MISSING_POLICIES, NA_VALUES, STDIN, Table, TargetNameWithoutHeader,
@@ -329,12 +330,24 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
             test.update(uci_split=opts.uci_split)
     else:
         test = None
-    prepared = prepare(X_train, y_train_raw, X_test, y_test_raw, likelihood=likelihood,
-                       standardize=bool(opts.standardize), name=opts.path, test_name=opts.test or opts.path,
-                       train_provenance=table.provenance, test_provenance=test,
-                       feature_names=schema.encoded_names, options=opts.record(),
-                       overwrite=True,  # the table is read for this preparation alone: standardised in place
-                       calibration=calibration)
+    try:
+        prepared = prepare(X_train, y_train_raw, X_test, y_test_raw, likelihood=likelihood,
+                           standardize=bool(opts.standardize), name=opts.path, test_name=opts.test or opts.path,
+                           train_provenance=table.provenance, test_provenance=test,
+                           feature_names=schema.encoded_names, options=opts.record(),
+                           overwrite=True,  # the table is read for this preparation alone: standardised in place
+                           calibration=calibration)
+    except TooFewClasses as exc:
+        if fit_rows is None or len(np.unique(table.y)) < 2:
+            raise
+        held = ([f"the test rows of --test-fraction {opts.test_fraction} (--split-seed {opts.split_seed})"]
+                if opts.test_fraction is not None else
+                [f"the test rows of --uci-split {opts.uci_split}"] if opts.uci_split is not None else []) + \
+            (["the rows --calibrate held out"] if calibrate is not None else [])
+        raise DataError(f"{opts.path}: the rows left for training hold one label value, {str(y_train_raw[0])!r}, "
+                        f"of the file's {len(np.unique(table.y))}: {' and '.join(held)} took the others (another "
+                        f"{'--split-seed' if opts.test_fraction is not None else '--seed'}, or fewer rows held out, "
+                        "keeps them)") from exc
     if train_index is not None:
         # (the rows trained on: those of the split's training part that --calibrate did not hold out)
         prepared.arrays["train_index"], prepared.arrays["test_index"] = fit_rows, test_index
