@@ -85,6 +85,23 @@ def test_a_header_of_integer_column_names_is_detected(tmp_path, first, header):
     assert len(table.X) == 6 + (not header)
 
 
+@pytest.mark.parametrize("target, says", [
+    (None, "the last column, the target by default, empty; remove the trailing delimiters (sed 's/,$//') or "
+           "choose the target with --target"),
+    ("y", "the last column, a feature, empty; remove the trailing delimiters (sed 's/,$//') or leave it out with "
+          "--drop-columns 3"),
+])
+def test_a_delimiter_ending_every_line_is_named(tmp_path, target, says):
+    """A trailing delimiter made an empty last column, and the message was about a missing value, advising
+    --missing drop, which left no row."""
+    path = write(tmp_path, "d.csv", "a,b,y,\n1,2,0,\n2,3,1,\n")
+    with pytest.raises(DataError, match="^" + where(path, 1) + re.escape(" every line ends with the delimiter ',', "
+                                                                      "which makes " + says) + "$"):
+        read_table(path, target=target)
+    table = read_table(path, target="y", drop_columns=[3])  # left out, it reads
+    assert table.feature_names == ("a", "b")
+
+
 def test_whitespace_with_leading_and_ragged_spacing(tmp_path):
     path = write(tmp_path, "data.txt", "  1   2.5  -3   0\n 4 5      6e-3 1   \n")
     table = read_table(path)

@@ -242,6 +242,16 @@ def _csv_columns(name, rows, row_lines, delim, target, header, width_without_tar
             f"{name}:{row_lines[0]}: one column found (delimiter {shown}): "
             "need at least one feature column and a target column"
         )
+    if layout is None and not selected and ncols >= 2 and delim != "whitespace" and all(
+            len(row) == ncols and not row[-1].strip() for row in rows):
+        # a delimiter at the end of every line makes an empty last column: the missing-value message that would
+        # follow (and its --missing drop, which drops every row) helps nobody
+        what = "the target by default" if has_target and target is None else "a feature"
+        fix = ("choose the target with --target" if what != "a feature"
+               else f"leave it out with --drop-columns {ncols - 1}")
+        raise DataError(f"{name}:{row_lines[0]}: every line ends with the delimiter {delim!r}, which makes the last "
+                        f"column, {what}, empty; remove the trailing delimiters "
+                        f"(sed 's/{re.escape(delim) if delim != chr(9) else chr(92) + 't'}$//') or {fix}")
     if header is None:
         header = _detect_header(rows, target if has_target else _NO_TARGET, ncols, na)
     header = bool(header)
