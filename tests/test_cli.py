@@ -569,3 +569,32 @@ def test_a_split_that_leaves_one_class_for_training_says_so(tmp_path):
     assert_error(result, 1, f"{data}: the rows left for training hold one label value, 'neg', of the file's 2: the "
                             f"test rows of --test-fraction 0.3 (--split-seed {seed}) took the others (another "
                             "--split-seed, or fewer rows held out, keeps them)")
+
+
+@pytest.mark.parametrize("how", ["evaluate", "predict", "fit --test", "fit --test-fraction"])
+def test_an_unseen_label_is_named_by_its_line(tmp_path, how):
+    """Unseen labels were named "data row N" (1-based, and for a --test-fraction split counted within the test
+    rows), where every other data error names the file's line."""
+    train = tmp_path / "train.csv"
+    train.write_text("a,b,label\n" + "".join(f"{i / 10},{i % 3},{'xy'[i % 2]}\n" for i in range(20)))
+    other = tmp_path / "other.csv"
+    other.write_text("a,b,label\n# a comment line\n0.1,1,x\n0.2,2,maybe\n")
+    run = tmp_path / "r.h5"
+    if how == "fit --test-fraction":
+        from slangcli.data.prepare import train_test_split
+
+        bad = 17  # the data row given a label of its own, held out by the split (one label alone never is trained)
+        train.write_text(train.read_text().replace(f"{bad / 10},{bad % 3},y\n", f"{bad / 10},{bad % 3},maybe\n"))
+        seed = next(s for s in range(200) if bad in train_test_split(20, 0.25, s)[1])
+        result = invoke("fit", train, "--likelihood", "categorical", "-o", run, *FAST, "--test-fraction", "0.25",
+                        "--split-seed", seed)
+        # 'maybe' is then no class at all: a categorical fit of the training rows knows x and y
+        assert_error(result, 1, f"{train}:{bad + 2}: label 'maybe' not seen in training data")
+        return
+    if how == "fit --test":
+        assert_error(invoke("fit", train, "--test", other, "-o", run, *FAST), 1,
+                     f"{other}:4: label 'maybe' not seen in training data")
+        return
+    assert_ok(invoke("fit", train, "-o", run, *FAST))
+    args = ("evaluate", run, other) if how == "evaluate" else ("predict", run, other, "-o", "-")
+    assert_error(invoke(*args), 1, f"{other}:4: label 'maybe' not seen in training data")

@@ -708,18 +708,18 @@ def test_fit_labels_binary_needs_two_values():
 
 def test_encode_unknown_label_names_the_row():
     label_map = fit_labels(np.array([-1.0, 1.0]), path="train.svm", n_classes=2)
-    expected = r"^test\.svm: data row 3: label '7' not seen in training data \(known: -1, 1\)$"
+    expected = r"^test\.svm: row 2: label '7' not seen in training data \(known: -1, 1\)$"  # (0-based)
     with pytest.raises(DataError, match=expected):
         label_map.encode(np.array([1.0, -1.0, 7.0, 9.0]), path="test.svm")
     strings = fit_labels(np.array(["benign", "malignant"]), path="d.csv")
-    with pytest.raises(DataError, match=r"data row 2: label 'maybe' not seen .*\(known: benign, malignant\)"):
-        strings.encode(np.array(["benign", "maybe"]), path="t.csv")
+    with pytest.raises(DataError, match=r"^t\.csv:6: label 'maybe' not seen .*\(known: benign, malignant\)"):
+        strings.encode(np.array(["benign", "maybe"]), path="t.csv", where=lambda i: f"t.csv:{5 + i}")
 
 
 def test_encode_matches_numbers_written_as_strings():
     label_map = fit_labels(np.array([0.0, 1.0]), path="d.csv")
     np.testing.assert_array_equal(label_map.encode(np.array(["1", "0"]), path="t.csv"), [1, 0])
-    with pytest.raises(DataError, match="data row 1: label 'one' not seen"):
+    with pytest.raises(DataError, match="row 0: label 'one' not seen"):
         label_map.encode(np.array(["one", "0"]), path="t.csv")
 
 

@@ -15,6 +15,7 @@ results bit for bit, the sums included (:func:`squared_deviations` adds the bloc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -112,13 +113,14 @@ class LabelMap:
         """The classes as text, integral numbers without a trailing ``.0`` (``-1``, ``4``, ``benign``)."""
         return tuple(_fmt_label(c) for c in self.classes)
 
-    def encode(self, y, *, path, dtype=np.int64) -> np.ndarray:
+    def encode(self, y, *, path, dtype=np.int64, where: Callable[[int], str] | None = None) -> np.ndarray:
         """Codes of the labels ``y : (N,)`` as an array ``(N,)`` of ``dtype`` (int64; float64 for a Bernoulli
         likelihood's targets, made directly rather than converted from a copy).
 
         Numeric and string labels are compared by value: the string ``"1"`` matches the class ``1.0``, and
         the number ``1.0`` matches the class ``"1"``. A value not among ``classes`` is a ``DataError`` naming
-        the first offending 1-based data row.
+        the first offending row: ``where(i)`` for 0-based row ``i`` (a file's ``path:line``), by default
+        ``path: row i``.
         """
         y = np.asarray(y)
         if y.ndim != 1:
@@ -143,8 +145,8 @@ class LabelMap:
             if unknown.size:
                 i = rows.start + int(unknown[0])
                 raise DataError(
-                    f"{path}: data row {i + 1}: label {_fmt_label(y[i].item())!r} not seen in training data "
-                    f"(known: {_listing(self.classes)})"
+                    f"{where(i) if where is not None else f'{path}: row {i}'}: label {_fmt_label(y[i].item())!r} not "
+                    f"seen in training data (known: {_listing(self.classes)})"
                 )
         return codes
 
@@ -381,7 +383,7 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
             train_provenance: dict | None = None, test_provenance: dict | None = None, feature_names=(),
             options: dict | None = None, features_name: str | None = None,
             test_features_name: str | None = None, overwrite: bool = False,
-            calibration: tuple | None = None) -> Prepared:
+            calibration: tuple | None = None, test_where: Callable[[int], str] | None = None) -> Prepared:
     """Code the targets and standardise the features of raw arrays: the one preparation behind the files of
     ``slang fit`` and the arrays of ``slangcli.fit``.
 
@@ -394,6 +396,7 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
     ``features_name`` and ``test_features_name`` their features when these are apart (arrays ``X`` and ``y``).
     ``calibration``: ``(X, y_raw, index)`` of the rows ``--calibrate`` held out of the training rows
     (:func:`calibration_split`), prepared as the test rows are, with the statistics of the training rows left.
+    ``test_where(i)``: where test row ``i`` stands, for a message about its label (a file's ``path:line``).
     """
     features_name = features_name or name
     test_features_name = test_features_name or test_name
@@ -418,7 +421,8 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
         labels = fit_labels(y_train_raw, path=name, n_classes=2 if likelihood == "bernoulli" else None)
         dtype = float if likelihood == "bernoulli" else np.int64
         y_train = labels.encode(y_train_raw, path=name, dtype=dtype)
-        y_test = None if y_test_raw is None else labels.encode(y_test_raw, path=test_name, dtype=dtype)
+        y_test = None if y_test_raw is None else labels.encode(y_test_raw, path=test_name, dtype=dtype,
+                                                               where=test_where)
         if calibration is not None:
             y_held = _held_out_labels(labels, calibration[1], name, dtype)
         targets["classes"] = list(labels.classes)

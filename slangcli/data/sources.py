@@ -23,7 +23,7 @@ from slangcli.data.prepare import (LabelMap, Prepared, Standardizer, TooFewClass
 from slangcli.declare import DELIMITERS, MAX_SEED, check_value, option
 from slangcli.errors import ConfigError, DataError
 from slangcli.data.readers import (ARRAYS, MISSING_POLICIES, NA_VALUES, STDIN, Table, TargetNameWithoutHeader,
-                                   is_uci_folder, read_table, read_uci_folder, sha256_file, widen)
+                                   is_uci_folder, line_of_row, read_table, read_uci_folder, sha256_file, widen)
 from slangcli.data.schema import CLASSES, TARGET_NUMERIC, Column, Schema, Target, schema_of
 
 if TYPE_CHECKING:  # (a stored run's data are read here; the run file format sits above the data)
@@ -295,8 +295,10 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
     # the table is read for this fit alone: encoded (a file of numbers: filled in) in place
     X = schema.encode(table.X, table.text, impute=impute, where=_where(opts.path, table), overwrite=True)
     calibration = None if held is None else (X[held], table.y[held], held)
+    test_where = None
     if train_index is not None:
         X_test, y_test_raw = X[test_index], table.y[test_index]
+        test_where = _row_where(opts.path, table, test_index)
     if fit_rows is not None:
         X_train, y_train_raw = _keep_rows(X, fit_rows), _keep_rows(table.y, fit_rows)
     else:
@@ -309,6 +311,7 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
             X_test = schema.encode(test_table.X, test_table.text, impute=impute, where=_where(opts.test, test_table),
                                    overwrite=True)
             y_test_raw = test_table.y
+            test_where = _row_where(opts.test, test_table)
     del X
     for note in notes:
         notify(note)
@@ -336,7 +339,7 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
                            train_provenance=table.provenance, test_provenance=test,
                            feature_names=schema.encoded_names, options=opts.record(),
                            overwrite=True,  # the table is read for this preparation alone: standardised in place
-                           calibration=calibration)
+                           calibration=calibration, test_where=test_where)
     except TooFewClasses as exc:
         if fit_rows is None or len(np.unique(table.y)) < 2:
             raise
@@ -408,11 +411,12 @@ def _stored_options(run: Run) -> DataOptions:
     return DataOptions(**{key: value for key, value in run.data["options"].items() if key in known})
 
 
-def transform(run: Run, X, y_raw, path, *, text=None, where=None,
+def transform(run: Run, X, y_raw, path, *, text=None, where=None, row_where=None,
               impute: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """Apply the run's data schema (encoding, imputation with ``impute``, standardisation) and target coding to raw
     ``(X, y)`` read from ``path`` (``y`` may be None: data without a target column); ``text`` holds the raw text
-    columns and ``where(i, k)`` names a cell in messages (``slangcli.data.schema``)."""
+    columns, ``where(i, k)`` names a cell in messages (``slangcli.data.schema``) and ``row_where(i)`` a row (its
+    label)."""
     schema = schema_of(run)
     width = len(schema.columns)
     if X.shape[1] != width:
@@ -428,7 +432,7 @@ def transform(run: Run, X, y_raw, path, *, text=None, where=None,
         y = target.apply(y_raw.astype(float)[:, None], path=path)[:, 0]
     else:
         dtype = float if run.model.likelihood == "bernoulli" else np.int64
-        y = LabelMap(tuple(run.data["labels"]["classes"])).encode(y_raw, path=path, dtype=dtype)
+        y = LabelMap(tuple(run.data["labels"]["classes"])).encode(y_raw, path=path, dtype=dtype, where=row_where)
     return X, y
 
 
@@ -437,7 +441,24 @@ def _transform_table(run: Run, table: Table, path, index=None, *, impute: bool =
     if index is not None:
         table = _subset(table, index)
     return transform(run, table.X, None if features_only else table.y, path, text=table.text,
-                     where=_where(path, table), impute=impute)
+                     where=_where(path, table), row_where=_row_where(path, table), impute=impute)
+
+
+def _row_where(path, table: Table, index=None) -> Callable[[int], str]:
+    """``where(i)``: where row ``i`` of ``table`` (of its rows ``index``, None: all) stands, for a message: the text
+    file's ``path:line`` (read again for it when the reader kept no lines), else ``path: row r``, the 0-based data
+    row."""
+    def where(i: int) -> str:
+        r = int(index[i]) if index is not None else i
+        if table.lines is not None:
+            return f"{path}:{table.lines[r]}"
+        data_row = int(table.rows[r]) if table.rows is not None else r
+        line = None
+        if table.provenance.get("format") in ("csv", "libsvm"):
+            line = line_of_row(table.provenance["path"], data_row, bool(table.provenance.get("header")))
+        return f"{path}:{line}" if line is not None else f"{path}: row {data_row}"
+
+    return where
 
 
 def _subset(table: Table, index) -> Table:
@@ -445,7 +466,8 @@ def _subset(table: Table, index) -> Table:
     return Table(X=table.X[index], y=table.y[index] if table.y is not None else None,
                  feature_names=table.feature_names, provenance=table.provenance,
                  text={k: v[index] for k, v in table.text.items()} if table.text else None,
-                 lines=table.lines[index] if table.lines is not None else None, columns=table.columns,
+                 lines=table.lines[index] if table.lines is not None else None,
+                 rows=table.rows[index] if table.rows is not None else None, columns=table.columns,
                  target_column=table.target_column)
 
 
@@ -637,11 +659,11 @@ def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str 
     for note in notes:
         notify(note)
     _note_imputed(data_path, count, notify)
-    target = None if table.y is None else _target_values(run, table.y, data_path)
+    target = None if table.y is None else _target_values(run, table.y, data_path, _row_where(data_path, table))
     return X, target, dict(source, has_target=target is not None), rows
 
 
-def _target_values(run: Run, y_raw: np.ndarray, path) -> np.ndarray:
+def _target_values(run: Run, y_raw: np.ndarray, path, where: Callable[[int], str]) -> np.ndarray:
     """The target values of data to predict on, as the fit knows them: numbers (regression), or the stored label
     values (a file's "1" and the class 1.0 are the same label, as in the predicted column); a missing one (kept by
     ``impute``) stays empty: NaN, or "" among text labels."""
@@ -656,9 +678,9 @@ def _target_values(run: Run, y_raw: np.ndarray, path) -> np.ndarray:
     labels = LabelMap(tuple(run.data["labels"]["classes"]))
     gaps = _target_gaps(y_raw)
     if not gaps.any():
-        return labels.decode(labels.encode(y_raw, path=path))
+        return labels.decode(labels.encode(y_raw, path=path, where=where))
     present = np.flatnonzero(~gaps)
-    values = labels.decode(labels.encode(y_raw[present], path=path))
+    values = labels.decode(labels.encode(y_raw[present], path=path, where=lambda i: where(int(present[i]))))
     out = np.full(len(y_raw), "" if values.dtype.kind == "U" else np.nan,
                   dtype=values.dtype if values.dtype.kind == "U" else np.float64)
     out[present] = values

@@ -18,8 +18,8 @@ import os
 
 import numpy as np
 
-from slangcli.data.readers._common import (ARRAYS, STDIN, Input, Table, check_distinct_names, sha256_file,
-                                          text_batches)
+from slangcli.data.readers._common import (ARRAYS, STDIN, Input, Table, check_distinct_names, line_of_row,
+                                          sha256_file, text_batches)
 from slangcli.data.readers.idx import _looks_like_idx, _read_idx, read_idx
 from slangcli.errors import DataError
 from slangcli.data.readers.text import (MISSING_POLICIES, NA_VALUES, _looks_like_libsvm, _parse_csv, _parse_libsvm,
@@ -34,6 +34,7 @@ __all__ = [
     "Table",
     "TargetNameWithoutHeader",
     "check_distinct_names",
+    "line_of_row",
     "read_table",
     "read_idx",
     "read_uci_folder",

@@ -425,6 +425,31 @@ def text_batches(blocks, name):
     yield take(b"".join(pending))
 
 
+def line_of_row(name, row: int, header: bool) -> int | None:
+    """The real 1-based line of data row ``row`` (0-based, after any header row) of the text file ``name``, found by
+    reading the file again: a reader keeps its rows' lines only where a cell of text needs them, and a message
+    about a row's label pays for the second reading instead. None for standard input, a file that cannot be read
+    again, or a row past its end (a quoted cell spanning lines would shift the count)."""
+    if name == STDIN:
+        return None
+    k = row + bool(header)
+    try:
+        source = Input(name)
+    except DataError:
+        return None
+    try:
+        seen = 0
+        for linenos, _ in text_batches(source.blocks(), name):
+            if k < seen + len(linenos):
+                return int(linenos[k - seen])
+            seen += len(linenos)
+    except DataError:
+        return None
+    finally:
+        source.close()
+    return None
+
+
 def _text_lines(raw, name):
     """Real 1-based line numbers and texts of all the lines of ``raw`` (bytes as stored, gzip or not) that are
     neither blank nor ``#`` comments (:func:`text_batches` of the whole file, for the small files of a UCI
