@@ -87,6 +87,23 @@ def test_csv_to_a_file_and_to_stdout(runs, tmp_path):
     assert stdout.stdout == text
 
 
+def test_a_gz_output_is_gzip_compressed_csv(runs, tmp_path):
+    """-o out.csv.gz wrote plain text under a name that pandas (and gzip) read as compressed."""
+    import gzip
+
+    out = tmp_path / "out.csv.gz"
+    result = invoke("predict", runs["lr"], runs["data"], "-o", out, "--json")
+    assert_ok(result)
+    summary = parse_one_json_object(result.stdout)
+    assert summary["format"] == "csv" and summary["compressed"] == "gzip"
+    plain = invoke("predict", runs["lr"], runs["data"], "-o", "-").stdout
+    with gzip.open(out, "rt", encoding="utf-8", newline="") as stream:
+        assert stream.read() == plain
+    again = tmp_path / "again.csv.gz"
+    assert_ok(invoke("predict", runs["lr"], runs["data"], "-o", again))
+    assert again.read_bytes() == out.read_bytes()  # no time stamp: the same command writes the same bytes
+
+
 def test_hdf5_output(runs, tmp_path):
     out = tmp_path / "pred.h5"
     assert_ok(invoke("predict", runs["lr"], runs["data"], "-o", out))

@@ -11,7 +11,7 @@ from slangcli.data.columns import LAYOUTS
 from slangcli.data.sources import PREDICT_MISSING
 from slangcli.predictive import conformal
 from slangcli.predictive.evaluation import predict as predict_run
-from slangcli.predictive.tables import HDF5_SUFFIXES, csv_header, write_predictions
+from slangcli.predictive.tables import GZIP_SUFFIX, HDF5_SUFFIXES, csv_header, write_predictions
 from slangcli.runfile.io import read_run
 
 
@@ -19,7 +19,8 @@ from slangcli.runfile.io import read_run
 @click.argument("run_file", metavar="RUN.h5", type=click.Path(readable=False, dir_okay=False, path_type=str))
 @click.argument("data", type=click.Path(readable=False, path_type=str))
 @click.option("-o", "--output", required=True, metavar="OUT", type=click.Path(path_type=str),
-              help="Where to write: OUT.csv (CSV), OUT.h5 or OUT.hdf5 (HDF5 datasets), or - (CSV on stdout).")
+              help="Where to write: OUT.csv (CSV), OUT.csv.gz (gzip-compressed CSV), OUT.h5 or OUT.hdf5 (HDF5 "
+                   "datasets), or - (CSV on stdout).")
 @click.option("--samples", "-S", type=SAMPLES, default=1000, show_default=True,
               help="Monte-Carlo weight samples (networks and regression; logistic regression is exact).")
 @click.option("--seed", type=SEED, default=0, show_default=True,
@@ -82,5 +83,6 @@ def predict(run_file, data, output, samples, seed, interval, missing, header, la
         note(conformal.guarantee(info["calibration"], info["likelihood"], info["samples"], info["seed"]))
     if as_json:
         hdf5 = output.lower().endswith(HDF5_SUFFIXES)
-        emit_json({"output": output, "format": "hdf5" if hdf5 else "csv", **info,
+        emit_json({"output": output, "format": "hdf5" if hdf5 else "csv",
+                   **({"compressed": "gzip"} if output.lower().endswith(GZIP_SUFFIX) else {}), **info,
                    "columns": list(arrays) if hdf5 else csv_header(predictions), "classes": predictions.classes})

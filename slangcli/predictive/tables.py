@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import csv
 import datetime
+import gzip
+import io
 import json
 import sys
 
@@ -30,6 +32,7 @@ from slangcli.runfile.outputs import atomic_output, hdf5_image, writing_stdout
 PREDICTIONS_TYPE = "slang-predictions"
 PREDICTIONS_VERSION = "1.1"  # 1.1: the calibrated intervals and sets of a --calibrate run
 HDF5_SUFFIXES = (".h5", ".hdf5")
+GZIP_SUFFIX = ".gz"
 # 12 significant digits: see the module docstring
 _FLOAT_FORMAT = "%.12g"
 
@@ -125,7 +128,9 @@ def _write_h5(path, predictions) -> None:
 
 
 def write_predictions(output: str, predictions) -> None:
-    """Write ``predictions`` to ``output``: HDF5 for ``.h5``/``.hdf5``, CSV on stdout for ``-``, else CSV."""
+    """Write ``predictions`` to ``output``: HDF5 for ``.h5``/``.hdf5``, CSV on stdout for ``-``, gzip-compressed CSV
+    for ``.gz`` (as pandas writes and reads such a name; no time stamp inside, so a seed gives the same bytes), else
+    CSV."""
     if output == "-":
         with writing_stdout():
             _write_csv(sys.stdout, predictions)
@@ -134,6 +139,10 @@ def write_predictions(output: str, predictions) -> None:
     with atomic_path(output) as tmp:
         if output.lower().endswith(HDF5_SUFFIXES):
             _write_h5(tmp, predictions)
+        elif output.lower().endswith(GZIP_SUFFIX):
+            with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed, \
+                    io.TextIOWrapper(packed, encoding="utf-8", newline="") as stream:
+                _write_csv(stream, predictions)
         else:
             with open(tmp, "w", newline="", encoding="utf-8") as stream:
                 _write_csv(stream, predictions)
