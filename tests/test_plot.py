@@ -619,3 +619,12 @@ def test_an_option_of_another_kind_is_refused(runs, tmp_path, kind, option):
     result = invoke("plot", runs["slang"], "--kind", kind, *option, "-o", tmp_path / "f.png")
     assert result.exit_code == 2 and f"{option[0]} applies to --kind " in result.stderr
     assert f"not to --kind {kind}" in result.stderr and not (tmp_path / "f.png").exists()
+
+
+def test_a_run_without_test_data_is_told_to_use_data(runs, tmp_path):
+    """plot said "pass a data file", where its option is --data (it takes no DATA argument)."""
+    run = tmp_path / "no-test.h5"
+    ok("fit", runs["train"], "-o", run, "--epochs", "2")
+    fails(1, "plot", run, "--kind", "calibration", "-o", tmp_path / "c.png",
+          mentions=[f"{run}: the run has no test data; pass a data file with --data"])
+    assert not (tmp_path / "c.png").exists()

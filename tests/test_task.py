@@ -122,3 +122,11 @@ def test_a_category_or_a_target_of_one_value_a_row_is_named():
     assert warning.startswith("warning: the target is fitted as 38 classes in 40 training rows")
     assert one_level_per_row(columns[1:], 40, classes=["x", "y"]) == []
     assert one_level_per_row(columns, 19) == []  # too few rows to tell
+
+
+def test_an_identifier_without_a_usable_name_is_named_by_its_file_column():
+    """A pandas index column (header cell '') got the advice "--drop-columns  leaves it out", which the option
+    refuses; it is now its 0-based file column."""
+    X = np.column_stack([features(), np.random.default_rng(1).choice(10**7, size=100, replace=False)])
+    [warning] = identifier_columns(X, ("a", "b", "c", ""), positions=[1, 2, 3, 0])
+    assert warning.endswith("--drop-columns 0 leaves it out")

@@ -319,7 +319,11 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
         _note_imputed(path, count, notify)
 
     if table.provenance["format"] == "csv":
-        for warning in [*task.identifier_columns(X_train, schema.encoded_names), *task.decimal_commas(schema.columns),
+        positions = None
+        if table.columns is not None:  # each model input's column in the file (a category's indicators share it)
+            positions = [column for column, c in zip(table.columns, schema.columns) for _ in range(c.width)]
+        for warning in [*task.identifier_columns(X_train, schema.encoded_names, positions),
+                        *task.decimal_commas(schema.columns),
                         *task.one_level_per_row(schema.columns, len(X_train))]:
             notify(f"{opts.path}: {warning}")
 
@@ -542,12 +546,14 @@ def _read_given(run: Run, data_path, opts: DataOptions, *, need_target: bool, la
 
 
 def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = None, layout: str | None = None,
-              header: bool | None = None, notify: Callable[[str], None] = lambda msg: None):
+              header: bool | None = None, notify: Callable[[str], None] = lambda msg: None,
+              data_option: str = "a data file"):
     """The evaluation data ``(X, y, description)``: ``data_path``, else the run's own test set. ``missing``
     overrides the fit's ``--missing`` for ``data_path``; ``layout`` (``full`` or ``features``) says how a CSV file
     without a header row is laid out when its width alone does not (``slangcli.data.columns``), ``header`` whether it
-    has one (None: as the fit was told, else detected). With ``impute``, a row
-    without a target is left out (with a note): it cannot be scored."""
+    has one (None: as the fit was told, else detected). With ``impute``, a row without a target is left out (with
+    a note): it cannot be scored. ``data_option`` is how the caller's user passes data, for the message of a run
+    without test data."""
     opts = _stored_options(run)
     # (a fit to LIBSVM, IDX or UCI data with --missing impute had nothing to impute, and stores nothing to)
     impute = opts.missing == "impute" and schema_of(run).can_impute
@@ -574,9 +580,9 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
                       **_dropped(table)}
     test = run.data.get("test")
     if test is None:
-        raise DataError(f"{run_name}: the run has no test data; pass a data file")
+        raise DataError(f"{run_name}: the run has no test data; pass {data_option}")
     if test["source"] == ARRAYS:
-        raise DataError(f"{run_name}: its test data were arrays passed from Python; pass a data file")
+        raise DataError(f"{run_name}: its test data were arrays passed from Python; pass {data_option}")
     if test["source"] == "file":
         _verify(run_name, "test", test["path"], test["sha256"])
         table = _read(test["path"], opts, n_features=test.get("widened_from") and test["features"],

@@ -159,8 +159,10 @@ def one_level_per_row(columns, n: int, classes=None) -> list[str]:
     return out
 
 
-def identifier_columns(X: np.ndarray, feature_names) -> list[str]:
-    """Warnings naming each feature column of ``X : (N, P)`` (raw values) that looks like a row identifier."""
+def identifier_columns(X: np.ndarray, feature_names, positions=None) -> list[str]:
+    """Warnings naming each feature column of ``X : (N, P)`` (raw values) that looks like a row identifier;
+    ``positions``: each feature's 0-based column in the file, which the advice gives where a name cannot be
+    (empty, as the header cell of a pandas index column is, or holding a comma)."""
     n = len(X)
     if n < ID_MIN_ROWS or X.size == 0:
         return []
@@ -182,6 +184,8 @@ def identifier_columns(X: np.ndarray, feature_names) -> list[str]:
             name = feature_names[j]
             # a file without a header names column k "x<k>": the option takes the index
             option = name[1:] if name[:1] == "x" and name[1:].isdigit() else name
+            if (not name.strip() or "," in name) and positions is not None:
+                option = str(positions[j])
             kind = "row numbers" if row_number else "distinct integers"
             warnings.append(f"warning: feature {name!r} looks like a row identifier ({kind} from "
                             f"{_fmt_label(lo[j])} to {_fmt_label(hi[j])}) and is used as a feature; "

@@ -261,7 +261,7 @@ def _score_classifier(run, run_name, data, *, bins, samples, seed) -> dict:
     from slangcli.data.sources import load_test
     from slangcli.predictive.evaluation import score
 
-    X, y, _ = load_test(run, run_name, data)
+    X, y, _ = load_test(run, run_name, data, data_option="a data file with --data")
     with computing_with(run_name):
         out = score(run.model, run.posterior, run.prior_precision, X_train=None, y_train=None, X_test=X, y_test=y,
                     samples=samples, seed=seed, bins=bins)
@@ -272,7 +272,7 @@ def _score_classifier(run, run_name, data, *, bins, samples, seed) -> dict:
 def _coverage(run, run_name, label, data, *, samples, seed) -> Coverage:
     from slangcli.data.sources import load_test
 
-    X, y, source = load_test(run, run_name, data)
+    X, y, source = load_test(run, run_name, data, data_option="a data file with --data")
     # the weight samples of `slang evaluate --seed` and `slang predict --seed` (the one predictive)
     with computing_with(run_name):
         out = metrics.regression_scores(run.posterior, run.model, X, y, samples=samples, seed=seed,
