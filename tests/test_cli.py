@@ -553,7 +553,10 @@ def test_uci_folder_regression_fit_and_reevaluation(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path.parent)
     again = invoke("evaluate", out, "--samples", "50", "--json")
     assert_ok(again)
-    np.testing.assert_allclose(json.loads(again.stdout)["metrics"]["test"]["rmse"], test["rmse"], rtol=1e-12)
+    evaluated = json.loads(again.stdout)
+    np.testing.assert_allclose(evaluated["metrics"]["test"]["rmse"], test["rmse"], rtol=1e-12)
+    # the weight samples' seed is reported, as predict --json reports it
+    assert evaluated["samples"] == 50 and evaluated["seed"] == 0
 
 
 def test_a_split_that_leaves_one_class_for_training_says_so(tmp_path):

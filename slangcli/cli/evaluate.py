@@ -60,9 +60,10 @@ def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, mi
         differs = conformal.predictive_differs(run.calibration, out["samples"], seed)
         if differs:
             note(f"calibrated coverage: {differs}")
-    how = out["predictive"] + (f", {out['samples']} samples" if out["samples"] else "")
+    how = out["predictive"] + (f", {out['samples']} samples, seed {seed}" if out["samples"] else "")
     metrics_table(f"{run_file} ({how})", metric_rows(out))
     calibration_table(out)
     if as_json:
         emit_json({"run": run_file, "metrics": {k: out[k] for k in ("test", "train", "reference") if k in out},
-                   "predictive": out["predictive"], "samples": out["samples"], "data": out["data"]})
+                   "predictive": out["predictive"], "samples": out["samples"],
+                   "seed": seed if out["samples"] else None, "data": out["data"]})
