@@ -628,3 +628,14 @@ def test_a_run_without_test_data_is_told_to_use_data(runs, tmp_path):
     fails(1, "plot", run, "--kind", "calibration", "-o", tmp_path / "c.png",
           mentions=[f"{run}: the run has no test data; pass a data file with --data"])
     assert not (tmp_path / "c.png").exists()
+
+
+def test_json_says_what_was_drawn(runs, tmp_path):
+    """plot had no --json, though every other command prints one JSON object on stdout with it."""
+    out = tmp_path / "t.png"
+    result = invoke("plot", runs["slang"], runs["mf"], "--kind", "training", "-o", out, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == {"output": str(out), "kind": "training",
+                                         "runs": [str(runs["slang"]), str(runs["mf"])],
+                                         "labels": ["SLANG L = 2", "mf-ef"]}
+    assert out.exists()

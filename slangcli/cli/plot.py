@@ -9,7 +9,7 @@ import click
 import numpy as np
 
 from slangcli.cli.options import BINS, SAMPLES, SEED, check_output
-from slangcli.cli.output import error, note
+from slangcli.cli.output import emit_json, error, needs_stdout, note
 from slangcli.errors import FormatError
 
 KINDS = ("training", "calibration", "spectrum", "posterior", "sweep")
@@ -71,7 +71,10 @@ APPLIES_TO = {"data": ("calibration",), "bins": ("calibration",), "samples": ("c
               help="Pixels per inch of a PNG (a paper column is 3.4 in wide).")
 @click.option("--log", "log", type=click.Choice(("auto", "none", "x", "y", "xy")), default="auto",
               show_default=True, help="training, sweep: logarithmic axes (auto: where values span decades).")
-def plot(runs, kind, output, reference, data, bins, samples, seed, metric, param, block, top, labels, title, dpi, log):
+@click.option("--json", "as_json", is_flag=True, callback=needs_stdout,
+              help="Print what was drawn (the figure, its kind and runs) as one JSON object on stdout.")
+def plot(runs, kind, output, reference, data, bins, samples, seed, metric, param, block, top, labels, title, dpi, log,
+         as_json):
     """Draw a figure of the runs in RUN.h5 files (a directory stands for every run file under it).
 
     \b
@@ -128,6 +131,10 @@ def plot(runs, kind, output, reference, data, bins, samples, seed, metric, param
                                  log=log)
     _draw_and_save(draw, figures, output, dpi, [path for path, _ in loaded] + ([reference] if reference else []))
     note(f"wrote {output}")
+    if as_json:
+        emit_json({"output": output, "kind": kind, "runs": [path for path, _ in loaded], "labels": list(names),
+                   **({"reference": reference} if reference else {}), **({"data": data} if data else {}),
+                   **({"metric": metric} if kind == "sweep" else {})})
 
 
 def _draw_and_save(draw, figures, output, dpi, run_names) -> None:
