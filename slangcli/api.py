@@ -244,6 +244,11 @@ def _targets(y, n: int, what: str = "y") -> np.ndarray:
             i = next(i for i, k in enumerate(kinds) if k != kinds[0])
             raise DataTypeError(f"{what}: row {i} holds {items[i]!r} ({kinds[i]}) where row 0 holds {items[0]!r} "
                                 f"({kinds[0]}); the targets must be of one kind")
+    if a.dtype.kind in "iu" and a.size and max(int(a.max()), -int(a.min())) > 2**53:
+        # numeric labels are kept as float64 numbers, which tell integers apart only up to 2^53
+        i = int(np.argmax(np.abs(a.astype(np.float64))))
+        raise DataError(f"{what}: row {i} holds {int(a[i])}, an integer label beyond 2^53, which slang's numeric labels "
+                        "(float64) cannot tell from its neighbours; pass the labels as strings (y.astype(str))")
     if a.dtype.kind == "U":
         empty = np.char.str_len(np.char.strip(a)) == 0
         if empty.any():  # a missing value, as an empty cell of a file is (a CSV export of one, or keep_default_na=False)

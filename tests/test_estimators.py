@@ -234,3 +234,12 @@ def test_boolean_labels_stay_booleans():
     fitted = SLANGClassifier(epochs=2).fit(X, y)
     assert fitted.classes_.dtype == bool and fitted.classes_.tolist() == [False, True]
     assert fitted.predict(X).dtype == bool and fitted.score(X, y) > 0.5
+
+
+def test_integer_labels_beyond_float64s_reach_are_refused():
+    """Labels 2^53 and 2^53 + 1 collapsed into one float64 class: "needs exactly 2 label values, found 1"."""
+    X = np.random.default_rng(1).normal(size=(20, 2))
+    y = np.where(X[:, 0] > 0, 2**53, 2**53 + 1)
+    with pytest.raises(ValueError, match=r"^y: row \d+ holds 900719925474099\d, an integer label beyond 2\^53"):
+        SLANGClassifier(epochs=1).fit(X, y)
+    SLANGClassifier(epochs=1).fit(X, y.astype(str))  # as strings they are two classes
