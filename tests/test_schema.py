@@ -514,6 +514,15 @@ def test_a_test_files_label_column_is_found_by_name_wherever_it_stands(tmp_path)
         assert_ok(result)
         scores[test] = json.loads(result.stdout)["metrics"]["test"]
     assert scores["test.csv"] == scores["bare.csv"]
+    # a test file's column of text that the training file lacks is named as such, not as a cell that is no number
+    (tmp_path / "id.csv").write_text("a,b,id,label\n1.5,3,id1,x\n3,1,id2,y\n")
+    (tmp_path / "text.csv").write_text("a,b,label\nfoo,3,x\nbar,1,y\n")
+    for test, says in (("id.csv", "the header row has feature column(s) 'id' the training data do not"),
+                       ("text.csv", "text.csv:2: column 0 ('a'): cannot parse 'foo' as a number (the column is numeric "
+                                    "in the training data)")):
+        result = CliRunner().invoke(main, ["fit", str(tmp_path / "train.csv"), "--test", str(tmp_path / test),
+                                           "--epochs", "2", "-o", str(tmp_path / "r.h5")])
+        assert_error(result, 1, says)
 
 
 def test_a_test_file_without_a_training_feature_is_refused_naming_it(shuffled_test):

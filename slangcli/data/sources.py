@@ -121,12 +121,12 @@ class DataOptions:
                 "na_values": tuple(self.na_values), "missing": self.missing}
 
 
-def _read(path, opts: DataOptions, n_features=None, text_columns=None):
+def _read(path, opts: DataOptions, n_features=None, text_columns=None, detect: bool = False):
     """The file ``path`` read with the fit's options; ``text_columns``: the file columns read as categories (those
     of the training file, for its test file or when it is read again), instead of the text columns found in it."""
     options = opts.reader_options()
     if text_columns is not None:
-        options.update(categorical=list(text_columns) or None, detect_categories=False)
+        options.update(categorical=list(text_columns) or None, detect_categories=detect)
     return read_table(path, **options, n_features=n_features if n_features is not None else opts.n_features)
 
 
@@ -212,16 +212,17 @@ def _read_sources(opts: DataOptions, notify):
             # the target by its name, wherever the test file has it: read by position, its cells would go to the
             # wrong columns (a label taken for a feature of numbers); a file without a header row is read so
             try:
-                test_table = _read(opts.test, replace(opts, target=target), text_columns=text_columns)
+                test_table = _read(opts.test, replace(opts, target=target), text_columns=text_columns, detect=named)
             except TargetNameWithoutHeader:
                 pass
         if test_table is None:
-            test_table = _read(opts.test, opts, text_columns=text_columns)
+            test_table = _read(opts.test, opts, text_columns=text_columns, detect=named)
         if named and _has_header(test_table) and test_table.provenance["target"] != target:
             # its target is the training file's target column by name, wherever it stands (read again to find it)
-            test_table = _read(opts.test, replace(opts, target=target), text_columns=text_columns)
+            test_table = _read(opts.test, replace(opts, target=target), text_columns=text_columns, detect=named)
         if named and _has_header(test_table):
             test_table = _by_name(test_table, table, opts.test, notify)
+            _check_text_kinds(test_table, table, opts.test)
         test_table = _without_missing_targets(test_table, opts.test, notify)
         p_train, p_test = table.X.shape[1], test_table.X.shape[1]
         if p_train != p_test:
@@ -240,6 +241,18 @@ def _read_sources(opts: DataOptions, notify):
         train_index, test_index = train_test_split(len(table.X), opts.test_fraction, opts.split_seed)
         return table, None, train_index, test_index
     return table, test_table, None, None
+
+
+def _check_text_kinds(test: Table, train: Table, path) -> None:
+    """Refuse a column of text in the test file (read with its text columns detected, its columns in the training
+    file's order) that is a column of numbers in the training file, naming its first cell."""
+    for k in sorted(set(test.text or {}) - set(train.text or {})):
+        cells = test.text[k]
+        i = int(np.flatnonzero(cells != "")[0]) if (cells != "").any() else 0
+        line = test.lines[i] if test.lines is not None else "?"
+        raise DataError(f"{path}:{line}: column {test.columns[k] if test.columns is not None else k} "
+                        f"({test.feature_names[k]!r}): cannot parse {str(cells[i])!r} as a number (the column is "
+                        "numeric in the training data)")
 
 
 def _has_header(table: Table) -> bool:
