@@ -173,13 +173,15 @@ class _SLANGEstimator:
         # the parameters as the options of a fit (the declaration's names), the method's own as keywords
         given = {f.name: getattr(self, name) for name, f in options.estimator_fields(self._likelihood)}
         given.update(seed=_seed(self.random_state), likelihood=likelihood, hyper=dict(self.method_params or {}))
-        # a DataFrame goes on with its names, so that the run file saved from result_ knows its features by name
+        # a DataFrame's names go on with its numbers, so that the run file saved from result_ knows its features by
+        # name; its columns are the numbers the estimator read (a bool column 0/1, numbers written as text their
+        # values), not the text or categories slangcli.fit would make of them
         if likelihood != "gaussian":
             self._check_labels(y_arr)
             if y_arr.dtype.kind == "i" and np.asarray(y).dtype.kind == "b":
                 self.classes_ = self.classes_.astype(bool)  # (coded 0, 1 as the fit codes them; False < True)
         # (the labels as given: the fit codes them, as slang fit codes a file's, and the run file keeps their values)
-        self.result_ = api.fit(X if names is not None else X_arr, y_arr, **given)
+        self.result_ = api.fit(_NamedNumbers(X_arr, names) if names is not None else X_arr, y_arr, **given)
         self.n_features_in_ = X_arr.shape[1]
         if names is not None:
             self.feature_names_in_ = names
@@ -229,6 +231,20 @@ class _SLANGEstimator:
                              f"{self.n_features_in_} features as input")
         return self.result_.predict(X_arr, samples=self.predict_samples, seed=_seed(self.random_state),
                                     interval=interval)
+
+
+class _NamedNumbers:
+    """An array of numbers with a DataFrame's column names, as the estimators hand their data to ``slangcli.fit``:
+    the estimators take numbers, as scikit-learn's do, and predict from the same numbers."""
+
+    def __init__(self, values: np.ndarray, columns):
+        self._values, self.columns = values, list(columns)
+
+    def __array__(self, dtype=None, copy=None):
+        return self._values if dtype is None else self._values.astype(dtype, copy=False)
+
+    def __len__(self) -> int:
+        return len(self._values)
 
 
 def _numbers(X, estimator: str) -> np.ndarray:

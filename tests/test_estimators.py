@@ -243,3 +243,21 @@ def test_integer_labels_beyond_float64s_reach_are_refused():
     with pytest.raises(ValueError, match=r"^y: row \d+ holds 900719925474099\d, an integer label beyond 2\^53"):
         SLANGClassifier(epochs=1).fit(X, y)
     SLANGClassifier(epochs=1).fit(X, y.astype(str))  # as strings they are two classes
+
+
+def test_a_dataframe_is_fitted_as_the_numbers_the_estimator_reads():
+    """The estimators read a DataFrame as numbers, as scikit-learn's do, but handed the frame itself to
+    slangcli.fit: a bool column was then a boolean (and predict, given its numbers, refused '1' as no boolean), and
+    numbers written as text became one category per distinct value (292 inputs for 2 columns, a model that only
+    memorised its rows). The fit now gets the numbers predict gets, with the frame's names."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": np.round(rng.normal(size=120), 3), "flag": rng.random(120) > 0.5})
+    y = (frame.a + frame.flag > 0.5).astype(int)
+    estimator = SLANGClassifier(epochs=3).fit(frame, y)
+    assert estimator.result_.feature_names == ["a", "flag"]
+    np.testing.assert_array_equal(estimator.predict_proba(frame), estimator.predict_proba(frame.astype(float)))
+    text = frame.astype({"flag": int}).astype(str)  # numbers written as text, as read_csv(dtype=str) gives them
+    estimator = SLANGClassifier(epochs=3).fit(text.iloc[:90], y.iloc[:90])
+    assert estimator.result_.feature_names == ["a", "flag"] and estimator.n_features_in_ == 2
+    assert estimator.score(text.iloc[90:], y.iloc[90:]) > 0.7  # new values are numbers, not unseen levels
