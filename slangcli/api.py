@@ -35,6 +35,7 @@ from slangcli.compress.runs import check_finished, compressed_run
 from slangcli.data import columns
 from slangcli.data.prepare import calibration_split, prepare
 from slangcli.data.readers import check_distinct_names
+from slangcli.data.readers._common import _is_number
 from slangcli.data.readers.text import column_list, resolve_column
 from slangcli.data.schema import Schema, schema_of
 from slangcli.data.sources import DataOptions, transform, with_target
@@ -106,10 +107,11 @@ def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False, c
     float64 (NaN where missing and in a column of text), ``text = {k: (N,) str}`` ("" where missing) and the column
     names (None for an array).
 
-    ``kinds`` (a schema's, one per column) says which columns are text; without them (a fit) a column of strings,
-    of booleans (as a file's ``True``/``False``) or of pandas' ``category`` dtype is text and one of numbers
-    numeric, and one holding both strings and numbers is refused. An array of numbers takes :func:`_features`' path. ``categorical``: a fit's columns (names or
-    positions, ``fit(categorical=...)``) read as text although their cells are numbers, as ``--categorical``."""
+    ``kinds`` (a schema's, one per column) says which columns are text; without them (a fit) a column of text, of
+    booleans (as a file's ``True``/``False``) or of pandas' ``category`` dtype is text, and one of numbers (strings
+    that are numbers among them, as a file's cells are) numeric; one holding both text and numbers is refused. An
+    array of numbers takes :func:`_features`' path. ``categorical``: a fit's columns (names or positions,
+    ``fit(categorical=...)``) read as text although their cells are numbers, as ``--categorical``."""
     A = None
     declared = _declared_text(X) if kinds is None else set()
     numbers = kinds is not None and all(kind == "numeric" for kind in kinds)
@@ -137,14 +139,17 @@ def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False, c
         missing = [_is_missing(v) for v in cells]
         kind = "text" if j in as_text else None if kinds is None else kinds[j]
         if kind is None:
-            is_number = [not gap and isinstance(v, (int, float, np.number, np.bool_)) for v, gap in zip(cells, missing)]
+            # a string that is a number is one, as the same cell of a file is (read_csv(dtype=str) gives such)
+            is_number = [not gap and (isinstance(v, (int, float, np.number, np.bool_))
+                                      or isinstance(v, str) and _is_number(v.strip()))
+                         for v, gap in zip(cells, missing)]
             numbers = [i for i, number in enumerate(is_number) if number]
             texts = [i for i, number in enumerate(is_number) if not number and not missing[i]]
             if numbers and texts:
                 i, k = texts[0], numbers[0]
                 raise DataError(f"{what}: row {i}, column {label(j)}: {cells[i]!r} is not a number (other rows of the "
-                                f"column are numbers, such as {cells[k]!r} in row {k}); a column of strings is read "
-                                "as categories")
+                                f"column are numbers, such as {cells[k]!r} in row {k}); categorical= reads every cell "
+                                "of a column as a category, as slang fit --categorical does")
             # a column of booleans is text, as a file's True/False cells are: its two values are coded 0/1 alike
             booleans = bool(numbers) and all(isinstance(cells[i], (bool, np.bool_)) for i in numbers)
             kind = "numeric" if (numbers and not booleans) or not texts and not numbers else "text"
@@ -247,11 +252,11 @@ def _targets(y, n: int, what: str = "y") -> np.ndarray:
     if a.dtype.kind in "iu" and a.size and max(int(a.max()), -int(a.min())) > 2**53:
         # numeric labels are kept as float64 numbers, which tell integers apart only up to 2^53
         i = int(np.argmax(np.abs(a.astype(np.float64))))
-        raise DataError(f"{what}: row {i} holds {int(a[i])}, an integer label beyond 2^53, which slang's numeric labels "
-                        "(float64) cannot tell from its neighbours; pass the labels as strings (y.astype(str))")
+        raise DataError(f"{what}: row {i} holds {int(a[i])}, an integer label beyond 2^53, which slang's numeric "
+                        "labels (float64) cannot tell from its neighbours; pass the labels as strings (y.astype(str))")
     if a.dtype.kind == "U":
         empty = np.char.str_len(np.char.strip(a)) == 0
-        if empty.any():  # a missing value, as an empty cell of a file is (a CSV export of one, or keep_default_na=False)
+        if empty.any():  # a missing value, as a file's empty cell is (a CSV export of one, keep_default_na=False)
             i = int(np.flatnonzero(empty)[0])
             raise DataError(f"{what}: row {i} has no target ({str(a[i])!r}, a missing value); every example needs "
                             "one (missing='drop' leaves such rows out)")

@@ -102,6 +102,22 @@ def test_a_delimiter_ending_every_line_is_named(tmp_path, target, says):
     assert table.feature_names == ("a", "b")
 
 
+@pytest.mark.parametrize("cell", ["1_0", "\uff11\uff12", "\u0661\u0662"])  # 1_0, full-width 12, Arabic-Indic 12
+def test_a_number_is_ascii_without_separators(tmp_path, cell):
+    """Python's float reads 1_0 as 10 and full-width or Arabic-Indic digits as numbers, so a slip such as 1_5 was
+    read as 15 where pandas and every other reader see text."""
+    path = write(tmp_path, "d.csv", "a,b,y\n1.5,1,0\n" + f"{cell},2,1\n")
+    says = re.escape(f" column 0 ('a'): cannot parse {cell!r} as a number")
+    with pytest.raises(DataError, match="^" + where(path, 3) + says):
+        read_table(path)
+    svm = write(tmp_path, "d.svm", f"1 1:{cell} 2:1\n0 1:2\n")
+    with pytest.raises(DataError, match="^" + where(svm, 1) + re.escape(f" cannot parse '1:{cell}' as index:value")):
+        read_table(svm)
+    svm = write(tmp_path, "i.svm", f"1 {cell}:1\n0 1:2\n")
+    with pytest.raises(DataError, match="^" + where(svm, 1)):
+        read_table(svm)
+
+
 def test_whitespace_with_leading_and_ragged_spacing(tmp_path):
     path = write(tmp_path, "data.txt", "  1   2.5  -3   0\n 4 5      6e-3 1   \n")
     table = read_table(path)

@@ -218,3 +218,24 @@ def test_a_far_worse_fit_of_raw_features_names_their_magnitude(tmp_path):
     warned = [line for line in proc.stderr.splitlines() if "warning" in line]
     assert len(warned) == 1 and "is far worse than a constant predictor's" in warned[0], proc.stderr
     assert "likely cause: the features are used as read, of magnitudes (root mean square) from 9." in warned[0]
+
+
+def test_a_dataframe_of_numbers_written_as_text_is_read_as_its_csv(tmp_path):
+    """A DataFrame of numbers held as strings (read_csv(dtype=str)) was fitted as one category per distinct value
+    (198 inputs for 2 columns), where slang fit reads the same cells of its CSV as numbers; and a column of
+    numbers with one word among them was made a category, where slang fit refuses the word. Both doors now read
+    them alike, the posterior bit for bit."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    X = np.round(rng.normal(size=(100, 2)), 3)
+    y = (X @ [1.0, -1.0] > 0).astype(int)
+    frame = pd.DataFrame(X, columns=["a", "b"]).astype(str)
+    frame.assign(y=y).to_csv(tmp_path / "s.csv", index=False)
+    slang("fit", tmp_path / "s.csv", "-o", tmp_path / "cli.h5", "--epochs", "3", cwd=tmp_path)
+    api = slangcli.fit(frame, pd.Series(y, name="y"), epochs=3)
+    assert api.feature_names == ["a", "b"]
+    np.testing.assert_array_equal(api.posterior.mean, read_run(tmp_path / "cli.h5").posterior.mean)
+    frame.loc[3, "a"] = "x"
+    with pytest.raises(ValueError, match=r"^X: row 3, column 'a': 'x' is not a number \(other rows of the column are "
+                                         r"numbers, such as '0\.126' in row 0\)"):
+        slangcli.fit(frame, y, epochs=1)

@@ -39,7 +39,8 @@ from slangcli.runfile.io import read_run
               help="A CSV file without a header row holds the training file's columns (full) or the model's "
                    "features alone (features), then the target; needed only when its width fits both.")
 @click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print the scores as one JSON object on stdout.")
-def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, missing, header, layout, as_json):
+def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, missing, header, layout,
+             as_json):
     """Score the posterior in RUN.h5 on DATA (default: the run's own test data).
 
     Reports, under the posterior predictive, test NLL (nats per example) and accuracy for classification, or

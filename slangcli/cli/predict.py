@@ -39,7 +39,8 @@ from slangcli.runfile.io import read_run
               help="A CSV file without a header row holds the training file's columns (full) or the model's "
                    "features alone (features), with or without the target; needed only when its width fits both.")
 @click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print a summary as one JSON object on stdout.")
-def predict(run_file, data, output, samples, seed, interval, missing, header, layout, as_json):
+def predict(run_file, data, output, samples, seed, interval, missing, header, layout,
+            as_json):
     """Predict every example of DATA with the posterior in RUN.h5, with its uncertainty.
 
     \b

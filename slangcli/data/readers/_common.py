@@ -476,11 +476,24 @@ def check_distinct_names(names, where: str) -> None:
 
 
 def _is_number(cell):
+    """Whether ``cell`` is a number as a data file writes one: what Python's ``float`` reads, in ASCII and without
+    ``_`` (``float`` also takes ``1_000``, ``１２`` and ``١٢``, which pandas and every other reader take for text)."""
+    if not cell.isascii() or "_" in cell:
+        return False
     try:
         float(cell)
     except ValueError:
         return False
     return True
+
+
+def floats(cells) -> np.ndarray:
+    """The strings ``cells`` as a float64 array, each as :func:`_is_number` reads numbers; ``ValueError`` if one is
+    not such a number (one check of their joined text, then NumPy's conversion, in C)."""
+    joined = "".join(cells)
+    if not joined.isascii() or "_" in joined:
+        raise ValueError("a cell is not an ASCII number")
+    return np.array(cells, dtype=np.float64)
 
 
 def _nonfinite_word(value):

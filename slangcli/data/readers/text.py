@@ -34,14 +34,14 @@ import re
 
 import numpy as np
 
-from slangcli.data.readers._common import Table, _is_number, _listing, _nonfinite_word, check_distinct_names
+from slangcli.data.readers._common import Table, _is_number, _listing, _nonfinite_word, check_distinct_names, floats
 from slangcli.errors import DataError
 
 # The caller's spelling -> the delimiter used. A single space means "runs of whitespace": space-aligned
 # numeric files (the Gal-UCI data.txt files among them) pad columns with several spaces.
 _DELIMITERS = {",": ",", "\t": "\t", ";": ";", " ": "whitespace", "whitespace": "whitespace"}
 _SNIFF_LINES = 50
-_INT_RE = re.compile(r"[+-]?\d+")
+_INT_RE = re.compile(r"[+-]?[0-9]+")
 # "#3": a 0-based column position, even when a header cell is named "3" (a header name wins over a bare number)
 _POSITION_RE = re.compile(r"#[+-]?\d+")
 _TWO_COLONS = re.compile(r":\S*:")
@@ -464,7 +464,7 @@ class _CsvTable:
         # The fast path converts every cell in one call; missing-value tokens are looked for only when it fails
         # or yields a non-finite number ("NaN" is both a number and a token).
         try:
-            X = np.array(cells, dtype=np.float64).reshape(n, p)
+            X = floats(cells).reshape(n, p)
         except ValueError:
             X = None
         cell_missing = None
@@ -472,8 +472,7 @@ class _CsvTable:
             stripped = [cell.strip() for cell in cells]
             cell_missing = np.fromiter((cell in na for cell in stripped), dtype=bool, count=n * p).reshape(n, p)
             try:
-                X = np.array(["nan" if m else c for c, m in zip(stripped, cell_missing.ravel())],
-                             dtype=np.float64).reshape(n, p)
+                X = floats(["nan" if m else c for c, m in zip(stripped, cell_missing.ravel())]).reshape(n, p)
             except ValueError:
                 bad = []
                 for i in range(n):
@@ -547,7 +546,7 @@ class _CsvTable:
             cells = ["" if gap else cell for cell, gap in zip(cells, missing)]
         if not self.text_targets:
             try:
-                y = np.array(numbers, dtype=np.float64)
+                y = floats(numbers)
             except ValueError:
                 if self.numeric_blocks:
                     raise _TextTargets() from None
@@ -991,7 +990,7 @@ def _libsvm_block(name, linenos, texts, n_features):
 def _libsvm_labels(name, labels, label_lines):
     """The labels of a block (the first token of each line) as float64, each a finite number."""
     try:
-        y = np.array(labels, dtype=np.float64)
+        y = floats(labels)
     except ValueError:
         for label, lineno in zip(labels, label_lines):
             if ":" in label:
@@ -1022,10 +1021,10 @@ def _libsvm_entries(name, tokens, line_of):
     ok = joined.count(":") == len(tokens) and len(parts) == 2 * len(tokens)
     ok = ok and _TWO_COLONS.search(joined) is None
     index_strings, value_strings = parts[0::2], parts[1::2]
-    ok = ok and "".join(index_strings).isdecimal()
+    ok = ok and "".join(index_strings).isdecimal() and joined.isascii()
     if ok:
         try:
-            return np.array(index_strings, dtype=np.int64), np.array(value_strings, dtype=np.float64)
+            return np.array(index_strings, dtype=np.int64), floats(value_strings)
         except (ValueError, OverflowError):
             pass
     _raise_bad_token(name, tokens, line_of)
@@ -1061,11 +1060,12 @@ def _raise_bad_token(name, tokens, line_of):
     for k, token in enumerate(tokens):
         index_string, colon, value_string = token.partition(":")
         value_ok = bool(colon) and _is_number(value_string)
-        if index_string.isdecimal() and int(index_string) < _MAX_INDEX and value_ok:
+        ascii_digits = index_string.isascii() and index_string.isdecimal()
+        if ascii_digits and int(index_string) < _MAX_INDEX and value_ok:
             continue
         if value_ok and _INT_RE.fullmatch(index_string) and int(index_string) < 1:
             raise DataError(f"{name}:{line_of(k)}: feature index {int(index_string)}: indices are 1-based")
-        if value_ok and index_string.isdecimal():
+        if value_ok and ascii_digits:
             raise DataError(f"{name}:{line_of(k)}: feature index {index_string} is too large")
         raise DataError(f"{name}:{line_of(k)}: cannot parse {token!r} as index:value")
     raise DataError(f"{name}: cannot parse the index:value pairs")
