@@ -594,9 +594,9 @@ class FitResult:
             raise DataError(f"{what}: {A.shape[1]} columns, but the model takes {P} features{shown}")
         return A, text
 
-    def _inputs(self, X, what="X", missing: str | None = None) -> np.ndarray:
+    def _inputs(self, X, what="X", missing: str | None = None, y=None):
         """The model's inputs of ``X``, its columns encoded, imputed (``missing="impute"``; the default when the
-        fit imputed) and standardised as in the fit."""
+        fit imputed) and standardised as in the fit; with targets ``y``, ``(inputs, coded targets)``."""
         fitted = (self.run.data.get("options") or {}).get("missing")
         missing = missing or ("impute" if fitted == "impute" else "error")
         if missing not in ("impute", "error"):
@@ -604,7 +604,10 @@ class FitResult:
         impute = missing == "impute"
         A, text = self._columns(X, what, stacklevel=4, allow_missing=impute)
         names = schema_of(self.run).names
-        return transform(self.run, A, None, what, text=text, where=_where(what, names), impute=impute)[0]
+        if y is None:
+            return transform(self.run, A, None, what, text=text, where=_where(what, names), impute=impute)[0]
+        y = _targets(y, len(A), "y")
+        return transform(self.run, A, y, "y", text=text, where=_where(what, names), impute=impute)
 
     def predict(self, X, *, samples: int = 1000, seed: int = 0, interval: float = 0.95,
                 missing: str | None = None) -> Predictions:
@@ -624,14 +627,15 @@ class FitResult:
             raise DataError("predict_proba needs a classification model; this one is a regression")
         return self.predict(X, samples=samples, seed=seed).probabilities
 
-    def score(self, X, y, *, predictive: str = "auto", samples: int = 1000, seed: int = 0, bins: int = 15) -> dict:
+    def score(self, X, y, *, predictive: str = "auto", samples: int = 1000, seed: int = 0, bins: int = 15,
+              missing: str | None = None) -> dict:
         """Test scores of the posterior predictive on ``(X, y)``, as ``slang evaluate`` computes them:
         classification ``nll``, ``accuracy``, ``ece`` and its bins; regression ``rmse``, ``loglik`` and interval
         ``coverage`` (original units); a fit with ``calibrate`` also the coverage of its calibrated intervals
-        (``calibrated_coverage``) or prediction sets (``calibrated_set_coverage``, ``calibrated_set_size``)."""
-        A, text = self._columns(X, "X")
-        y = _targets(y, len(A), "y")
-        X, y = transform(self.run, A, y, "y", text=text, where=_where("X", schema_of(self.run).names))
+        (``calibrated_coverage``) or prediction sets (``calibrated_set_coverage``, ``calibrated_set_size``).
+        ``missing`` is :meth:`predict`'s: by default a missing feature is imputed when the fit imputed, as
+        ``slang evaluate`` does."""
+        X, y = self._inputs(X, missing=missing, y=y)
         target_scale = float(self.run.arrays["target_scale"][0]) if "target_scale" in self.run.arrays else 1.0
         target_mean = float(self.run.arrays["target_mean"][0]) if "target_mean" in self.run.arrays else 0.0
         out = score(self.model, self.posterior, self.run.prior_precision, X_train=None, y_train=None,

@@ -468,3 +468,18 @@ def test_a_dataframes_category_and_bool_columns_are_read_as_a_file_of_them_is(tm
     # the file scores as the frame does
     expected = result.score(frame, y)["nll"]
     assert json.loads(out.stdout)["metrics"]["test"]["nll"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_score_imputes_as_predict_and_evaluate_do():
+    """FitResult.score refused a missing cell ("X: row 3, column 1 is NaN") that predict and slang evaluate fill in
+    for a fit that imputed; it now takes predict's missing=, imputing by default after such a fit."""
+    rng = np.random.default_rng(0)
+    X = np.round(rng.normal(size=(80, 3)), 3)
+    y = (X @ [1.0, -1.0, 0.5] > 0).astype(int)
+    X[5, 1] = np.nan
+    result = slangcli.fit(X, y, missing="impute", epochs=2)
+    filled = X.copy()
+    filled[5, 1] = np.nanmean(X[:, 1])  # the training mean, the stored fill
+    assert result.score(X, y)["nll"] == pytest.approx(result.score(filled, y)["nll"], rel=1e-12)
+    with pytest.raises(DataError, match=r"^X: row 5, column 1 is NaN"):
+        result.score(X, y, missing="error")
