@@ -637,3 +637,24 @@ def test_predict_of_a_uci_folder_numbers_the_rows_of_data_txt(tmp_path):
     test_rows = UCI_SPLITS[1][1]
     assert [int(r) for r in columns["row"]] == test_rows
     np.testing.assert_array_equal(np.array(columns["target"], dtype=float), UCI_DATA[test_rows, UCI_TARGET])
+
+
+def test_predict_reads_idx_images_without_labels(tmp_path):
+    """slang predict refused images without a labels file beside them ("labels file not found"), and one whose name
+    holds no 'images-idx3' with advice to "give the labels file", which no option takes: new images to predict have
+    no labels. They are now read alone; evaluate, which scores, still needs the labels."""
+    from test_cli import assert_error, assert_ok, invoke
+
+    train, _, _ = make_idx(tmp_path, shape=(40, 3, 4))
+    run = tmp_path / "r.h5"
+    assert_ok(invoke("fit", train, "-o", run, "--epochs", "2"))
+    new = tmp_path / "new"
+    new.mkdir()
+    images = np.random.default_rng(3).integers(0, 256, size=(6, 3, 4), dtype=np.uint8)
+    for name in ("toy-images-idx3-ubyte", "pictures.idx"):
+        write(new / name, idx_bytes(images))
+        result = invoke("predict", run, new / name, "-o", "-")
+        assert_ok(result)
+        lines = result.stdout.splitlines()
+        assert len(lines) == 7 and "target" not in lines[0].split(",")
+        assert_error(invoke("evaluate", run, new / name), 1, str(new / name), "labels file")

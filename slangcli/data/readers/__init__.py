@@ -119,7 +119,7 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
     try:
         if fmt == "idx" or (fmt == "auto" and _looks_like_idx(source.head)):
             _reject_text_options(name, "IDX", target, delimiter, header, drop_columns, columns, categorical)
-            return _idx_table(name, source, n_features)
+            return _idx_table(name, source, n_features, labels_optional=optional_target)
         try:
             fmt, X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_text(
                 name, source, fmt, target, delimiter, header, n_features, targetless_width, drop_columns, columns,
@@ -161,9 +161,10 @@ def _checked_options(name, format, missing, n_features):
     return fmt
 
 
-def _idx_table(name, source, n_features):
-    """An IDX images file (its labels file beside it) read whole; its provenance is ``_read_idx``'s."""
-    table = _read_idx(name, source.read_all(), None)
+def _idx_table(name, source, n_features, labels_optional=False):
+    """An IDX images file (its labels file beside it, unless ``labels_optional``) read whole; its provenance is
+    ``_read_idx``'s."""
+    table = _read_idx(name, source.read_all(), None, labels_optional)
     if n_features is not None and table.X.shape[1] != n_features:
         raise DataError(f"{name}: {table.X.shape[1]} feature columns, but n_features is {n_features}")
     return table

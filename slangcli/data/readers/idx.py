@@ -61,18 +61,31 @@ def read_idx(images_path, labels_path=None) -> Table:
     return _read_idx(name, _read_bytes(name), labels_path)
 
 
-def _read_idx(name, raw, labels_path):
+class NoLabelsFile(DataError):
+    """No labels file beside an IDX images file: images to predict need none."""
+
+
+def _read_idx(name, raw, labels_path, labels_optional: bool = False):
+    """``labels_optional``: images without a labels file beside them are read alone (``y`` None), as data to predict
+    need no target."""
     dims, pixels = _idx_payload(name, raw, images=True)
-    labels_name = _labels_beside(name) if labels_path is None else os.fspath(labels_path)
-    labels_raw = _read_bytes(labels_name)
-    (n_labels,), labels = _idx_payload(labels_name, labels_raw, images=False)
+    try:
+        labels_name = _labels_beside(name) if labels_path is None else os.fspath(labels_path)
+    except NoLabelsFile:
+        if not labels_optional:
+            raise
+        labels_name = None
     n, shape = dims[0], dims[1:]
-    if n_labels != n:
-        raise DataError(f"{labels_name}: {n_labels} labels, but {name} holds {n} images")
+    y = None
+    if labels_name is not None:
+        labels_raw = _read_bytes(labels_name)
+        (n_labels,), labels = _idx_payload(labels_name, labels_raw, images=False)
+        if n_labels != n:
+            raise DataError(f"{labels_name}: {n_labels} labels, but {name} holds {n} images")
+        y = np.frombuffer(labels, dtype=np.uint8).astype(np.float64)
     p = int(np.prod(shape))
     # One pass: uint8 / float gives the float64 result directly, C-contiguous, without an astype copy.
     X = np.frombuffer(pixels, dtype=np.uint8).reshape(n, p) / 255.0
-    y = np.frombuffer(labels, dtype=np.uint8).astype(np.float64)
     provenance = {
         "path": os.path.abspath(name),
         "sha256": hashlib.sha256(raw).hexdigest(),
@@ -83,10 +96,11 @@ def _read_idx(name, raw, labels_path):
         "delimiter": None,
         "target": None,
         "compressed": raw[:2] == _GZIP_MAGIC,
-        "labels_path": os.path.abspath(labels_name),
-        "labels_sha256": hashlib.sha256(labels_raw).hexdigest(),
         "image_shape": [int(d) for d in shape],
     }
+    if labels_name is not None:
+        provenance.update(labels_path=os.path.abspath(labels_name),
+                          labels_sha256=hashlib.sha256(labels_raw).hexdigest())
     return Table(X=X, y=y, feature_names=tuple(f"px{j}" for j in range(p)), provenance=provenance)
 
 
@@ -175,9 +189,10 @@ def _labels_beside(name):
     gz = base.endswith(".gz")
     stem = base[:-3] if gz else base
     if not _IDX_IMAGES_NAME.search(stem):
-        raise DataError(
+        raise NoLabelsFile(
             f"{name}: cannot find its labels file: the name holds no 'images-idx3' to replace by 'labels-idx1' "
-            "(give the labels file)"
+            "(the labels go beside the images, named as MNIST's are: train-images-idx3-ubyte, "
+            "train-labels-idx1-ubyte)"
         )
     labels = _IDX_IMAGES_NAME.sub("labels-idx1", stem, count=1)
     candidates = [labels + ".gz", labels] if gz else [labels, labels + ".gz"]
@@ -185,7 +200,7 @@ def _labels_beside(name):
         path = os.path.join(folder, candidate)
         if os.path.isfile(path):
             return path
-    raise DataError(
+    raise NoLabelsFile(
         f"{name}: labels file not found: expected {os.path.join(folder, candidates[0])} (or {candidates[1]}) "
         "beside the images"
     )
