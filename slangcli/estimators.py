@@ -172,7 +172,10 @@ class _SLANGEstimator:
             raise ValueError(f"{type(self).__name__}: n_samples=1; a fit needs at least 2 examples")
         # the parameters as the options of a fit (the declaration's names), the method's own as keywords
         given = {f.name: getattr(self, name) for name, f in options.estimator_fields(self._likelihood)}
-        given.update(seed=_seed(self.random_state), likelihood=likelihood, hyper=dict(self.method_params or {}))
+        # one seed a fit, drawn from a NumPy generator when given one: the fit's and every prediction's (drawn
+        # again at each predict, a generator's predictions would differ call after call)
+        seed = _seed(self.random_state)
+        given.update(seed=seed, likelihood=likelihood, hyper=dict(self.method_params or {}))
         # a DataFrame's names go on with its numbers, so that the run file saved from result_ knows its features by
         # name; its columns are the numbers the estimator read (a bool column 0/1, numbers written as text their
         # values), not the text or categories slangcli.fit would make of them
@@ -182,6 +185,7 @@ class _SLANGEstimator:
                 self.classes_ = self.classes_.astype(bool)  # (coded 0, 1 as the fit codes them; False < True)
         # (the labels as given: the fit codes them, as slang fit codes a file's, and the run file keeps their values)
         self.result_ = api.fit(_NamedNumbers(X_arr, names) if names is not None else X_arr, y_arr, **given)
+        self.seed_ = seed
         self.n_features_in_ = X_arr.shape[1]
         if names is not None:
             self.feature_names_in_ = names
@@ -229,7 +233,7 @@ class _SLANGEstimator:
         if X_arr.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X_arr.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
-        return self.result_.predict(X_arr, samples=self.predict_samples, seed=_seed(self.random_state),
+        return self.result_.predict(X_arr, samples=self.predict_samples, seed=self.seed_,
                                     interval=interval)
 
 
@@ -313,6 +317,9 @@ class SLANGClassifier(_SLANGEstimator):
         The label values, sorted; the columns of :meth:`predict_proba`.
     result_ : slangcli.FitResult
         The fitted posterior (``result_.save("run.h5")`` writes a run file the commands read).
+    seed_ : int
+        The fit's seed (``random_state``, or one draw from it when it is a NumPy generator), which every prediction's
+        weight samples use too.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         The column names of a DataFrame given to ``fit`` whose names are all strings (absent otherwise); ``predict``

@@ -261,3 +261,15 @@ def test_a_dataframe_is_fitted_as_the_numbers_the_estimator_reads():
     estimator = SLANGClassifier(epochs=3).fit(text.iloc[:90], y.iloc[:90])
     assert estimator.result_.feature_names == ["a", "flag"] and estimator.n_features_in_ == 2
     assert estimator.score(text.iloc[90:], y.iloc[90:]) > 0.7  # new values are numbers, not unseen levels
+
+
+@pytest.mark.parametrize("state", [np.random.RandomState(0), np.random.default_rng(0)], ids=["RandomState", "Generator"])
+def test_a_generator_as_random_state_gives_one_seed_a_fit(state):
+    """With a NumPy generator as random_state, every predict drew a new seed from it: the same rows got other
+    predictions call after call (and predict could disagree with argmax of predict_proba)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = X @ [1.0, -1.0, 0.5] + 0.3 * rng.normal(size=60)
+    estimator = SLANGRegressor(epochs=2, hidden=(4,), random_state=state).fit(X, y)
+    np.testing.assert_array_equal(estimator.predict(X[:5]), estimator.predict(X[:5]))
+    assert isinstance(estimator.seed_, int)
