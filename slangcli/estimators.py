@@ -31,21 +31,32 @@ class NotFittedError(ValueError, AttributeError):
 def _not_fitted(message: str) -> NotFittedError:
     """The error to raise; when scikit-learn is loaded it is also scikit-learn's ``NotFittedError``, so that its
     tools (``check_is_fitted``-style handling, the estimator checks) recognise it."""
-    sklearn_exceptions = sys.modules.get("sklearn.exceptions")
-    if sklearn_exceptions is None:
-        return NotFittedError(message)
-    cls = _BOTH.get(sklearn_exceptions.NotFittedError)
-    if cls is None:
-        cls = _BOTH[sklearn_exceptions.NotFittedError] = type(
-            "NotFittedError", (NotFittedError, sklearn_exceptions.NotFittedError), {"__module__": __name__})
-    return cls(message)
-
-
-_BOTH: dict = {}
+    return _also_sklearns(NotFittedError, "NotFittedError")(message)
 
 
 class DataConversionWarning(UserWarning):
     """A column-vector ``y`` was passed where a 1-D array was expected (named as scikit-learn names it)."""
+
+
+def _data_conversion(message: str) -> DataConversionWarning:
+    """The warning to give; when scikit-learn is loaded it is also scikit-learn's ``DataConversionWarning``, so that
+    a filter on that class (to ignore it, or to make it an error) applies to it."""
+    return _also_sklearns(DataConversionWarning, "DataConversionWarning")(message)
+
+
+def _also_sklearns(own: type, name: str) -> type:
+    """``own``, or when ``sklearn.exceptions`` is loaded (never imported here) a subclass of both it and
+    scikit-learn's class of that ``name``."""
+    sklearn_exceptions = sys.modules.get("sklearn.exceptions")
+    if sklearn_exceptions is None:
+        return own
+    theirs = getattr(sklearn_exceptions, name)
+    if theirs not in _BOTH:
+        _BOTH[theirs] = type(name, (own, theirs), {"__module__": __name__})
+    return _BOTH[theirs]
+
+
+_BOTH: dict = {}
 
 
 def _feature_names(X):
@@ -164,8 +175,8 @@ class _SLANGEstimator:
         if y_arr is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         if y_arr.ndim == 2 and y_arr.shape[1] == 1:
-            warnings.warn(DataConversionWarning("A column-vector y was passed when a 1d array was expected. Please "
-                                                "change the shape of y to (n_samples, ), for example using ravel()."),
+            warnings.warn(_data_conversion("A column-vector y was passed when a 1d array was expected. Please "
+                                           "change the shape of y to (n_samples, ), for example using ravel()."),
                           stacklevel=3)
         y_arr = api._targets(y, len(X_arr), "y")
         if len(X_arr) < 2:

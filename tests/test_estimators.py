@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -273,3 +274,16 @@ def test_a_generator_as_random_state_gives_one_seed_a_fit(state):
     estimator = SLANGRegressor(epochs=2, hidden=(4,), random_state=state).fit(X, y)
     np.testing.assert_array_equal(estimator.predict(X[:5]), estimator.predict(X[:5]))
     assert isinstance(estimator.seed_, int)
+
+
+def test_scikit_learns_filter_on_data_conversion_warning_applies():
+    """The column-vector warning was slang's own class only, so a filter on scikit-learn's DataConversionWarning
+    (to ignore it, or to make it an error) did not apply to it."""
+    from sklearn.exceptions import DataConversionWarning
+
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        warnings.simplefilter("error", DataConversionWarning)
+        with pytest.raises(DataConversionWarning, match="A column-vector y was passed"):
+            SLANGRegressor(epochs=1).fit(X, X[:, :1])
