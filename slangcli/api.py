@@ -649,8 +649,9 @@ class FitResult:
         ``seed`` (the flat layout is ``model.layout``). A mixture of K posteriors (``members``) gives its members'
         draws one member after the other, ``ceil(n / K)`` each as :meth:`predict` draws them, the last member's cut
         to make ``n``."""
-        if not int(n) >= 1:
-            raise DataError(f"n must be >= 1, got {n}")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            # (a float is no count of draws, not one to round: sample(2.5) gave 2)
+            raise ConfigError(f"n must be a positive whole number, got {n!r}")
         n, D = int(n), self.model.n_params
         check_draws(n, D, f"n = {n}")  # before any is drawn: 10**10 draws grew memory until the system gave out
         out = np.empty((n, D))

@@ -122,6 +122,9 @@ def test_a_command_line_run_loads_and_predicts_in_python(run_file):
     assert set(pred.predicted) <= set(result.classes)
     assert result.posterior.mean.tobytes() == run.posterior.mean.tobytes()
     assert result.sample(5, seed=1).shape == (5, result.model.n_params)
+    for n in (2.5, 2.0, "3", True, 0):  # (2.5 gave 2 draws)
+        with pytest.raises(ConfigError, match=f"^n must be a positive whole number, got {re.escape(repr(n))}$"):
+            result.sample(n)
 
 
 def test_predict_and_evaluate_give_the_same_predictive(tmp_path):

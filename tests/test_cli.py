@@ -182,6 +182,8 @@ def test_plain_inspect_writes_only_to_stderr(train_csv, out_dir):
     assert result.stdout == ""
     assert str(out) in result.stderr
     assert hashlib.sha256(train_csv.read_bytes()).hexdigest()[:16] in result.stderr
+    # logistic regression has no hidden units to name the activation of ("relu hidden units" was shown)
+    assert "no hidden layer, bernoulli likelihood" in result.stderr and "hidden units" not in result.stderr
 
 
 def test_inspect_shows_whole_number_labels_as_the_task_line_does(write_file, out_dir):

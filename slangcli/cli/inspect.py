@@ -140,8 +140,9 @@ def inspect(run_file, as_json):
         f"command    {' '.join(s['command']) or '(none: made in Python)'}",
         f"method     {s['method']}  {c.get('hyper', {})}",
         *_posterior_lines(s["posterior"], s["model"]["likelihood"], "noise_weights" in s["model"]),
-        f"model      sizes {tuple(s['model']['sizes'])}, {s['model']['activation']} hidden units, "
-        f"{s['model']['likelihood']} likelihood"
+        f"model      sizes {tuple(s['model']['sizes'])}, "
+        + (f"{s['model']['activation']} hidden units, " if len(s["model"]["sizes"]) > 2 else "no hidden layer, ")
+        + f"{s['model']['likelihood']} likelihood"
         + (", noise precision log-linear in the features and the output (--noise-model linear)"
            if "noise_weights" in s["model"] else ""),
         f"prior      precision {c.get('prior_precision')}, bias {c.get('bias_prior_precision')}"
