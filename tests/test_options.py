@@ -206,3 +206,12 @@ def test_the_default_length_stops_at_the_step_cap_and_given_lengths_are_exact():
     assert _planned_steps(epochs=200) == 200 * 63
     assert _planned_steps(iterations=12345) == 12345
     assert _planned_steps(batch_size=100) == 200 * 20  # below the cap: the default epochs, as before
+
+
+def test_tune_takes_a_list_from_python():
+    """slangcli.fit(tune=["prior-precision"]) was refused ("--tune takes a text, got ['prior-precision']"), though
+    a list is Python's form of the command line's comma-separated one."""
+    from slangcli.training.options import FitOptions
+
+    assert FitOptions.of(tune=["prior-precision", "noise-precision"]).tune == "prior-precision,noise-precision"
+    assert FitOptions.of(tune=("lr",), method="slang").tune == "lr"

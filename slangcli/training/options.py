@@ -182,6 +182,8 @@ class FitOptions:
         known = {n for m in METHODS.values() for n in hyper_names(m)}
         own = {}
         for name, value in values.items():
+            if name == "tune" and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+                value = ",".join(value)  # (Python's natural form of the comma-separated list)
             if name in names:
                 own[name] = value
             elif name in known:
