@@ -728,9 +728,9 @@ def _choose_delimiter(name, texts, delimiter):
 
 def _spaces_separate_numbers(sample) -> bool:
     """Whether tab-separated ``sample`` lines are really separated by whitespace of both kinds: spaces split every
-    line into one same number of cells, more than its tabs do, and each cell that holds a space holds a number
-    beside it (``0.31 1.2<TAB>yes``; the first line may be a header of names). A tab-separated cell of text with
-    spaces in it (``New York``) holds no number, and a file whose spaces split lines unevenly keeps its tabs."""
+    line into one same number of cells, more than its tabs do, and each cell that holds a space holds numbers
+    alone (``0.31 1.2<TAB>yes``; the first line may be a header of names). A tab-separated cell of text with spaces
+    in it (``New York``, ``10 cm``) keeps its tabs, as does a file whose spaces split lines unevenly."""
     try:
         widths = {len(text.split()) for text in sample}
     except AttributeError:
@@ -740,16 +740,8 @@ def _spaces_separate_numbers(sample) -> bool:
     for text in sample[1:] or sample:
         for cell in text.split("\t"):
             parts = cell.split()
-            if len(parts) > 1 and not any(_is_float(part) for part in parts):
+            if len(parts) > 1 and not all(_is_number(part) for part in parts):
                 return False
-    return True
-
-
-def _is_float(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
     return True
 
 
