@@ -392,7 +392,7 @@ def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None
         metrics.check_draws(hyper.samples, model.n_params, f"--samples {hyper.samples}")
     batch, epochs, n_steps = _budget(options, module, n)
     if n_steps is not None and epochs is None and options.iterations is None:
-        notify(f"training for {n_steps} steps, {n_steps / streams.steps_per_epoch(n, batch):.2g} epochs of the "
+        notify(f"training for {n_steps} steps, {n_steps / streams.steps_per_epoch(n, batch):.4g} epochs of the "
                f"{n} training rows (the default length: {options.step_value('epochs')} epochs, at most "
                f"{DEFAULT_MAX_STEPS} steps; --epochs or --iterations sets it)")
     tuned = None
