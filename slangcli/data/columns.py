@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from slangcli.data.readers._common import _is_number
 from slangcli.data.schema import schema_of
 from slangcli.errors import DataError
 
@@ -246,7 +247,7 @@ def file_layout(run, path, *, need_target: bool, layout: str | None = None,
     known = input_names(run)
 
     def choose(names, ncols, line):
-        if names is not None and known and all(_number(n) for n in known) and set(known) <= set(names):
+        if names is not None and known and all(_is_number(n) for n in known) and set(known) <= set(names):
             notify(f"{path}: the first row holds the run's feature names ({_quoted(known)}), so it is read as a "
                    "header row (--no-header reads it as data)")
         target, features = columns(names, ncols, line)
@@ -287,11 +288,3 @@ def file_layout(run, path, *, need_target: bool, layout: str | None = None,
 
     choose.header_names = known  # (the reader takes a first row holding them all for a header)
     return choose
-
-
-def _number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True

@@ -206,20 +206,18 @@ def _read_sources(opts: DataOptions, notify):
         if table.provenance["format"] == "csv":
             text_columns = [table.feature_names[k] for k in table.text] if named and table.text else \
                 _text_columns(table)
-        target = table.provenance["target"]
         test_table = None
-        if named and isinstance(target, str):
-            # the target by its name, wherever the test file has it: read by position, its cells would go to the
-            # wrong columns (a label taken for a feature of numbers); a file without a header row is read so
+        if named:
+            # the target by its name (a header row's files record it so), wherever the test file has it: read by
+            # position, its cells would go to the wrong columns (a label taken for a feature of numbers); a file
+            # without a header row is read so
             try:
-                test_table = _read(opts.test, replace(opts, target=target), text_columns=text_columns, detect=named)
+                test_table = _read(opts.test, replace(opts, target=table.provenance["target"]),
+                                   text_columns=text_columns, detect=True)
             except TargetNameWithoutHeader:
                 pass
         if test_table is None:
             test_table = _read(opts.test, opts, text_columns=text_columns, detect=named)
-        if named and _has_header(test_table) and test_table.provenance["target"] != target:
-            # its target is the training file's target column by name, wherever it stands (read again to find it)
-            test_table = _read(opts.test, replace(opts, target=target), text_columns=text_columns, detect=named)
         if named and _has_header(test_table):
             test_table = _by_name(test_table, table, opts.test, notify)
             _check_text_kinds(test_table, table, opts.test)
@@ -246,7 +244,9 @@ def _read_sources(opts: DataOptions, notify):
 def _check_text_kinds(test: Table, train: Table, path) -> None:
     """Refuse a column of text in the test file (read with its text columns detected, its columns in the training
     file's order) that is a column of numbers in the training file, naming its first cell."""
-    for k in sorted(set(test.text or {}) - set(train.text or {})):
+    extra = sorted(set(test.text or {}) - set(train.text or {}))
+    if extra:
+        k = extra[0]
         cells = test.text[k]
         i = int(np.flatnonzero(cells != "")[0]) if (cells != "").any() else 0
         line = test.lines[i] if test.lines is not None else "?"
@@ -358,14 +358,15 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
                            overwrite=True,  # the table is read for this preparation alone: standardised in place
                            calibration=calibration, test_where=test_where)
     except TooFewClasses as exc:
-        if fit_rows is None or len(np.unique(table.y)) < 2:
+        in_file = len(np.unique(table.y))
+        if fit_rows is None or in_file < 2:
             raise
         held = ([f"the test rows of --test-fraction {opts.test_fraction} (--split-seed {opts.split_seed})"]
                 if opts.test_fraction is not None else
                 [f"the test rows of --uci-split {opts.uci_split}"] if opts.uci_split is not None else []) + \
             (["the rows --calibrate held out"] if calibrate is not None else [])
         raise DataError(f"{opts.path}: the rows left for training hold one label value, {str(y_train_raw[0])!r}, "
-                        f"of the file's {len(np.unique(table.y))}: {' and '.join(held)} took the others (another "
+                        f"of the file's {in_file}: {' and '.join(held)} took the others (another "
                         f"{'--split-seed' if opts.test_fraction is not None else '--seed'}, or fewer rows held out, "
                         "keeps them)") from exc
     if train_index is not None:
