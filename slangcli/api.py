@@ -46,7 +46,7 @@ from slangcli.predictive.metrics import check_draws, draw_parts, weight_samples
 from slangcli.runfile.io import POSTERIOR_NAMES, Run, read_run, write_run
 from slangcli.runfile.provenance import meta
 from slangcli.training.fitting import fit_prepared
-from slangcli.training.options import FitOptions, signature
+from slangcli.training.options import FitOptions, python_names, signature
 
 __all__ = ["fit", "load", "FitResult"]
 
@@ -346,10 +346,21 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     -------
     FitResult
     """
+    try:
+        return _fit(X, y, X_test, y_test, progress, notify, options)
+    except (ConfigError, DataError) as exc:
+        # (the checks are written for slang fit's flags: the caller reads the keywords they passed)
+        exc.args = (python_names(str(exc)), *exc.args[1:])
+        raise
+
+
+def _fit(X, y, X_test, y_test, progress, notify, options: dict, estimator: bool = False) -> FitResult:
+    """:func:`fit`, its invalid options named by their command-line flags (:func:`python_names` renames them for
+    each door; its warnings already renamed, for an estimator's parameters with ``estimator``)."""
     missing = _missing_policy(options.pop("missing", "error"))
     categorical = options.pop("categorical", None)
     fit_options = FitOptions.of(**options)
-    notify = _warning_too(notify)
+    notify = _warning_too(notify, estimator)
     given_names, target_name = string_columns(X), getattr(y, "name", None)
     if given_names is not None:
         check_distinct_names(given_names, "X")
@@ -416,13 +427,14 @@ def _missing_policy(value) -> str:
 WARNING = "warning: "
 
 
-def _warning_too(notify: Callable[[str], None] | None) -> Callable[[str], None]:
+def _warning_too(notify: Callable[[str], None] | None, estimator: bool = False) -> Callable[[str], None]:
     """``notify``, which also raises the fit's warnings (the messages ``slang fit`` prints as ``warning: ...``) as
     a ``UserWarning``, whether or not a ``notify`` was given: Python's way to say that a result should not be
-    trusted as it is (at the caller of ``fit``, or of an estimator's ``fit``)."""
+    trusted as it is (at the caller of ``fit``, or of an estimator's ``fit``), naming the options as that caller
+    sets them (:func:`python_names`)."""
     def tell(message: str) -> None:
         if message.startswith(WARNING):
-            warnings.warn(message[len(WARNING):], UserWarning, stacklevel=_caller_level())
+            warnings.warn(python_names(message[len(WARNING):], estimator), UserWarning, stacklevel=_caller_level())
         if notify is not None:
             notify(message)
 

@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 
 from slangcli import api
-from slangcli.errors import ConfigError
+from slangcli.errors import ConfigError, DataError
 from slangcli.training import options
 
 
@@ -195,7 +195,15 @@ class _SLANGEstimator:
             if y_arr.dtype.kind == "i" and np.asarray(y).dtype.kind == "b":
                 self.classes_ = self.classes_.astype(bool)  # (coded 0, 1 as the fit codes them; False < True)
         # (the labels as given: the fit codes them, as slang fit codes a file's, and the run file keeps their values)
-        self.result_ = api.fit(_NamedNumbers(X_arr, names) if names is not None else X_arr, y_arr, **given)
+        X_named = _NamedNumbers(X_arr, names) if names is not None else X_arr
+        try:
+            self.result_ = api._fit(X_named, y_arr, None, None, None, None, given, estimator=True)
+        except ConfigError as exc:
+            # (the checks name slang fit's flags: an estimator's user reads its parameters)
+            raise ValueError(f"{type(self).__name__}: {options.python_names(str(exc), estimator=True)}") from None
+        except DataError as exc:
+            exc.args = (options.python_names(str(exc), estimator=True), *exc.args[1:])
+            raise
         self.seed_ = seed
         self.n_features_in_ = X_arr.shape[1]
         if names is not None:

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 import slangcli
 from slangcli.cli import main
 from slangcli.errors import ConfigError, DataError
+from slangcli.estimators import SLANGRegressor
 from slangcli.methods import METHODS
 from slangcli.methods.base import is_solver
 from slangcli.runfile.io import read_run
@@ -245,7 +246,7 @@ def test_bad_arrays_are_value_errors_naming_the_problem(X, message):
 
 
 def test_unknown_option_of_a_method_is_refused_before_the_data():
-    with pytest.raises(ValueError, match="--tol does not apply to --method slang"):
+    with pytest.raises(ValueError, match="^tol does not apply to method='slang'"):
         slangcli.fit(np.ones((4, 2)), [0, 1, 0, 1], tol=1e-3)
     with pytest.raises(DataError):
         slangcli.fit(np.ones((4, 2)), [0, 1, 0])
@@ -486,3 +487,39 @@ def test_score_imputes_as_predict_and_evaluate_do():
     assert result.score(X, y)["nll"] == pytest.approx(result.score(filled, y)["nll"], rel=1e-12)
     with pytest.raises(DataError, match=r"^X: row 5, column 1 is NaN"):
         result.score(X, y, missing="error")
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(hidden=(0,)), "hidden widths must be >= 1, got (0,)"),
+    (dict(method="bbb", rank=3), "rank does not apply to method='bbb' (its options: samples, lr, "),
+    (dict(method="exact-full", epochs=3), "epochs does not apply to method='exact-full': it is solved"),
+    (dict(snr_every=3, method="exact-full"), "snr_every does not apply to method='exact-full'"),
+])
+def test_invalid_options_are_named_as_the_caller_set_them(options, message):
+    """The checks are written once, for slang fit's flags; from Python a message names the keyword instead."""
+    X, y = np.random.default_rng(0).normal(size=(20, 2)), np.arange(20.0)
+    with pytest.raises(ConfigError) as caught:
+        slangcli.fit(X, y, **options)
+    assert str(caught.value).startswith(message), caught.value
+    assert "--" not in str(caught.value), caught.value
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(hidden=(0,)), "SLANGRegressor: hidden widths must be >= 1"),
+    (dict(method="bbb", method_params={"rank": 3}), "SLANGRegressor: method_params['rank'] does not apply to "
+                                                    "method='bbb' (its options: method_params['samples'], "),
+    (dict(method="exact-full", members=2), "SLANGRegressor: members applies to the step methods: "
+                                           "method='exact-full' is solved"),
+])
+def test_an_estimator_names_its_own_parameters(params, message):
+    X, y = np.random.default_rng(0).normal(size=(20, 2)), np.arange(20.0)
+    with pytest.raises(ValueError) as caught:
+        SLANGRegressor(**params).fit(X, y)
+    assert str(caught.value).startswith(message), caught.value
+    assert "--" not in str(caught.value), caught.value
+
+
+def test_a_warning_from_python_names_the_keyword():
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    with pytest.warns(UserWarning, match=r"\(1 step: epochs\)"):
+        slangcli.fit(X, np.zeros(20).tolist() + np.ones(20).tolist(), epochs=1, batch_size=40, hidden=3)

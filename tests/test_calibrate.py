@@ -399,7 +399,7 @@ def test_calibrate_outside_zero_one_is_a_usage_error(tmp_path, value):
 def test_calibrate_outside_zero_one_is_refused_in_python():
     X, y = _regression(20, 9)
     for value in (0, 1, 1.5, True):
-        with pytest.raises(ConfigError, match="--calibrate must lie strictly between 0 and 1"):
+        with pytest.raises(ConfigError, match="^calibrate must lie strictly between 0 and 1"):
             slangcli.fit(X, y, calibrate=value)
     with pytest.raises(ValueError, match="calibrate must lie strictly between 0 and 1"):
         SLANGRegressor(calibrate=1.0).fit(X, y)
@@ -413,7 +413,7 @@ def test_too_few_rows_for_either_side(tmp_path, fraction, says):
     assert_error(result, 1, f"d.csv: --calibrate {fraction} of 20 training rows {says}",
                  "split conformal needs at least 1 row on each side")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.csv"]
-    with pytest.raises(DataError, match=f"X: --calibrate {fraction} of 20 training rows {says}"):
+    with pytest.raises(DataError, match=f"X: calibrate {fraction} of 20 training rows {says}"):
         slangcli.fit(*_regression(20, 9), calibrate=float(fraction))
 
 

@@ -125,7 +125,8 @@ def test_a_fixed_noise_precision_far_too_high_is_named_by_every_door(tmp_path):
     X = rng.normal(size=(300, 3))
     y = X @ np.array([1.0, -2.0, 0.5]) + rng.normal(scale=0.3, size=300)
     options = dict(hidden=20, likelihood="gaussian", noise_precision=10.0, epochs=50, seed=0)
-    cause = r"likely cause: the fixed --noise-precision 10 says the noise's standard deviation is 0\.\d+"
+    cause = r"likely cause: the fixed noise_precision 10 says the noise's standard deviation is 0\.\d+.*" \
+            r"\(noise_precision='auto' learns it\)"
     with pytest.warns(UserWarning, match=r"^the test predictive \(RMSE 3\.\d+.*far worse.*" + cause):
         slangcli.fit(X[:200], y[:200], X_test=X[200:], y_test=y[200:], **options)
     barely = r"^the fit is worse than a constant predictor even on 300 .*"

@@ -112,7 +112,7 @@ def test_the_noise_model_needs_a_regression():
     with pytest.raises(ConfigError, match="--noise-model linear needs a regression"):
         FitOptions.of(likelihood="categorical", hidden=3, noise_model="linear")
     X = np.random.default_rng(0).normal(size=(40, 2))
-    with pytest.raises(ConfigError, match="--noise-model linear needs a regression"):
+    with pytest.raises(ConfigError, match="^noise_model='linear' needs a regression"):
         slangcli.fit(X, (X[:, 0] > 0).astype(int), hidden=3, noise_model="linear", iterations=2)
 
 

@@ -110,7 +110,7 @@ def test_the_toy_method_is_reachable_from_python_and_refuses_foreign_options(toy
     X, y = binary_problem(n=40, seed=1)
     result = slangcli.fit(X, y, method="toy", hidden=2, epochs=2, toy_sigma=0.2)
     assert result.config["method"] == "toy"
-    with pytest.raises(ValueError, match="--rank does not apply to --method toy"):
+    with pytest.raises(ValueError, match="^rank does not apply to method='toy'"):
         slangcli.fit(X, y, method="toy", rank=3)
 
 

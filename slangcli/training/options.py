@@ -15,13 +15,14 @@ A method's own hyperparameters (``--rank``, ``--lr``, ...) are declared by the m
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 
 from slangcli.data.sources import DataOptions
-from slangcli.declare import AUTO, MAX_SEED, check_value, flag_of, option
+from slangcli.declare import AUTO, MAX_SEED, check_value, choices_of, flag_of, option
 from slangcli.errors import ConfigError
 from slangcli.gaussian.posteriors import MAX_ABS_VALUE
 from slangcli.methods import METHODS
@@ -397,6 +398,50 @@ def estimator_fields(likelihood: str) -> list:
             continue
         out.append((name or f.name, f))
     return out
+
+
+def _declared_fields() -> list:
+    return [f for f in fields(DataOptions) if f.metadata] + [f for f in fields(FitOptions) if f.name != "hyper"]
+
+
+def keyword_names(estimator: bool = False) -> dict:
+    """The command-line flag of every declared option (``--snr``, ``--no-standardize``, ``--rank``) with the Python
+    name that sets it: the keyword of ``slangcli.fit``, or with ``estimator`` the estimators' parameter (a method's
+    hyperparameter as a key of ``method_params``)."""
+    taken = dict(estimator_fields("gaussian")) if estimator else None
+    names = {}
+    for f in _declared_fields():
+        name = f.name
+        if estimator:
+            name = next((n for n, g in taken.items() if g is f), None)
+            if name is None:
+                continue
+        names[flag_of(f)] = name
+        if f.metadata["kind"] == "switch":
+            names["--no-" + flag_of(f)[2:]] = f"{name}=False"
+    for spec in option_specs(METHODS):
+        names[spec.flag] = f"method_params['{spec.name}']" if estimator else spec.name
+    return names
+
+
+def python_names(message: str, estimator: bool = False) -> str:
+    """``message`` (a ConfigError's or DataError's, written for ``slang fit``) with each declared flag written as
+    the Python name that sets it (:func:`keyword_names`), and a flag with one of its choices as the keyword with its
+    value (``--missing drop``: ``missing='drop'``), for a message raised to a caller of ``slangcli.fit`` or an
+    estimator. Text in quotes (a cell, a column's name) is left as it is."""
+    names = keyword_names(estimator)
+    choices = {flag_of(f): choices_of(f) if f.metadata["kind"] == "choice" else (AUTO,) for f in _declared_fields()
+               if f.metadata["kind"] in ("choice", "precision")}
+
+    def rename(match) -> str:
+        flag, value = match.group(1), match.group(2)
+        if flag not in names:
+            return match.group(0)
+        if value and value.strip() in choices.get(flag, ()):
+            return f"{names[flag]}={value.strip()!r}"
+        return names[flag] + (value or "")
+
+    return re.sub(r"(?<![\w'\"-])(--[a-z][a-z0-9-]*)( [a-z][a-z0-9-]*)?", rename, message)
 
 
 def estimator_default(f):
