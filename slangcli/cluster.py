@@ -8,7 +8,7 @@ and a missing Dask reported with the same messages and exit codes whichever comm
 - :func:`check_scheduler_address`: an address that is not one (a ConfigError, exit 2), before any work;
 - :func:`connect`: a scheduler that does not answer within Dask's ``distributed.comm.timeouts.connect`` (30 s
   unless configured) is a SlangError (exit 1);
-- :func:`require_distributed`: no ``dask.distributed`` installed (:class:`MissingDask`, exit 2), saying how to
+- :func:`require_distributed`: no ``dask.distributed`` installed (:class:`MissingDask`, exit 3), saying how to
   install it.
 
 A local cluster (:func:`dask_client` without an address) has one thread and one BLAS thread per worker process,
@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Callable
 
-from slangcli.errors import ConfigError, SlangError
+from slangcli.errors import ConfigError, MissingExtra, SlangError
 from slangcli.threads import keep_freed_memory
 
 INSTALL_HINT = "pip install 'slangcli[dask]'"
@@ -39,7 +39,7 @@ INSTALL_HINT = "pip install 'slangcli[dask]'"
 ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-class MissingDask(ConfigError):
+class MissingDask(MissingExtra):
     def __init__(self, what: str = "a Dask cluster"):
         super().__init__(f"{what} needs dask.distributed, which is not installed: {INSTALL_HINT}")
 

@@ -2,7 +2,7 @@
 
 The engine raises these; the command-line layer maps each to an exit code and a one-line message
 (``DataError``, ``FormatError``, ``DivergenceError`` and ``ConvergenceError`` exit 1; ``ConfigError`` and click's
-usage errors exit 2; ``Interrupted`` 128 + the signal number).
+usage errors exit 2; ``MissingExtra`` 3; ``Interrupted`` 128 + the signal number).
 """
 
 
@@ -32,6 +32,11 @@ class ConfigError(SlangError, ValueError):
     """An invalid combination of hyperparameters or options (a ValueError)."""
 
 
+class MissingExtra(SlangError, ImportError):
+    """A command or option needs an optional extra that is not installed; the message says which ``pip install``
+    brings it (an ImportError, as Python callers expect of a missing package)."""
+
+
 class ConvergenceError(SlangError):
     """An optimiser (the exact-VI solvers) stopped before reaching its tolerance."""
 
@@ -52,5 +57,7 @@ OUT_OF_MEMORY = "out of memory (the data, the model or a requested size is too l
 
 def exit_code(exc: BaseException) -> int:
     """The exit status of a command that stopped with ``exc``, one of these errors or a MemoryError: 2 for a
-    ConfigError (a usage error), 1 for the others."""
+    ConfigError (a usage error), 3 for a MissingExtra (an optional extra to install), 1 for the others."""
+    if isinstance(exc, MissingExtra):
+        return 3
     return 2 if isinstance(exc, ConfigError) else 1

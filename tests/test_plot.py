@@ -579,7 +579,8 @@ def test_bad_run_file_leaves_no_figure(tmp_path, runs):
 
 
 def test_without_matplotlib_says_how_to_install(runs, tmp_path):
-    """matplotlib blocked from importing (``sys.modules[name] = None``): one line naming the extra, exit 1."""
+    """matplotlib blocked from importing (``sys.modules[name] = None``): one line naming the extra, exit 3 (as
+    slang sweep without Dask; it exited 1, a bad input's code)."""
     code = textwrap.dedent(f"""
         import sys
         sys.modules["matplotlib"] = None
@@ -587,7 +588,7 @@ def test_without_matplotlib_says_how_to_install(runs, tmp_path):
         main(["plot", {str(runs["slang"])!r}, "--kind", "training", "-o", {str(tmp_path / "f.png")!r}])
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 3, proc.stderr
     assert proc.stderr.strip() == "slang: error: slang plot needs matplotlib, an optional extra: " \
                                   "pip install 'slangcli[plot]'"
     assert not (tmp_path / "f.png").exists()

@@ -365,7 +365,13 @@ def test_bad_grid_is_a_usage_error(data, tmp_path, args, message):
 def test_without_dask_says_how_to_install_it(data, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed raises ImportError
     code, _, err = sweep([str(data / "a.csv"), "-o", str(tmp_path / "out")])
-    assert code == 2 and "pip install 'slangcli[dask]'" in err and len(err.strip().splitlines()) == 1
+    # exit 3, as slang plot without matplotlib (it exited 2, a usage error's code)
+    assert code == 3 and "pip install 'slangcli[dask]'" in err and len(err.strip().splitlines()) == 1
+    # and one fit's restarts on a cluster, in the same words
+    result = CliRunner().invoke(main, ["fit", str(data / "a.csv"), "--restarts", "2", "--scheduler",
+                                       "tcp://127.0.0.1:1", "-o", str(tmp_path / "r.h5")])
+    assert result.exit_code == 3 and "pip install 'slangcli[dask]'" in result.stderr, result.stderr
+    assert not (tmp_path / "r.h5").exists()
 
 
 # --------------------------------------------------------------------------------------------------- on Dask

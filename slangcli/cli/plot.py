@@ -9,8 +9,8 @@ import click
 import numpy as np
 
 from slangcli.cli.options import BINS, SAMPLES, SEED, check_output
-from slangcli.cli.output import emit_json, error, needs_stdout, note
-from slangcli.errors import FormatError
+from slangcli.cli.output import emit_json, needs_stdout, note
+from slangcli.errors import FormatError, MissingExtra
 
 KINDS = ("training", "calibration", "spectrum", "posterior", "sweep")
 FORMATS = (".png", ".pdf", ".svg")
@@ -96,8 +96,7 @@ def plot(runs, kind, output, reference, data, bins, samples, seed, metric, param
             raise click.UsageError(f"{flag} applies to --kind {' and '.join(kinds)}, not to --kind {kind}")
     figures = _figures()
     if figures is None:
-        error(INSTALL)
-        raise SystemExit(1)
+        raise MissingExtra(INSTALL)
     from slangcli.plot import plotdata
 
     check_output(output, [*runs, reference, data])
