@@ -10,12 +10,17 @@ import json
 import os
 import re
 import signal
+from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 
+from click.testing import CliRunner
+from conftest import binary_problem
+
 import slangcli.runfile.io
+from slangcli.cli import main
 from slangcli.errors import FormatError
 from slangcli.runfile.io import FORMAT_VERSION, read_run, write_run
 
@@ -420,3 +425,18 @@ def test_an_interrupted_read_ends_its_child(run_file, monkeypatch):
     assert time.monotonic() - start < 5 and len(children) == 1
     with pytest.raises(ProcessLookupError):  # killed and reaped: no such process any more
         os.kill(children[0], 0)
+
+
+def test_the_manual_lists_every_key_of_inspect_json(tmp_path):
+    """The README names the top-level keys of ``slang inspect --json``; a key added or removed must be documented."""
+    X, y = binary_problem(n=40, seed=0)
+    np.savetxt(tmp_path / "d.csv", np.column_stack([X, y]), delimiter=",")
+    runner = CliRunner()
+    assert runner.invoke(main, ["fit", str(tmp_path / "d.csv"), "--epochs", "1", "-o", str(tmp_path / "r.h5")]) \
+        .exit_code == 0
+    printed = json.loads(runner.invoke(main, ["inspect", str(tmp_path / "r.h5"), "--json"]).stdout)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    paragraph = readme[readme.index("`slang inspect RUN.h5 --json` prints"):].split("\n\n")[0]
+    # the top-level keys are the backticked names not inside parentheses
+    top = re.sub(r"\([^()]*(\([^()]*\)[^()]*)*\)", "", paragraph.split("with these keys:")[1])
+    assert set(re.findall(r"`(\w+)`", top)) == set(printed), sorted(printed)
