@@ -154,11 +154,18 @@ def _signals_held():
 
     # multiprocessing's resource tracker, started with the first worker process, unblocks SIGINT and SIGTERM in
     # the thread that starts it (it unblocks them rather than restoring the mask it found): started now, before
-    # the block, it is running already when the cluster's thread starts a worker
+    # the block, it is running already when the cluster's thread starts a worker. It ignores SIGINT and SIGTERM but
+    # not SIGHUP, which ended it when a terminal closed; the successor multiprocessing started printed a KeyError
+    # traceback for every worker's semaphore it had never seen. Started with SIGHUP blocked, it inherits the block
+    # and never receives one (this process receives its own when the block below is lifted).
     from multiprocessing import resource_tracker
 
+    sigmask = hasattr(signal, "pthread_sigmask")
+    hangup = tuple(s for s in STOP_SIGNALS if s not in (signal.SIGINT, signal.SIGTERM))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, hangup) if sigmask else None
     resource_tracker.ensure_running()
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS) if hasattr(signal, "pthread_sigmask") else None
+    if sigmask:
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         if main:
             for signum in STOP_SIGNALS:

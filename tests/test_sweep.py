@@ -610,12 +610,14 @@ def wait_for_table_writes(out, writes, proc, timeout=120.0) -> None:
 
 
 @pytest.mark.parametrize("signum, to", [(signal.SIGINT, "group"), (signal.SIGTERM, "group"),
-                                        (signal.SIGTERM, "driver")],
-                         ids=["ctrl-c", "sigterm-to-the-job", "sigterm-to-the-sweep"])
+                                        (signal.SIGTERM, "driver"), (signal.SIGHUP, "group")],
+                         ids=["ctrl-c", "sigterm-to-the-job", "sigterm-to-the-sweep", "sighup-to-the-job"])
 def test_a_stopped_sweep_says_one_line_and_tables_every_finished_fit(data, tmp_path, signum, to):
     """A sweep on a local cluster of 2 workers, stopped by Ctrl-C at a terminal (SIGINT to every process of the
-    job: the sweep and its workers), SIGTERM to the job, or SIGTERM to the sweep alone, after its table has been
-    rewritten: exit 128 + the signal, one line on stderr naming each table file once (no worker's traceback), the
+    job: the sweep and its workers), SIGTERM to the job, SIGTERM to the sweep alone, or the SIGHUP of a closed
+    terminal, after its table has been rewritten: exit 128 + the signal, one line on stderr naming each table file
+    once (no worker's traceback; the SIGHUP ended multiprocessing's resource tracker, whose successor printed a
+    KeyError traceback for each worker's semaphore), the
     table holding exactly the fits complete on disk, no temporary file, and no process of the job left."""
     out = tmp_path / "out"
     proc = start_sweep([str(data / "a.csv"), "--seed", "0-199", *FIT, "-o", str(out), "--workers", "2"])
@@ -636,7 +638,7 @@ def test_a_stopped_sweep_says_one_line_and_tables_every_finished_fit(data, tmp_p
             proc.communicate()
     assert proc.returncode == 128 + signum, err
     lines = err.splitlines()
-    stopped = "interrupted" if signum == signal.SIGINT else "terminated (SIGTERM)"
+    stopped = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
     assert len(lines) == 1 and lines[0].count("results.csv") == 1 and lines[0].count("results.json") == 1, err
     assert lines[0].startswith(f"slang: error: {stopped}; the fits done so far are in "), err
     tabled = [r["name"] for r in json.loads((out / "results.json").read_text()) if r["status"] == "complete"]
