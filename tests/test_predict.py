@@ -132,6 +132,23 @@ def test_seed_decides_the_samples():
 
 
 @pytest.mark.parametrize("kind", ["lowrank", "diagonal", "full"])
+def test_inputs_whose_logit_variance_overflows_get_the_limit_of_the_predictive(kind):
+    """A row scaled by 1e155 and more: its logit's variance overflows. A full or diagonal posterior then predicted
+    p = 0.5 with exit 0, a low-rank one NaN (refused). The predictive tends to Phi(m / sqrt(v)), which is scale
+    free: the probabilities at 1e200 equal those at 1e150, where nothing overflows, and at 1e300."""
+    model = MLP((3, 1), likelihood="bernoulli")
+    posterior = _posterior(kind, model.n_params, scale=1.5)
+    x = np.array([[1.0, -0.5, 2.0], [-3.0, 1.0, 0.1]])
+    at = {e: P.classify(posterior, model, x * 10.0**e)["probs"] for e in (150, 200, 300)}
+    m, v = metrics.logit_moments(posterior, x * 1e150)
+    assert np.isfinite(v).all()
+    np.testing.assert_allclose(at[150][:, 1], scipy.stats.norm.cdf(m / np.sqrt(v)), rtol=1e-12)
+    for e in (200, 300):
+        np.testing.assert_allclose(at[e], at[150], rtol=1e-12)
+    assert not np.allclose(at[150][:, 1], 0.5)
+
+
+@pytest.mark.parametrize("kind", ["lowrank", "diagonal", "full"])
 def test_logistic_regression_uses_quadrature_and_agrees_with_sampled_logits(kind):
     """The quadrature split equals, within Monte-Carlo error, the split estimated from 200 000 draws of the
     Gaussian logit ``f ~ N(m, v)`` (a one-dimensional check of the whole route, for every posterior kind)."""

@@ -93,12 +93,32 @@ def logit_moments(posterior, X):
     n = X.shape[0]
     step = moment_rows(X.shape[1] + 1)
     if n <= step:
-        Xb = _with_bias(X)
-        return Xb @ posterior.mean, posterior.quadratic_forms(Xb)
+        return _moments(posterior, _with_bias(X))
     m, v = np.empty(n), np.empty(n)
     for lo in range(0, n, step):
-        Xb = _with_bias(X[lo : lo + step])
-        m[lo : lo + step], v[lo : lo + step] = Xb @ posterior.mean, posterior.quadratic_forms(Xb)
+        m[lo : lo + step], v[lo : lo + step] = _moments(posterior, _with_bias(X[lo : lo + step]))
+    return m, v
+
+
+# the variance given to a row whose logit's moments overflow (see _moments): its square root, 1e100, is so far
+# beyond the sigmoid's width that E[sigmoid(f)] is P(f > 0) to every digit
+HUGE_VARIANCE = 1e200
+
+
+def _moments(posterior, Xb):
+    """``(x~^T mu, x~^T Sigma x~)`` of the rows ``Xb``. Where either overflows (features of 1e155 and more), the
+    row is scaled down by its largest entry first: the sigmoid is then a step at the logit's scale, the predictive
+    ``P(f > 0) = Phi(m / sqrt(v))`` depends only on that ratio, and the row gets moments of that ratio at
+    :data:`HUGE_VARIANCE`. (Without it a full or diagonal posterior's infinite variance gave p = 0.5 for such a row,
+    and a low-rank one's NaN was refused.)"""
+    with np.errstate(over="ignore", invalid="ignore"):
+        m, v = Xb @ posterior.mean, posterior.quadratic_forms(Xb)
+    bad = ~(np.isfinite(m) & np.isfinite(v))
+    if bad.any() and np.isfinite(Xb[bad]).all():
+        rows = Xb[bad] / np.abs(Xb[bad]).max(axis=1, keepdims=True)
+        m_unit, v_unit = rows @ posterior.mean, posterior.quadratic_forms(rows)
+        ratio = m_unit / np.sqrt(np.maximum(v_unit, np.finfo(float).tiny))
+        m[bad], v[bad] = ratio * np.sqrt(HUGE_VARIANCE), HUGE_VARIANCE
     return m, v
 
 
