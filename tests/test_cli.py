@@ -342,6 +342,16 @@ def test_divergence_exits_1(train_csv, out_dir):
     assert_empty(out_dir)
 
 
+@pytest.mark.parametrize("options", [["--lr", "1e8", "--rank", "2"], ["--lr", "1e3", "--rank", "2"],
+                                     ["--method", "ivon", "--lr", "1e6", "--clip-radius", "inf"]])
+def test_a_fit_blowing_up_below_the_overflow_is_a_divergence(make_csv, out_dir, options):
+    """At --lr 1e8 the loss grew 1e27-fold an epoch and the mean reached 1e71, below the 1e150 that stopped a fit:
+    the fit ended with exit 0 and a warning blaming its length. A loss a millionfold its first epoch's now stops it."""
+    result = invoke("fit", make_csv("b.csv", n=60, seed=3), "-o", out_dir / "run.h5", "--epochs", "5", *options)
+    assert_error(result, 1, "training diverged at step", "the loss rose to", "in the first epoch", "--lr")
+    assert_empty(out_dir)
+
+
 def test_overflowing_features_are_refused_unless_standardised(make_csv, out_dir):
     # features near 1e160 overflow G G^T to inf, where np.linalg.eigh fails to converge: used as read, features
     # beyond 1e150 are refused before the fit, naming their magnitude; standardised, they fit

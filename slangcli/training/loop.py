@@ -117,6 +117,20 @@ def _diverged(step: int, epoch: int, what: str) -> str:
             "try a smaller --lr or --beta, or a larger --prior-precision")
 
 
+# a step's loss this many times its first epoch's mean (at least 1 nat) is a divergence, finite or not: at --lr 1e8
+# a fit's loss grew 1e27-fold an epoch and its mean reached 1e71, still below MAX_ABS_VALUE, and the fit ended with
+# exit 0 and a warning that blamed its length. No fit that converges rises a millionfold above its first epoch.
+LOSS_GROWTH = 1e6
+
+
+def _check_growth(nll: float, history: History, step: int, epoch: int) -> None:
+    """Refuse a loss :data:`LOSS_GROWTH` times the first epoch's mean (the first epoch's: recorded in the run, so
+    that a resumed fit checks what the uninterrupted one does)."""
+    if epoch and history.nll and nll > LOSS_GROWTH * max(abs(history.nll[0]), 1.0):
+        raise DivergenceError(_diverged(step, epoch, f"the loss rose to {nll:.3g} per example, from "
+                                                     f"{history.nll[0]:.3g} in the first epoch"))
+
+
 def _check_finite(names: tuple, state, step: int, epoch: int) -> None:
     """O(D) per step: the state arrays ``names`` the method declares (its ``finite_fields``): the mean and the
     diagonal precision (a non-finite U reaches d through its correction), or the log standard deviations (Bayes by
@@ -185,6 +199,7 @@ def run(
             if not np.isfinite(info["nll"]):
                 raise DivergenceError(_diverged(t + 1, epoch, "the loss is not finite"))
             _check_finite(finite_fields, state, t + 1, epoch)
+            _check_growth(info["nll"], history, t + 1, epoch)
             if learner is not None:
                 learner.after_step(method, state, info, epoch_end=j == spe - 1,
                                    record=j == spe - 1 or state.t == n_steps)
