@@ -137,6 +137,11 @@ def test_auto_is_refused_for_the_bias_and_nonsense_is_refused():
         fit_prepared(prepared, bias_prior_precision="auto", epochs=1)
     with pytest.raises(ConfigError, match="--noise-precision must be positive and finite or auto"):
         fit_prepared(prepared, noise_precision="often", epochs=1)
+    # held to the range of the prior precisions, as a run file holds them: at 1e300 the fit failed in a
+    # linear-algebra routine and the message blamed --lr, at 1e-300 it exited 0 blaming its length
+    for value in (1e300, 1e-300):
+        with pytest.raises(ConfigError, match=r"^--noise-precision must lie between 1e-150 and 1e\+150"):
+            fit_prepared(prepared, noise_precision=value, epochs=1)
 
 
 @pytest.mark.parametrize("method,hyper", [("slang", {"rank": 2}), ("bbb", {}), ("ivon", {})])

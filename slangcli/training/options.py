@@ -120,7 +120,7 @@ class FitOptions:
                              choices=(AUTO, *LIKELIHOODS), estimator=None)
     noise_precision: Any = option(AUTO, "Gaussian likelihood: noise precision tau on the standardised target, or "
                                   "auto: learned along with the posterior (the ELBO's optimum from the expected "
-                                  "squared residuals).", kind="precision")
+                                  "squared residuals).", kind="precision", bound=MAX_ABS_VALUE)
     # The linear noise model, measured on the UCI folders' training rows (docs/FIELD.md, "Choosing a default"):
     # held-out log-likelihood +0.02, +0.05, +0.06 and +0.26 nats over the constant noise on boston, concrete, energy
     # and yacht, every split better.
