@@ -42,7 +42,7 @@ from slangcli.data.sources import DataOptions, transform, with_target
 from slangcli.declare import check_value
 from slangcli.errors import ConfigError, DataError, DataTypeError
 from slangcli.predictive.evaluation import Predictions as _Predictions, predict_arrays, score
-from slangcli.predictive.metrics import check_draws, draw_parts, weight_samples
+from slangcli.predictive.metrics import check_draws, check_samples, draw_parts, weight_samples
 from slangcli.runfile.io import POSTERIOR_NAMES, Run, read_run, write_run
 from slangcli.runfile.provenance import meta
 from slangcli.training.fitting import fit_prepared
@@ -629,6 +629,7 @@ class FitResult:
         most frequent value, as ``slang predict --missing impute``; ``"error"`` refuses it; by default, ``impute``
         when the fit imputed (``--missing impute``), else ``error``. ``interval`` is the level of the central
         predictive interval and, for a fit with ``calibrate``, of its calibrated intervals or prediction sets."""
+        check_samples(samples, "samples")  # (named as passed: the predictive would name --samples)
         inputs = self._inputs(X, missing=missing)
         out = predict_arrays(self.run, inputs, samples=samples, seed=seed, interval=interval)
         return Predictions(arrays=out.arrays, classes=out.classes, info=out.info)
@@ -647,6 +648,7 @@ class FitResult:
         (``calibrated_coverage``) or prediction sets (``calibrated_set_coverage``, ``calibrated_set_size``).
         ``missing`` is :meth:`predict`'s: by default a missing feature is imputed when the fit imputed, as
         ``slang evaluate`` does."""
+        check_samples(samples, "samples")
         X, y = self._inputs(X, missing=missing, y=y)
         target_scale = float(self.run.arrays["target_scale"][0]) if "target_scale" in self.run.arrays else 1.0
         target_mean = float(self.run.arrays["target_mean"][0]) if "target_mean" in self.run.arrays else 0.0

@@ -342,8 +342,8 @@ def test_predictive_sample_counts_beyond_the_command_lines_limit_are_refused_in_
     from slangcli.errors import ConfigError
 
     result, X, y = small_fit
-    option = "--eval-samples" if call == "fit" else "--samples"
-    with pytest.raises(ConfigError, match=f"{option} must be a whole number from 1 to 10000000, got 10000000000"):
+    option = "eval_samples" if call == "fit" else "samples"  # (the keywords passed, not the command line's flags)
+    with pytest.raises(ConfigError, match=f"^{option} must be a whole number from 1 to 10000000, got 10000000000"):
         if call == "predict":
             result.predict(X, samples=10**10)
         elif call == "score":
