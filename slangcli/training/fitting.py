@@ -284,6 +284,9 @@ def _noise_too_precise(prepared: Prepared, run: Run, test: dict) -> str | None:
 # standardised 0/1 features that reach this value (a 1 on fewer than about 1 % of the rows) are named as the likely
 # cause of a poor fit; the indicators are looked for on at most INDICATOR_ROWS training rows
 SPARSE_PEAK, INDICATOR_ROWS = 10.0, 5000
+# columns checked at a time: the check's temporaries are INDICATOR_ROWS x this many (2.5 MB each), not copies of
+# the rows
+INDICATOR_COLUMNS = 64
 
 
 def _sparse_indicators(prepared: Prepared) -> str | None:
@@ -293,9 +296,14 @@ def _sparse_indicators(prepared: Prepared) -> str | None:
     if not prepared.data.get("standardize") or "feature_scale" not in prepared.arrays or not prepared.X_train.size:
         return None
     X = prepared.X_train[:INDICATOR_ROWS]
-    raw = X * prepared.arrays["feature_scale"] + prepared.arrays["feature_mean"]
-    indicator = np.all((np.abs(raw) < 1e-9) | (np.abs(raw - 1.0) < 1e-9), axis=0)
-    peak = np.where(indicator, np.abs(X).max(axis=0), 0.0)
+    scale, mean = prepared.arrays["feature_scale"], prepared.arrays["feature_mean"]
+    # in blocks of columns: at 5 000 columns the whole check at once doubled the fit's peak memory
+    peak = np.empty(X.shape[1])
+    for lo in range(0, X.shape[1], INDICATOR_COLUMNS):
+        cols = slice(lo, lo + INDICATOR_COLUMNS)
+        raw = X[:, cols] * scale[cols] + mean[cols]
+        indicator = np.all((np.abs(raw) < 1e-9) | (np.abs(raw - 1.0) < 1e-9), axis=0)
+        peak[cols] = np.where(indicator, np.abs(X[:, cols]).max(axis=0), 0.0)
     sparse = np.flatnonzero(peak > SPARSE_PEAK)
     if not sparse.size:
         return None
