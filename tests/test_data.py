@@ -261,6 +261,8 @@ def test_quoted_cell_spanning_lines_keeps_later_line_numbers(tmp_path):
         ('a,b,y\n1,2,"unterminated\n3,4,5\n', 2, r"unterminated quoted cell$"),
         ('a,b,y\n1,2,3\n4,"5"6,7\n', 3, r"',' expected after '\"'$"),
         ("a,b,y\n1,2\r3,4\n", 2, r"stray carriage return"),
+        # (Python's csv module said "field larger than field limit (131072)")
+        ('a,b,y\n1,2,3\n4,5,"' + "x" * 200_000 + '"\n', 3, r"a cell of more than 131,072 characters"),
     ],
 )
 def test_csv_syntax_errors(tmp_path, text, line, message):
@@ -909,3 +911,20 @@ def test_text_found_in_a_later_block(tmp_path, monkeypatch):
     with pytest.raises(DataError, match=re.escape(f"{data}:2: column 1 ('colour'): cannot parse 'red' as a number "
                                                   "(the column's other cells are numbers: '7' on line 5;")):
         read_table(data, missing="impute", detect_categories=True)
+
+
+def test_a_file_of_few_very_wide_rows_is_read_in_segments_of_bounded_size(tmp_path):
+    """The reader's first segment was 4 096 rows at the file's width: for 20 rows of a million columns, 31 GB,
+    and the fit failed as "out of memory" where numpy.loadtxt reads the file. Segments are now bounded in bytes."""
+    from slangcli.data.readers.text import Rows
+
+    rows = Rows()
+    rows.add(np.ones((3, 2_000_000)))
+    assert rows.segments[0].nbytes <= Rows.SEGMENT
+    rows.add(np.full((20, 2_000_000), 2.0))
+    table = rows.result()
+    assert table.shape == (23, 2_000_000) and table[2, -1] == 1.0 and table[3, 0] == 2.0 and table[-1, -1] == 2.0
+    path = tmp_path / "wide.csv"
+    X = np.arange(3 * 300_000, dtype=float).reshape(3, 300_000) % 7
+    np.savetxt(path, np.column_stack([X, [0, 1, 0]]), delimiter=",", fmt="%g")
+    np.testing.assert_array_equal(read_table(path, header=False).X, X)

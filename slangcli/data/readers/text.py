@@ -97,7 +97,9 @@ class Rows:
         while at < len(block):
             if not self.segments or self.filled == len(self.segments[-1]):
                 row_bytes = block.dtype.itemsize * max(int(np.prod(block.shape[1:])), 1)
-                size = max(self.FIRST, min(self.n, self.SEGMENT // row_bytes))  # doubles the rows held, up to SEGMENT
+                # doubles the rows held, up to SEGMENT bytes (the first segment too: 4 096 rows of a million
+                # columns would be 31 GB for a file of 20 rows)
+                size = min(max(1, self.SEGMENT // row_bytes), max(self.FIRST, self.n))
                 self.segments.append(np.empty((size, *block.shape[1:]), dtype=block.dtype))
                 self.filled = 0
             last = self.segments[-1]
@@ -808,6 +810,8 @@ def _row_groups(name, batches, delim):
             message = "unterminated quoted cell"
         elif "new-line character" in message:
             message = "stray carriage return (\\r) inside a line"
+        elif "field larger than field limit" in message:
+            message = f"a cell of more than {csv.field_size_limit():,} characters, more than a CSV cell of slang's holds"
         raise DataError(f"{name}:{pending[min(consumed - base[0], len(pending) - 1)]}: {message}") from None
     if rows:
         yield rows, row_lines
