@@ -66,6 +66,30 @@ def test_integer_target_hint():
     assert "column 4 has 5 integer values (1 to 5)" in integer_target_hint([1.0, 2.0, 3.0, 4.0, 5.0], 4)
 
 
+def test_a_regression_of_many_whole_numbers_is_hinted_to_be_classes_perhaps(tmp_path):
+    """A target of 200 integer labels was fitted as a regression with no word but the general advice; the only
+    hint pointed the other way (--likelihood gaussian). Past 50 values auto still fits a regression, and says how
+    to fit classes; a target with a fraction gets no such hint."""
+    from click.testing import CliRunner
+
+    from slangcli.cli import main
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 2))
+    label = rng.integers(0, 200, size=400)
+    np.savetxt(tmp_path / "c.csv", np.column_stack([X, label]), delimiter=",", header="a,b,label", comments="",
+               fmt="%g")
+    done = CliRunner().invoke(main, ["fit", str(tmp_path / "c.csv"), "--epochs", "1", "-o", str(tmp_path / "c.h5")])
+    assert done.exit_code == 0, done.stderr
+    assert "slang: hint: 'label' holds whole numbers only (0 to 199), more distinct values than auto takes for " \
+           "classes, fitted as a regression; if they are class labels, --likelihood categorical fits them as " \
+           "classes" in done.stderr, done.stderr
+    np.savetxt(tmp_path / "r.csv", np.column_stack([X, label + 0.5]), delimiter=",", header="a,b,y", comments="",
+               fmt="%g")
+    done = CliRunner().invoke(main, ["fit", str(tmp_path / "r.csv"), "--epochs", "1", "-o", str(tmp_path / "r.h5")])
+    assert done.exit_code == 0 and "hint" not in done.stderr, done.stderr
+
+
 def test_describe_names_every_part_and_the_options():
     data = {"train": {"target": "y", "rows_dropped": 3}, "test": {"source": "file", "rows_dropped": 1},
             "targets": {"likelihood": "gaussian"}, "standardize": True}

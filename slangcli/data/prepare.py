@@ -376,6 +376,9 @@ class Prepared:
     X_calibration: np.ndarray | None = None
     y_calibration: np.ndarray | None = None
     calibration_index: np.ndarray | None = None
+    # (lowest, highest) of a target of whole numbers that "auto" fitted as a regression (more than
+    # _MAX_AUTO_CLASSES values), for the hint that they may be classes; None otherwise. Not stored in the run.
+    whole_targets: tuple | None = None
 
 
 def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: str = "auto",
@@ -400,6 +403,7 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
     """
     features_name = features_name or name
     test_features_name = test_features_name or test_name
+    auto = likelihood == "auto"
     likelihood = choose_likelihood(likelihood, y_train_raw, name)
     arrays, targets = {}, {"likelihood": likelihood}
     if likelihood == "gaussian":
@@ -445,11 +449,21 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
         "standardize": bool(standardize),
         "options": options if options is not None else {},
     }
+    whole = _whole_numbers(y_train_raw) if auto and likelihood == "gaussian" else None
     if calibration is None:
-        return Prepared(X_train, y_train, X_test, y_test, likelihood, n_outputs, data, arrays)
+        return Prepared(X_train, y_train, X_test, y_test, likelihood, n_outputs, data, arrays, whole_targets=whole)
     X_held, _, index = calibration
     return Prepared(X_train, y_train, X_test, y_test, likelihood, n_outputs, data, arrays, X_calibration=X_held,
-                    y_calibration=y_held, calibration_index=np.asarray(index, dtype=np.int64))
+                    y_calibration=y_held, calibration_index=np.asarray(index, dtype=np.int64), whole_targets=whole)
+
+
+def _whole_numbers(y) -> tuple | None:
+    """``(lowest, highest)`` of ``y`` when it holds whole numbers only, else None (a block of rows at a time)."""
+    for rows in row_blocks(len(y)):
+        block = y[rows]
+        if block.dtype.kind == "f" and not np.all(block == np.round(block)):
+            return None
+    return float(np.min(y)), float(np.max(y))
 
 
 def _held_out_labels(labels: LabelMap, y_raw, name, dtype) -> np.ndarray:

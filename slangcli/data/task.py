@@ -116,6 +116,16 @@ def integer_target_hint(classes, target) -> str | None:
             "--likelihood gaussian fits it as regression")
 
 
+def whole_number_regression_hint(whole, target) -> str | None:
+    """The hint for a target of whole numbers, too many to be taken for classes, that ``auto`` fitted as a
+    regression (``whole``: its lowest and highest value, or None)."""
+    if whole is None:
+        return None
+    return (f"hint: {target_text(target)} holds whole numbers only ({_fmt_label(whole[0])} to "
+            f"{_fmt_label(whole[1])}), more distinct values than auto takes for classes, fitted as a regression; if "
+            "they are class labels, --likelihood categorical fits them as classes")
+
+
 # a number written with a decimal comma, as many locales write them (never a number to Python's float)
 _DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")
 

@@ -75,6 +75,7 @@ def fit(opts: DataOptions, options: FitOptions | None = None, *, notify: Callabl
                f"{model_kind(options.hidden, prepared.likelihood)} (--method chooses another)")
     if options.likelihood == AUTO and prepared.data["train"].get("format") != "idx":
         hint = task.integer_target_hint(prepared.data["targets"].get("classes"), prepared.data["train"].get("target"))
+        hint = hint or task.whole_number_regression_hint(prepared.whole_targets, prepared.data["train"].get("target"))
         if hint:
             notify(hint)
         classes = prepared.data["targets"].get("classes")
