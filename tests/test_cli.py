@@ -147,7 +147,7 @@ def test_evaluate_rejects_label_not_seen_in_training(train_csv, write_file, out_
 def test_evaluate_without_test_data_fails(train_csv, out_dir):
     out = out_dir / "run.h5"
     assert_ok(invoke("fit", train_csv, "-o", out, *FAST))
-    assert_error(invoke("evaluate", out), 1, out, "no test data")
+    assert_error(invoke("evaluate", out), 2, out, "the run has no test data; pass a data file")
 
 
 def test_inspect_json(train_csv, out_dir):

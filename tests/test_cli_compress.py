@@ -175,7 +175,7 @@ def test_evaluate_on_a_run_without_test_data_says_how_to_score(train_csv, tmp_pa
     that work, and it comes before any compression."""
     run = tmp_path / "no-test.h5"
     ok_json("fit", train_csv, "-o", run, "--method", "bbb", "--hidden", "4", "--epochs", "2")
-    stderr = error(invoke("compress", run, "--rank", "1", "-o", out_dir / "c.h5", "--evaluate"), 1,
+    stderr = error(invoke("compress", run, "--rank", "1", "-o", out_dir / "c.h5", "--evaluate"), 2,
                    f"{run}: the run has no test data, and compress --evaluate scores on the run's own test data: fit "
                    "with --test FILE or --test-fraction F, or score a compressed file with slang evaluate OUT.h5 DATA")
     assert "pass a data file" not in stderr

@@ -626,7 +626,7 @@ def test_a_run_without_test_data_is_told_to_use_data(runs, tmp_path):
     """plot said "pass a data file", where its option is --data (it takes no DATA argument)."""
     run = tmp_path / "no-test.h5"
     ok("fit", runs["train"], "-o", run, "--epochs", "2")
-    fails(1, "plot", run, "--kind", "calibration", "-o", tmp_path / "c.png",
+    fails(2, "plot", run, "--kind", "calibration", "-o", tmp_path / "c.png",
           mentions=[f"{run}: the run has no test data; pass a data file with --data"])
     assert not (tmp_path / "c.png").exists()
 

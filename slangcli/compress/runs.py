@@ -164,5 +164,5 @@ def _check_test_data(run: Run, run_name: str) -> None:
         lacks = "its test data were arrays passed from Python"
     else:
         return
-    raise DataError(f"{run_name}: {lacks}, and compress --evaluate scores on the run's own test data: fit with "
+    raise ConfigError(f"{run_name}: {lacks}, and compress --evaluate scores on the run's own test data: fit with "
                     "--test FILE or --test-fraction F, or score a compressed file with slang evaluate OUT.h5 DATA")

@@ -593,10 +593,11 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
         return X, y, {"source": "file", "path": table.provenance["path"], "sha256": table.provenance["sha256"],
                       **_dropped(table)}
     test = run.data.get("test")
+    # (a missing argument, not bad data: a usage error, exit 2)
     if test is None:
-        raise DataError(f"{run_name}: the run has no test data; pass {data_option}")
+        raise ConfigError(f"{run_name}: the run has no test data; pass {data_option}")
     if test["source"] == ARRAYS:
-        raise DataError(f"{run_name}: its test data were arrays passed from Python; pass {data_option}")
+        raise ConfigError(f"{run_name}: its test data were arrays passed from Python; pass {data_option}")
     if test["source"] == "file":
         _verify(run_name, "test", test["path"], test["sha256"])
         table = _read(test["path"], opts, n_features=test.get("widened_from") and test["features"],
