@@ -145,6 +145,7 @@ def test_evaluate_rejects_label_not_seen_in_training(train_csv, write_file, out_
 
 
 def test_evaluate_without_test_data_fails(train_csv, out_dir):
+    """A missing DATA argument, not bad data: a usage error (it exited 1, the code of a malformed file)."""
     out = out_dir / "run.h5"
     assert_ok(invoke("fit", train_csv, "-o", out, *FAST))
     assert_error(invoke("evaluate", out), 2, out, "the run has no test data; pass a data file")
@@ -540,6 +541,19 @@ def test_output_over_an_input_file_is_refused(train_csv):
     assert result.exit_code == 2
     assert "refusing to overwrite" in result.stderr
     assert train_csv.read_bytes() == before
+
+
+def test_a_run_file_to_standard_output_is_refused(train_csv, tmp_path, monkeypatch):
+    """`fit -o -` and `compress -o -` wrote an HDF5 file named '-' with exit 0 (and a later sweep -o - then found
+    a file where its directory should be); only predict writes to standard output."""
+    monkeypatch.chdir(tmp_path)
+    result = invoke("fit", train_csv, "-o", "-", *FAST)
+    assert_error(result, 2, "'-' is standard output, where only slang predict writes")
+    made = invoke("fit", train_csv, "-o", "run.h5", *FAST)
+    assert made.exit_code == 0, made.stderr
+    result = invoke("compress", "run.h5", "--rank", "1", "-o", "-")
+    assert_error(result, 2, "'-' is standard output")
+    assert not (tmp_path / "-").exists()
 
 
 def test_uci_folder_regression_fit_and_reevaluation(tmp_path, monkeypatch):

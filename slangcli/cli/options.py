@@ -47,7 +47,11 @@ def check_delimiter(ctx, param, value):
 
 def check_output(output: str, inputs: list) -> None:
     """Refuse, before any work, an output path that cannot be written (``slangcli.runfile.outputs.check_output_path``:
-    special files, directories, names too long, unwritable directories) or that would overwrite an input."""
+    special files, directories, names too long, unwritable directories) or that would overwrite an input. ``-``
+    is refused: only ``slang predict`` writes to standard output (a run file named ``-`` was written instead)."""
+    if output == "-":
+        raise click.BadParameter("'-' is standard output, where only slang predict writes; give a file name (./- for "
+                                 "a file named '-')", param_hint="'-o'")
     try:
         check_output_path(output)
     except UnusableOutput as exc:
