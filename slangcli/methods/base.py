@@ -20,6 +20,7 @@ from typing import Callable
 
 import numpy as np
 
+from slangcli._startup import memory_limit
 from slangcli.errors import ConfigError
 from slangcli.models import MLP
 
@@ -223,3 +224,13 @@ def require(condition: bool, message: str) -> None:
     """Raise one ConfigError per invalid hyperparameter."""
     if not condition:
         raise ConfigError(message)
+
+
+def require_memory(need: int, what: str, advice: str) -> None:
+    """Refuse, before the work, what takes ``need`` bytes when this process can have fewer
+    (``_startup.memory_limit``): one ConfigError naming ``what``, the size and ``advice``, instead of a generic "out
+    of memory" once the arrays are allocated, or a machine swapping."""
+    limit = memory_limit()
+    if limit is not None and need > limit:
+        raise ConfigError(f"{what} take {need / 2**30:,.4g} GiB, more than the {limit / 2**30:,.3g} GiB of memory "
+                          f"this process can have; {advice}")

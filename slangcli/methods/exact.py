@@ -47,7 +47,7 @@ import scipy.special
 from slangcli.errors import ConfigError, ConvergenceError
 from slangcli.gaussian.posteriors import DiagonalGaussian, FullGaussian
 from slangcli.gaussian.quadrature import expect_sigmoid, expect_sigmoid_grad, expect_softplus
-from slangcli.methods.base import Method, Problem, hyperparameter, require
+from slangcli.methods.base import Method, Problem, hyperparameter, require, require_memory
 from slangcli.methods.full import check_size
 
 # L-BFGS memory: more pairs than scipy's default 10 converge in far fewer iterations on the ill-conditioned
@@ -199,6 +199,12 @@ def solve_full(problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper):
     _check_problem(problem, "exact-full")
     D = problem.model.n_params
     check_size(D)
+    # L-BFGS-B keeps 2 HISTORY + 5 vectors of the D + D (D + 1) / 2 parameters (mean and Cholesky factor), and the
+    # objective a few D x D matrices: at D = 5 001, 6 GiB in one allocation after the Laplace start
+    n = D + D * (D + 1) // 2
+    require_memory(8 * ((2 * HISTORY + 5) * n + 4 * D * D),
+                   f"--method exact-full's optimiser state and matrices for D = {D} parameters",
+                   "use --method exact-mf, slang or a mean-field method")
     Xb, lam = _with_bias(X), problem.prior_precision
     with _starting_point("exact-full"):
         mu0, w = _laplace(Xb, y, lam)

@@ -41,7 +41,7 @@ from slangcli.gaussian import lowrank
 from slangcli.gaussian import noise
 from slangcli.gaussian.posteriors import LowRankGaussian
 from slangcli.methods import natural
-from slangcli.methods.base import Problem, hyperparameter, require
+from slangcli.methods.base import Problem, hyperparameter, require, require_memory
 
 # Below this many entries of G (D x columns) a dense matrix and plain BLAS beat the factored per-layer route
 # (measured: 8 110 x 200 is 4x faster factored; 751 x 40 and 257 x 64 are as fast either way).
@@ -76,12 +76,22 @@ display_name = "SLANG"
 rank_symbol = "L"
 
 
+# the D x L arrays a step holds at once at the least: U, U_new and a block of the eigensolver's basis
+U_COPIES = 3
+
+
 def adapt(model, hyper: Hyper):
-    """A rank above the parameter count is a full-rank precision: cap it, and say so."""
-    if hyper.rank <= model.n_params:
+    """A rank above the parameter count is a full-rank precision: cap it, and say so. A rank whose D x L arrays
+    cannot fit in memory is refused when the fit is planned, before any step (at D = 10^6, rank 600 failed after
+    18 s as "out of memory")."""
+    D = model.n_params
+    require_memory(U_COPIES * np.dtype(hyper.dtype).itemsize * D * min(hyper.rank, D),
+                   f"--rank {hyper.rank}'s low-rank factors ({U_COPIES} arrays of {D} x {min(hyper.rank, D)})",
+                   "give a smaller --rank")
+    if hyper.rank <= D:
         return hyper, None
-    return replace(hyper, rank=model.n_params), (f"--rank {hyper.rank} exceeds the {model.n_params} parameters; "
-                                                f"using rank {model.n_params} (a full-rank precision)")
+    return replace(hyper, rank=D), (f"--rank {hyper.rank} exceeds the {D} parameters; using rank {D} (a "
+                                    "full-rank precision)")
 
 
 class State(NamedTuple):
