@@ -23,6 +23,7 @@ from slangcli.models import MLP
 from slangcli.predictive import metrics
 from slangcli.predictive import mixture
 from slangcli.predictive import predict as P
+from slangcli.predictive.tables import percent
 from slangcli.predictive.evaluation import evaluate, predict
 
 from conftest import binary_problem, csv_text
@@ -242,3 +243,8 @@ def test_targetless_file_whose_header_names_the_target_is_refused(fitted_run, wr
     with pytest.raises(DataError, match=r"r\.csv:1: columns 'a', 'b', 'c' are missing \(the model's 3 features are "
                                         r"'a', 'b', 'c'; its other columns: 'p', 'q', 'r'\)$"):
         load_inputs(fitted_run, str(renamed))
+
+
+def test_interval_columns_are_named_by_their_level_in_percent():
+    """A level of 0.999999999999 named its columns lower_100 and upper_100."""
+    assert [percent(c) for c in (0.95, 0.5, 0.999, 0.999999999999)] == ["95", "50", "99.9", "99.9999999999"]
