@@ -165,6 +165,8 @@ def test_inspect_json(train_csv, out_dir):
     assert s["config"]["hyper"]["rank"] == 2
     assert s["config"]["seed"] == 7
     assert s["config"]["n_steps"] == 2 * 4  # 2 epochs of ceil(30 / 8) steps
+    # a step method's epochs; no solver's iterations (they said 0, as of a fit that had not run)
+    assert (s["history"]["epochs"], s["history"]["iterations"]) == (2, None)
     train = s["data"]["train"]
     assert train["sha256"] == hashlib.sha256(train_csv.read_bytes()).hexdigest()
     assert train["path"] == os.path.abspath(train_csv)

@@ -49,9 +49,11 @@ def summary(run, path) -> dict:
         "config": run.config,
         "data": {k: v for k, v in run.data.items() if k != "feature_names"},
         "n_features": len(run.data.get("feature_names", [])),
-        "history": {"epochs": int(len(hist.get("epoch", []))),
+        # (epochs of a step method, iterations of a solver; null for the other: a step method's "iterations: 0"
+        # read as a fit that had not run)
+        "history": {"epochs": int(len(hist["epoch"])) if "epoch" in hist else None,
                     "final_nll": float(hist["nll"][-1]) if len(hist.get("nll", [])) else None,
-                    "iterations": int(len(hist.get("iteration", []))),
+                    "iterations": int(len(hist["iteration"])) if "iteration" in hist else None,
                     "snr_records": int(len(hist.get("snr_step", [])))},
         "metrics": run.metrics,
         "status": run.status,
