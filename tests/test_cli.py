@@ -600,6 +600,12 @@ def test_a_split_that_leaves_one_class_for_training_says_so(tmp_path):
     assert_error(result, 1, f"{data}: the rows left for training hold one label value, 'neg', of the file's 2: the "
                             f"test rows of --test-fraction 0.3 (--split-seed {seed}) took the others (another "
                             "--split-seed, or fewer rows held out, keeps them)")
+    # two rows, one test row: the training row is moved in place over the other, and the file's labels were
+    # counted after the move ("need at least 2 label values, found 1")
+    (tmp_path / "two.csv").write_text("a,y\n1,0\n2,1\n")
+    result = invoke("fit", tmp_path / "two.csv", "-o", tmp_path / "r.h5", *FAST, "--test-fraction", "0.5")
+    assert_error(result, 1, "two.csv: the rows left for training hold one label value, ", "of the file's 2: the test "
+                            "rows of --test-fraction 0.5 (--split-seed 0) took the others")
 
 
 @pytest.mark.parametrize("how", ["evaluate", "predict", "fit --test", "fit --test-fraction"])
@@ -619,8 +625,11 @@ def test_an_unseen_label_is_named_by_its_line(tmp_path, how):
         seed = next(s for s in range(200) if bad in train_test_split(20, 0.25, s)[1])
         result = invoke("fit", train, "--likelihood", "categorical", "-o", run, *FAST, "--test-fraction", "0.25",
                         "--split-seed", seed)
-        # 'maybe' is then no class at all: a categorical fit of the training rows knows x and y
-        assert_error(result, 1, f"{train}:{bad + 2}: label 'maybe' not seen in training data")
+        # 'maybe' is then no class at all: a categorical fit of the training rows knows x and y; the message says
+        # that the split put it there (it read as if the file were wrong)
+        assert_error(result, 1, f"{train}:{bad + 2}: label 'maybe' not seen in training data",
+                     f"every row of it is among the test rows of --test-fraction 0.25 (--split-seed {seed}); a "
+                     "smaller --test-fraction, or another --split-seed, keeps some in training")
         return
     if how == "fit --test":
         assert_error(invoke("fit", train, "--test", other, "-o", run, *FAST), 1,

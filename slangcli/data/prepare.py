@@ -144,7 +144,7 @@ class LabelMap:
             unknown = np.flatnonzero(known[block] != values)  # NaN != NaN, so a NaN label is unknown too
             if unknown.size:
                 i = rows.start + int(unknown[0])
-                raise DataError(
+                raise UnseenLabel(
                     f"{where(i) if where is not None else f'{path}: row {i}'}: label {_fmt_label(y[i].item())!r} not "
                     f"seen in training data (known: {_listing(self.classes)})"
                 )
@@ -211,6 +211,11 @@ def fit_labels(y, *, path, n_classes=None) -> LabelMap:
 
 class TooFewClasses(DataError):
     """The training labels hold one value: a split of a file that has more may have taken the others."""
+
+
+class UnseenLabel(DataError):
+    """A label that the training labels do not hold: a split of one file may have put every row of it in the test
+    rows."""
 
 
 # ---------------------------------------------------------------------------------------------------------

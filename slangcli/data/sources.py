@@ -18,12 +18,13 @@ import numpy as np
 
 from slangcli.data import task
 from slangcli.data.columns import file_layout
-from slangcli.data.prepare import (LabelMap, Prepared, Standardizer, TooFewClasses, calibration_split, prepare,
-                                   train_test_split)
+from slangcli.data.prepare import (LabelMap, Prepared, Standardizer, TooFewClasses, UnseenLabel, calibration_split,
+                                   prepare, train_test_split)
 from slangcli.declare import DELIMITERS, MAX_SEED, check_value, option
 from slangcli.errors import ConfigError, DataError
 from slangcli.data.readers import (ARRAYS, MISSING_POLICIES, NA_VALUES, STDIN, Table, TargetNameWithoutHeader,
                                    is_uci_folder, line_of_row, read_table, read_uci_folder, sha256_file, widen)
+from slangcli.data.readers._common import _fmt_label
 from slangcli.data.schema import CLASSES, TARGET_NUMERIC, Column, Schema, Target, schema_of
 
 if TYPE_CHECKING:  # (a stored run's data are read here; the run file format sits above the data)
@@ -357,15 +358,26 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
                            feature_names=schema.encoded_names, options=opts.record(),
                            overwrite=True,  # the table is read for this preparation alone: standardised in place
                            calibration=calibration, test_where=test_where)
+    except UnseenLabel as exc:
+        if opts.test_fraction is None:
+            raise
+        # a label of the file that the split put wholly among the test rows
+        raise DataError(f"{exc}: every row of it is among the test rows of --test-fraction {opts.test_fraction} "
+                        f"(--split-seed {opts.split_seed}); a smaller --test-fraction, or another --split-seed, keeps "
+                        "some in training") from None
     except TooFewClasses as exc:
-        in_file = len(np.unique(table.y))
+        # (every row's label: the training rows' copy, the test and calibration rows' own; table.y itself was
+        # spent by _keep_rows, moved in place, and counted one class where the file had two)
+        parts = [y_train_raw] + [part for part in (y_test_raw, calibration and calibration[1]) if part is not None]
+        in_file = len(np.unique(np.concatenate(parts)))
         if fit_rows is None or in_file < 2:
             raise
         held = ([f"the test rows of --test-fraction {opts.test_fraction} (--split-seed {opts.split_seed})"]
                 if opts.test_fraction is not None else
                 [f"the test rows of --uci-split {opts.uci_split}"] if opts.uci_split is not None else []) + \
             (["the rows --calibrate held out"] if calibrate is not None else [])
-        raise DataError(f"{opts.path}: the rows left for training hold one label value, {str(y_train_raw[0])!r}, "
+        value = _fmt_label(np.asarray(y_train_raw)[0].item())
+        raise DataError(f"{opts.path}: the rows left for training hold one label value, {value!r}, "
                         f"of the file's {in_file}: {' and '.join(held)} took the others (another "
                         f"{'--split-seed' if opts.test_fraction is not None else '--seed'}, or fewer rows held out, "
                         "keeps them)") from exc
