@@ -166,7 +166,7 @@ def test_python_saved_run_is_read_by_every_command(tmp_path):
         done = runner.invoke(main, args)
         assert done.exit_code == 0, (args, done.output)
     done = runner.invoke(main, ["evaluate", str(path)])
-    assert done.exit_code == 1 and "pass a data file" in done.output
+    assert done.exit_code == 2 and "pass a data file" in done.output  # (a missing argument: a usage error)
 
 
 def test_noise_precision_round_trips_through_a_command_line_run_file(tmp_path):
