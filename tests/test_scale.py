@@ -391,3 +391,39 @@ def test_a_posterior_too_large_for_memory_is_refused_before_training(tmp_path, m
     monkeypatch.setattr(base, "memory_limit", lambda: None)  # (unknown: nothing refused)
     assert CliRunner().invoke(main, ["fit", str(tmp_path / "data.csv"), "-o", str(tmp_path / "run.h5"),
                                      *options]).exit_code == 0
+
+
+def test_data_given_to_a_run_are_standardised_in_place(tmp_path, monkeypatch):
+    """predict and evaluate standardised a copy of the table they had read for themselves alone: predicting from
+    a LIBSVM table of 1.6 GB peaked at 3.45 GB where the fit (in place) took 1.9. The transform of such a table
+    now adds no copy of it (here 0.13 of its size, the check for non-finite values, against 1.13 before)."""
+    from click.testing import CliRunner
+
+    from slangcli.cli import main
+    from slangcli.data import sources
+    from slangcli.runfile.io import read_run
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(5000, 50))
+    np.savetxt(tmp_path / "t.csv", np.column_stack([X, X[:, 0] > 0]), delimiter=",", fmt="%.6f")
+    assert CliRunner().invoke(main, ["fit", str(tmp_path / "t.csv"), "--iterations", "2", "-o",
+                                     str(tmp_path / "r.h5")]).exit_code == 0
+    run, extra = read_run(tmp_path / "r.h5"), []
+    transform = sources.transform
+
+    def traced(*args, **kwargs):
+        tracemalloc.reset_peak()
+        start = tracemalloc.get_traced_memory()[0]
+        out = transform(*args, **kwargs)
+        extra.append((tracemalloc.get_traced_memory()[1] - start) / args[1].nbytes)
+        return out
+
+    monkeypatch.setattr(sources, "transform", traced)
+    tracemalloc.start()
+    try:
+        inputs = sources.load_inputs(run, tmp_path / "t.csv")[0]
+        sources.load_test(run, "r.h5", tmp_path / "t.csv")
+    finally:
+        tracemalloc.stop()
+    assert len(extra) == 2 and max(extra) < 0.5, extra
+    np.testing.assert_allclose(inputs, (X - X.mean(0)) / X.std(0), atol=1e-5)  # (the file holds 6 decimals)
