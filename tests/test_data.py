@@ -623,7 +623,8 @@ def test_libsvm_width_far_beyond_the_file_is_refused_before_allocating(tmp_path,
     # found by test_fuzz.py: from 25 bytes, a 2 x 20 000 000 table (305 MiB) and 20 million column names
     # (about 1.4 GB) were built; at index 10^9 the process exhausted the machine's memory
     path = write(tmp_path, "train.svm", "-1 1:1\n+1 2:1 20000000:1\n")
-    message = r" feature index 20000000 would make a 2 x 20000000 table \(about 1,526 MiB\) from 25 bytes of text"
+    message = (r" feature index 20000000 would make a 2 x 20000000 table \(about 1,526 MiB: slang holds LIBSVM data "
+               r"dense\) from 25 bytes of text")
     with pytest.raises(DataError, match=where(path, 2) + message + ": give --n-features if that width is intended$"):
         read_table(path)
     wide = read_table(write(tmp_path, "wide.svm", "-1 1:1\n+1 2:1 200000:1\n"))  # 16 MB: an ordinary width
@@ -635,6 +636,11 @@ def test_libsvm_width_far_beyond_the_file_is_refused_before_allocating(tmp_path,
     with pytest.raises(DataError, match="feature index 300 would make a 2 x 300 table"):
         read_table(small)
     assert read_table(small, n_features=300).X.shape == (2, 300)
+    # a declared width beyond memory says so, with the size and that the table is dense (it gave no size)
+    monkeypatch.setattr(np, "zeros", lambda *a, **k: (_ for _ in ()).throw(MemoryError()))
+    with pytest.raises(DataError, match=r"a dense 2 x 300 table \(about 4\.47e-06 GiB; slang holds LIBSVM data "
+                                        r"dense\) does not fit in memory \(highest feature index 300\): fewer rows"):
+        read_table(small, n_features=300)
 
 
 def test_libsvm_reports_the_earliest_line_among_checks(tmp_path):

@@ -939,13 +939,15 @@ def _parse_libsvm(name, batches, n_features):
     need = (8 * n + 64) * p
     if n_features is None and need > max(_DENSE_FLOOR, _DENSE_RATIO * size):
         raise DataError(
-            f"{name}:{widest[1]}: feature index {p} would make a {n} x {p} table (about {need / 2**20:,.0f} MiB) "
-            f"from {size} bytes of text: give --n-features if that width is intended"
+            f"{name}:{widest[1]}: feature index {p} would make a {n} x {p} table (about {need / 2**20:,.0f} MiB: "
+            f"slang holds LIBSVM data dense) from {size} bytes of text: give --n-features if that width is intended"
         )
     try:
         X = np.zeros((n, p), dtype=np.float64)
     except (MemoryError, ValueError):
-        raise DataError(f"{name}: a dense {n} x {p} array does not fit in memory (highest feature index {p})") from None
+        raise DataError(f"{name}: a dense {n} x {p} table (about {8 * n * p / 2**30:,.4g} GiB; slang holds LIBSVM "
+                        f"data dense) does not fit in memory (highest feature index {p}): fewer rows, or a file with "
+                        "fewer features, fits") from None
     first = 0
     for y, (row_of, index, values) in zip(labels, entries):
         X[first + row_of, index - 1] = values
