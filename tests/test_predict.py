@@ -248,3 +248,24 @@ def test_targetless_file_whose_header_names_the_target_is_refused(fitted_run, wr
 def test_interval_columns_are_named_by_their_level_in_percent():
     """A level of 0.999999999999 named its columns lower_100 and upper_100."""
     assert [percent(c) for c in (0.95, 0.5, 0.999, 0.999999999999)] == ["95", "50", "99.9", "99.9999999999"]
+
+
+def test_a_many_class_predictive_holds_its_softmax_within_the_budget(monkeypatch):
+    """The rows of a forward pass were chunked by the widest layer alone; a 200-class model's softmax holds some
+    seven arrays of samples x rows x classes, and scoring 200 rows peaked at about 1 GB, 7 times the budget. The
+    chunks now count those temporaries (here the budget made 2 MB: the peak stays within twice it)."""
+    import tracemalloc
+
+    monkeypatch.setattr(metrics, "ACTIVATION_BUDGET", 1 << 18)
+    model = MLP((10, 200), likelihood="categorical")
+    rng = np.random.default_rng(0)
+    posterior = DiagonalGaussian.from_precision(rng.normal(size=model.n_params), np.full(model.n_params, 4.0))
+    X = rng.normal(size=(300, 10))
+    tracemalloc.start()
+    try:
+        got = P.classify(posterior, model, X, samples=64, seed=0, predictive="mc")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 8 * metrics.ACTIVATION_BUDGET + got["probs"].nbytes * 3, peak
+    np.testing.assert_allclose(got["probs"].sum(axis=1), 1.0, rtol=1e-12)

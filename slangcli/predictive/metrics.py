@@ -54,9 +54,19 @@ COVERAGE_LEVELS = (0.5, 0.9, 0.95)
 ACTIVATION_BUDGET = 1 << 24
 
 
+# arrays as large as a categorical model's outputs that its predictive holds at once (the logits, logsumexp's
+# temporaries, the log-probabilities, the probabilities and their product): for a 200-class model they, not the
+# layers, set the memory, and scoring 200 rows peaked at about 1 GB, 7 times the budget
+SOFTMAX_TEMPORARIES = 8
+
+
 def row_chunks(model: MLP, n_rows: int, n_samples: int):
-    """Row slices for forward passes whose activations stay within ACTIVATION_BUDGET."""
-    step = max(1, ACTIVATION_BUDGET // (n_samples * max(model.sizes)))
+    """Row slices for forward passes whose activations, and a categorical model's softmax temporaries, stay within
+    ACTIVATION_BUDGET."""
+    width = max(model.sizes)
+    if model.likelihood == "categorical":
+        width = max(width, SOFTMAX_TEMPORARIES * model.sizes[-1])
+    step = max(1, ACTIVATION_BUDGET // (n_samples * width))
     return [slice(lo, lo + step) for lo in range(0, n_rows, step)]
 
 
