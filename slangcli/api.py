@@ -347,16 +347,23 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     FitResult
     """
     try:
-        return _fit(X, y, X_test, y_test, progress, notify, options)
+        return _fit(X, y, options, X_test=X_test, y_test=y_test, progress=progress, notify=notify)
     except (ConfigError, DataError) as exc:
-        # (the checks are written for slang fit's flags: the caller reads the keywords they passed)
-        exc.args = (python_names(str(exc)), *exc.args[1:])
+        _rename(exc)
         raise
 
 
-def _fit(X, y, X_test, y_test, progress, notify, options: dict, estimator: bool = False) -> FitResult:
-    """:func:`fit`, its invalid options named by their command-line flags (:func:`python_names` renames them for
-    each door; its warnings already renamed, for an estimator's parameters with ``estimator``)."""
+def _rename(exc: Exception, estimator: bool = False) -> None:
+    """Rewrite, in place, the message of ``exc`` (the checks are written for slang fit's flags) with the names the
+    Python caller passed (:func:`python_names`)."""
+    exc.args = (python_names(str(exc), estimator), *exc.args[1:])
+
+
+def _fit(X, y, options: dict, *, X_test=None, y_test=None, progress=None, notify=None,
+         estimator: bool = False) -> FitResult:
+    """:func:`fit` with its ``options`` as a dict (so that no option can bind ``estimator``), its invalid options
+    named by their command-line flags (:func:`_rename` renames them for each door; its warnings already renamed,
+    for an estimator's parameters with ``estimator``)."""
     missing = _missing_policy(options.pop("missing", "error"))
     categorical = options.pop("categorical", None)
     fit_options = FitOptions.of(**options)

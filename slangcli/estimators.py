@@ -197,12 +197,13 @@ class _SLANGEstimator:
         # (the labels as given: the fit codes them, as slang fit codes a file's, and the run file keeps their values)
         X_named = _NamedNumbers(X_arr, names) if names is not None else X_arr
         try:
-            self.result_ = api._fit(X_named, y_arr, None, None, None, None, given, estimator=True)
+            self.result_ = api._fit(X_named, y_arr, given, estimator=True)
         except ConfigError as exc:
             # (the checks name slang fit's flags: an estimator's user reads its parameters)
-            raise ValueError(f"{type(self).__name__}: {options.python_names(str(exc), estimator=True)}") from None
+            api._rename(exc, estimator=True)
+            raise ValueError(f"{type(self).__name__}: {exc}") from None
         except DataError as exc:
-            exc.args = (options.python_names(str(exc), estimator=True), *exc.args[1:])
+            api._rename(exc, estimator=True)
             raise
         self.seed_ = seed
         self.n_features_in_ = X_arr.shape[1]

@@ -400,27 +400,22 @@ def estimator_fields(likelihood: str) -> list:
     return out
 
 
-def _declared_fields() -> list:
-    return [f for f in fields(DataOptions) if f.metadata] + [f for f in fields(FitOptions) if f.name != "hyper"]
-
-
 def keyword_names(estimator: bool = False) -> dict:
-    """The command-line flag of every declared option (``--snr``, ``--no-standardize``, ``--rank``) with the Python
-    name that sets it: the keyword of ``slangcli.fit``, or with ``estimator`` the estimators' parameter (a method's
-    hyperparameter as a key of ``method_params``)."""
-    taken = dict(estimator_fields("gaussian")) if estimator else None
+    """The command-line flag of every declared option (:func:`command_line`: ``--snr``, ``--no-standardize``,
+    ``--rank``) with the Python name that sets it: the keyword of ``slangcli.fit``, or with ``estimator`` the
+    estimators' parameter (a method's hyperparameter as a key of ``method_params``)."""
+    taken = {f.name: name for name, f in estimator_fields("gaussian")}
     names = {}
-    for f in _declared_fields():
-        name = f.name
-        if estimator:
-            name = next((n for n, g in taken.items() if g is f), None)
-            if name is None:
-                continue
-        names[flag_of(f)] = name
-        if f.metadata["kind"] == "switch":
-            names["--no-" + flag_of(f)[2:]] = f"{name}=False"
-    for spec in option_specs(METHODS):
-        names[spec.flag] = f"method_params['{spec.name}']" if estimator else spec.name
+    for item in command_line():
+        if not hasattr(item, "metadata"):  # a method's hyperparameter (slangcli.methods.base.OptionSpec)
+            names[item.flag] = f"method_params['{item.name}']" if estimator else item.name
+            continue
+        name = taken.get(item.name) if estimator else item.name
+        if name is None:
+            continue
+        names[flag_of(item)] = name
+        if item.metadata["kind"] == "switch":
+            names["--no-" + flag_of(item)[2:]] = f"{name}=False"
     return names
 
 
@@ -430,8 +425,8 @@ def python_names(message: str, estimator: bool = False) -> str:
     value (``--missing drop``: ``missing='drop'``), for a message raised to a caller of ``slangcli.fit`` or an
     estimator. Text in quotes (a cell, a column's name) is left as it is."""
     names = keyword_names(estimator)
-    choices = {flag_of(f): choices_of(f) if f.metadata["kind"] == "choice" else (AUTO,) for f in _declared_fields()
-               if f.metadata["kind"] in ("choice", "precision")}
+    choices = {flag_of(f): choices_of(f) if f.metadata["kind"] == "choice" else (AUTO,) for f in command_line()
+               if hasattr(f, "metadata") and f.metadata["kind"] in ("choice", "precision")}
 
     def rename(match) -> str:
         flag, value = match.group(1), match.group(2)
