@@ -333,28 +333,14 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
         _note_imputed(path, count, notify)
 
     if table.provenance["format"] == "csv":
-        positions = None
-        if table.columns is not None:  # each model input's column in the file (a category's indicators share it)
-            positions = [column for column, c in zip(table.columns, schema.columns) for _ in range(c.width)]
-        for warning in [*task.identifier_columns(X_train, schema.encoded_names, positions),
-                        *task.decimal_commas(schema.columns),
-                        *task.one_level_per_row(schema.columns, len(X_train))]:
+        for warning in _table_warnings(table, schema, X_train):
             notify(f"{opts.path}: {warning}")
 
-    if test_table is not None:
-        test = {"source": "file", **test_table.provenance}
-    elif test_index is not None:
-        test = {"source": "split", "rows": int(len(test_index))}
-        if opts.test_fraction is not None:
-            test.update(test_fraction=opts.test_fraction, split_seed=opts.split_seed)
-        else:
-            test.update(uci_split=opts.uci_split)
-    else:
-        test = None
     try:
         prepared = prepare(X_train, y_train_raw, X_test, y_test_raw, likelihood=likelihood,
                            standardize=bool(opts.standardize), name=opts.path, test_name=opts.test or opts.path,
-                           train_provenance=table.provenance, test_provenance=test,
+                           train_provenance=table.provenance,
+                           test_provenance=_test_provenance(opts, test_table, test_index),
                            feature_names=schema.encoded_names, options=opts.record(),
                            overwrite=True,  # the table is read for this preparation alone: standardised in place
                            calibration=calibration, test_where=test_where)
@@ -369,24 +355,55 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
         # (every row's label: the training rows' copy, the test and calibration rows' own; table.y itself was
         # spent by _keep_rows, moved in place, and counted one class where the file had two)
         parts = [y_train_raw] + [part for part in (y_test_raw, calibration and calibration[1]) if part is not None]
-        in_file = len(np.unique(np.concatenate(parts)))
-        if fit_rows is None or in_file < 2:
+        if fit_rows is None or len(np.unique(np.concatenate(parts))) < 2:
             raise
-        held = ([f"the test rows of --test-fraction {opts.test_fraction} (--split-seed {opts.split_seed})"]
-                if opts.test_fraction is not None else
-                [f"the test rows of --uci-split {opts.uci_split}"] if opts.uci_split is not None else []) + \
-            (["the rows --calibrate held out"] if calibrate is not None else [])
-        value = _fmt_label(np.asarray(y_train_raw)[0].item())
-        raise DataError(f"{opts.path}: the rows left for training hold one label value, {value!r}, "
-                        f"of the file's {in_file}: {' and '.join(held)} took the others (another "
-                        f"{'--split-seed' if opts.test_fraction is not None else '--seed'}, or fewer rows held out, "
-                        "keeps them)") from exc
+        raise _one_label_left(opts, parts, calibrate is not None) from exc
     if train_index is not None:
         # (the rows trained on: those of the split's training part that --calibrate did not hold out)
         prepared.arrays["train_index"], prepared.arrays["test_index"] = fit_rows, test_index
     if schema.stored:
         prepared.data["schema"] = with_target(schema, prepared, table).record()
     return prepared
+
+
+def _table_warnings(table: Table, schema, X_train: np.ndarray) -> list[str]:
+    """What looks wrong in a CSV file's columns once they are encoded: identifier columns, decimal commas read as
+    text, a text column with a level per row (``slangcli.data.task``)."""
+    positions = None
+    if table.columns is not None:  # each model input's column in the file (a category's indicators share it)
+        positions = [column for column, c in zip(table.columns, schema.columns) for _ in range(c.width)]
+    return [*task.identifier_columns(X_train, schema.encoded_names, positions),
+            *task.decimal_commas(schema.columns),
+            *task.one_level_per_row(schema.columns, len(X_train))]
+
+
+def _test_provenance(opts: DataOptions, test_table: Table | None, test_index) -> dict | None:
+    """Where the test rows came from, as the run file records it: a file of their own or a split of the table."""
+    if test_table is not None:
+        return {"source": "file", **test_table.provenance}
+    if test_index is None:
+        return None
+    test = {"source": "split", "rows": int(len(test_index))}
+    if opts.test_fraction is not None:
+        test.update(test_fraction=opts.test_fraction, split_seed=opts.split_seed)
+    else:
+        test.update(uci_split=opts.uci_split)
+    return test
+
+
+def _one_label_left(opts: DataOptions, labels: list, calibrated: bool) -> DataError:
+    """The error of a split that left the training rows one label value of the file's several: ``labels`` are the
+    training rows' labels first, then those of the rows held out."""
+    in_file = len(np.unique(np.concatenate(labels)))
+    held = ([f"the test rows of --test-fraction {opts.test_fraction} (--split-seed {opts.split_seed})"]
+            if opts.test_fraction is not None else
+            [f"the test rows of --uci-split {opts.uci_split}"] if opts.uci_split is not None else []) + \
+        (["the rows --calibrate held out"] if calibrated else [])
+    value = _fmt_label(np.asarray(labels[0])[0].item())
+    return DataError(f"{opts.path}: the rows left for training hold one label value, {value!r}, "
+                     f"of the file's {in_file}: {' and '.join(held)} took the others (another "
+                     f"{'--split-seed' if opts.test_fraction is not None else '--seed'}, or fewer rows held out, "
+                     "keeps them)")
 
 
 def fit_schema(table: Table, path, *, train=None, missing="error", na_values=NA_VALUES,
