@@ -658,3 +658,56 @@ def test_predict_reads_idx_images_without_labels(tmp_path):
         lines = result.stdout.splitlines()
         assert len(lines) == 7 and "target" not in lines[0].split(",")
         assert_error(invoke("evaluate", run, new / name), 1, str(new / name), "labels file")
+
+
+# ----------------------------------------------------------------------------------------- reading progress
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_large_file_reports_its_reading_in_bytes(tmp_path, monkeypatch, gz):
+    # the bytes counted are those stored (compressed or not), rising to the file's size, then None when closed;
+    # a file below the threshold, and any file outside the context, reports nothing
+    from slangcli.data.readers import _common, reading_progress
+
+    rows = "\n".join(f"{i},{i % 7},{i % 2}" for i in range(40000)) + "\n"
+    path = tmp_path / ("t.csv.gz" if gz else "t.csv")
+    path.write_bytes(gzip.compress(rows.encode()) if gz else rows.encode())
+    size = path.stat().st_size
+    calls = []
+
+    def start(name, total):
+        calls.append(("start", name, total))
+        return lambda done: calls.append(done)
+
+    monkeypatch.setattr(_common, "_BLOCK", 4096)
+    monkeypatch.setattr(_common, "PROGRESS_MIN_BYTES", size)
+    with reading_progress(start):
+        table = read_table(path)
+    assert table.X.shape == (40000, 2)
+    assert calls[0] == ("start", str(path), size)
+    done = calls[1:-1]
+    assert len(done) > 3 and done == sorted(done) and done[-1] == size and calls[-1] is None
+
+    calls.clear()
+    read_table(path)  # outside the context
+    monkeypatch.setattr(_common, "PROGRESS_MIN_BYTES", size + 1)
+    with reading_progress(start):
+        read_table(path)  # below the threshold
+    assert calls == []
+
+
+def test_the_fit_bar_shows_a_file_being_read_then_removes_it():
+    from slangcli.cli.output import progress_bar
+
+    with progress_bar(True, "slang") as bar:
+        report = bar.reading("data.csv", 1000)
+        (task,) = bar._progress.tasks
+        assert task.description == "reading data.csv" and task.total == 1000 and task.fields["bytes"]
+        report(400)
+        assert bar._progress.tasks[0].completed == 400
+        report(None)
+        assert bar._progress.tasks == []
+        bar(3, 10)  # the training bar, added on its first step
+        assert [t.description for t in bar._progress.tasks] == ["slang"]
+    with progress_bar(False, "slang") as off:
+        off.reading("data.csv", 1000)(5)  # no display: a report that does nothing

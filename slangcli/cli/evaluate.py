@@ -5,9 +5,10 @@ from __future__ import annotations
 import click
 
 from slangcli.cli.options import BINS, SAMPLES, SEED
-from slangcli.cli.output import calibration_table, emit_json, metric_rows, metrics_table, needs_stdout, note
+from slangcli.cli.output import (calibration_table, emit_json, metric_rows, metrics_table, needs_stdout, note,
+                                 progress_bar)
 from slangcli.data.columns import LAYOUTS
-from slangcli.data.readers import MISSING_POLICIES
+from slangcli.data.readers import MISSING_POLICIES, reading_progress
 from slangcli.predictive import conformal
 from slangcli.predictive.evaluation import evaluate as evaluate_run
 from slangcli.predictive.metrics import PREDICTIVES
@@ -54,9 +55,10 @@ def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, mi
                                "the run's own test data are read as the fit read them")
     run = read_run(run_file)
     reference = read_run(reference_file) if reference_file is not None else None
-    out = evaluate_run(run, run_file, data, predictive=predictive, samples=samples, seed=seed, bins=bins,
-                       reference=reference, reference_name=reference_file, missing=missing, layout=layout,
-                       header=header, notify=note)
+    with progress_bar(None, "evaluate") as bar, reading_progress(bar.reading):
+        out = evaluate_run(run, run_file, data, predictive=predictive, samples=samples, seed=seed, bins=bins,
+                           reference=reference, reference_name=reference_file, missing=missing, layout=layout,
+                           header=header, notify=note)
     if run.calibration and out["predictive"] == "mc":
         differs = conformal.predictive_differs(run.calibration, out["samples"], seed)
         if differs:

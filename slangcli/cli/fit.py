@@ -13,6 +13,7 @@ import click
 
 from slangcli.cli.options import FloatRange, check_output, fit_options, invocation
 from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
+from slangcli.data.readers import reading_progress
 from slangcli.data.sources import DataOptions
 from slangcli.errors import DivergenceError, Interrupted
 from slangcli.methods import METHODS
@@ -129,8 +130,8 @@ def fit(data, output, scheduler, checkpoint_every, checkpoint_seconds, resume_pa
     rank = options.hyper.get("rank")
     label = (resolved or "fit") + (f" {rank_symbol(METHODS[resolved])}={rank}" if rank is not None and resolved
                                    else "")
-    with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint, data == "-") as checkpointing, \
-            _cluster_map(scheduler) as map_jobs:
+    with progress_bar(progress, label) as bar, reading_progress(bar.reading), \
+            _checkpointing(output, checkpoint, data == "-") as checkpointing, _cluster_map(scheduler) as map_jobs:
         run = fit_run(opts, options, command=invocation(), progress=bar, notify=note, checkpointing=checkpointing,
                       map_jobs=map_jobs)
     if _target_note(target, run):

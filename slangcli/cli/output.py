@@ -8,7 +8,8 @@ import sys
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
 from rich.table import Table
 
 from slangcli.runfile.outputs import check_stdout, discard_stdout as stdout_gone, one_line, writing_stdout  # noqa: F401
@@ -131,8 +132,21 @@ def calibration_table(scores: dict) -> None:
     stderr.print(table)
 
 
+class _CountColumn(ProgressColumn):
+    """Steps as ``done/total``; a file's bytes read as sizes (``12.3/99.8 MB``)."""
+
+    def __init__(self):
+        super().__init__()
+        self._steps, self._bytes = MofNCompleteColumn(), DownloadColumn()
+
+    def render(self, task):
+        return (self._bytes if task.fields.get("bytes") else self._steps).render(task)
+
+
 class progress_bar:
-    """A progress callback ``(done, total)``: a rich bar on a terminal, nothing otherwise (null object)."""
+    """A progress callback ``(done, total)``: a rich bar on a terminal, nothing otherwise (null object).
+    :meth:`reading` is the ``start`` of ``slangcli.data.readers.reading_progress``: a large file being read gets
+    a bar of its own, in bytes, removed once it is read."""
 
     def __init__(self, enabled: bool | None, description: str):
         self.enabled = stderr.is_terminal if enabled is None else enabled
@@ -142,7 +156,7 @@ class progress_bar:
 
     def __enter__(self):
         if self.enabled:
-            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), _CountColumn(),
                                       TimeElapsedColumn(), TimeRemainingColumn(), console=stderr, transient=True)
             self._progress.__enter__()
         return self
@@ -158,3 +172,15 @@ class progress_bar:
         if self._task is None:
             self._task = self._progress.add_task(self.description, total=total)
         self._progress.update(self._task, completed=done)
+
+    def reading(self, name: str, size: int):
+        if self._progress is None:
+            return lambda done: None
+        task = self._progress.add_task(f"reading {one_line(name)}", total=size, bytes=True)
+
+        def report(done):
+            if done is None:
+                self._progress.remove_task(task)
+            else:
+                self._progress.update(task, completed=done)
+        return report

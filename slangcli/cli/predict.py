@@ -6,8 +6,9 @@ import click
 import numpy as np
 
 from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_output
-from slangcli.cli.output import check_stdout, emit_json, needs_stdout, note
+from slangcli.cli.output import check_stdout, emit_json, needs_stdout, note, progress_bar
 from slangcli.data.columns import LAYOUTS
+from slangcli.data.readers import reading_progress
 from slangcli.data.sources import PREDICT_MISSING
 from slangcli.predictive import conformal
 from slangcli.predictive.evaluation import predict as predict_run
@@ -63,8 +64,9 @@ def predict(run_file, data, output, samples, seed, interval, missing, header, la
     else:
         check_output(output, [run_file, data])
     run = read_run(run_file)
-    predictions = predict_run(run, run_file, data, samples=samples, seed=seed, interval=interval, missing=missing,
-                              layout=layout, header=header, notify=note)
+    with progress_bar(None, "predict") as bar, reading_progress(bar.reading):
+        predictions = predict_run(run, run_file, data, samples=samples, seed=seed, interval=interval,
+                                  missing=missing, layout=layout, header=header, notify=note)
     write_predictions(output, predictions)
     info, arrays = predictions.info, predictions.arrays
     how = info["predictive"] + (f", {info['samples']} samples, seed {info['seed']}" if info["samples"] else "")

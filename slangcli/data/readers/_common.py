@@ -22,6 +22,8 @@ coding quotes labels in messages the same way the readers do.
 from __future__ import annotations
 
 import codecs
+import contextlib
+import contextvars
 import gzip
 import hashlib
 import io
@@ -57,6 +59,24 @@ STDIN = "-"
 # the format a run's provenance records for data given as arrays from Python (slangcli.fit), not read from a file
 ARRAYS = "arrays"
 _MAX_LISTED = 10
+# a regular file at least this large reports its reading to the callback of ``reading_progress``: smaller ones
+# are read in about a second or less, too soon for a display to help. A module attribute, read at each call.
+PROGRESS_MIN_BYTES = 64 << 20
+_READING = contextvars.ContextVar("slang_reading_progress", default=None)
+
+
+@contextlib.contextmanager
+def reading_progress(start):
+    """Within this context, every regular file of at least ``PROGRESS_MIN_BYTES`` that a reader opens reports how
+    far it has been read: ``start(name, size)`` is called when the file is opened (or read again from its start)
+    and returns ``report(done)``, called with the bytes read so far (as stored, compressed or not) after each
+    block, and with ``None`` once the file is closed. A display lives in the caller (``slang fit``'s bar): the
+    readers only count."""
+    token = _READING.set(start)
+    try:
+        yield
+    finally:
+        _READING.reset(token)
 
 
 @dataclass(frozen=True, eq=False)
@@ -257,6 +277,10 @@ class Input:
             self.size = os.fstat(self._file.fileno()).st_size
         self._digest = hashlib.sha256()
         self._done = False
+        self._read_so_far = 0
+        start = _READING.get()
+        self._report = (start(self.name, self.size) if start is not None and self._stored is None
+                        and self.size >= PROGRESS_MIN_BYTES else None)
         self.head = self._read()
         self.compressed = self.head[:2] == _GZIP_MAGIC
 
@@ -268,6 +292,9 @@ class Input:
         self._digest.update(block)
         if not block:
             self._done = True
+        if self._report is not None:
+            self._read_so_far += len(block)
+            self._report(self._read_so_far)
         return block
 
     def raw_blocks(self):
@@ -298,6 +325,9 @@ class Input:
         if self._file is not None and hasattr(self._file, "close"):
             self._file.close()
         self._file = None
+        report, self._report = getattr(self, "_report", None), None
+        if report is not None:
+            report(None)
 
 
 def _read_bytes(name):
