@@ -27,6 +27,7 @@ __all__ = [
     "CALIBRATE",
     "MEMBER",
     "NOISE_MODEL",
+    "NOISE",
     "derive_rng",
     "member_seed",
     "steps_per_epoch",
@@ -39,8 +40,9 @@ __all__ = [
 # stream 4: gradient-SNR draws; 5: weight samples of `slang predict`; 6: folds and fits of `--tune`; 7: the seeds
 # of `--restarts`; 8: the training rows `--calibrate` holds out; 9: the seeds of the members of `--members` (fits,
 # and a mixture's predictive draws); 10: the rows and weight draws the noise model of `--noise-model linear` is
-# fitted to
-INIT, ORDER, STEP, EVAL, SNR, PREDICT, TUNE, RESTART, CALIBRATE, MEMBER, NOISE_MODEL = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+# fitted to; 11: the rows and weight draws of a learned noise precision's last update, once training ends
+INIT, ORDER, STEP, EVAL, SNR, PREDICT, TUNE, RESTART, CALIBRATE, MEMBER, NOISE_MODEL, NOISE = (
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 
 
 def derive_rng(seed: int, stream: int, *index: int) -> np.random.Generator:

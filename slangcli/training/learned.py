@@ -11,7 +11,10 @@ treats them (the ELBO is concave in each, with a closed-form optimum):
   step method without touching it. ``s_t`` is unbiased for the current q but noisy (M examples, S samples), so it
   is smoothed: ``s <- s + rho_t (s_t - s)`` with ``rho_t = 1 / min(t, W)``, the running mean of the first W steps
   and then an exponential moving average over about W steps, W one epoch (at most :data:`MAX_WINDOW` steps).
-  tau is updated after every step.
+  tau is updated after every step. Once the last step is done, tau is set to the optimum at the final posterior
+  itself (:meth:`Learner.finish`: exact for a linear model, from :data:`NOISE_MODEL_DRAWS` weight draws for a
+  network), which the run stores: the running estimate follows the minibatches' noise, within a few percent of
+  that optimum on small training sets.
 
   A network starts this update after a **warm-up** (:data:`NOISE_WARMUP`, the first 10 % of its steps). At first
   q is about as wide as the prior, so the sampled weights' residuals are mostly q's own spread; tau taken from them
@@ -99,6 +102,24 @@ def mean_residual(model, mean: np.ndarray, X: np.ndarray, y: np.ndarray) -> floa
     return float(np.mean(squared))
 
 
+def expected_residual(model, posterior, X: np.ndarray, y: np.ndarray, seed: int) -> float:
+    """``E_q[r^2]`` per example on ``(X, y)``: exact for a linear model (``(y - x~ . mu)^2 + x~^T Sigma x~``, ``x~``
+    the features with a one for the bias), else the mean over :data:`NOISE_MODEL_DRAWS` weight draws from the
+    stream ``(seed, NOISE)`` on at most :data:`NOISE_MODEL_ROWS` rows, drawn without replacement."""
+    if model.is_linear:
+        Xb = np.hstack([X, np.ones((len(X), 1))])
+        return float(np.mean((y - Xb @ posterior.mean) ** 2 + posterior.quadratic_forms(Xb)))
+    rng = streams.derive_rng(seed, streams.NOISE)
+    if len(X) > NOISE_MODEL_ROWS:
+        rows = np.sort(rng.choice(len(X), NOISE_MODEL_ROWS, replace=False))
+        X, y = X[rows], y[rows]
+    theta = posterior.sample(rng, NOISE_MODEL_DRAWS)
+    total = 0.0
+    for rows in row_chunks(model, len(X), NOISE_MODEL_DRAWS):
+        total += float(np.sum((model.forward(theta, X[rows])[0][..., 0] - y[rows]) ** 2))
+    return total / (NOISE_MODEL_DRAWS * len(X))
+
+
 def noise_optimum(mean_squared_residual: float) -> float:
     """``tau = N / E_q[sum r^2]`` given the expected squared residual per example."""
     # (Python's min and max: np.clip costs more than the rest of a small network's learner step)
@@ -180,6 +201,14 @@ class Learner:
                 self.problem, prior_optimum(posterior.mean, posterior.marginal_variances(), self.problem.model))
         if record:
             self.record(state.t)
+
+    def finish(self, posterior, X: np.ndarray, y: np.ndarray, seed: int) -> None:
+        """The last M-step, once training ends: tau becomes the ELBO's optimum ``N / E_q[sum r^2]`` at the final
+        posterior (:func:`expected_residual`), instead of the running estimate of the last steps, which follows
+        the minibatches' noise (on 200 rows it wandered within 7.5 % of the optimum over the last epochs)."""
+        if self.noise:
+            tau = noise_optimum(expected_residual(self.problem.model, posterior, X, y, seed))
+            self.problem = replace(self.problem, model=replace(self.problem.model, noise_precision=tau))
 
     def record(self, t: int) -> None:
         if self.step and self.step[-1] == t:  # a partial epoch recorded before, now continued

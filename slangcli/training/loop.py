@@ -174,7 +174,8 @@ def run(
     stopped early. Raises ``DivergenceError`` on a non-finite loss or state (before ``after_step`` sees it).
 
     With a ``learner`` (``slangcli.training.learned.Learner``) each step uses the learner's current problem (its learned
-    noise and prior precisions) and the learner updates them after the step, before ``after_step`` sees it.
+    noise and prior precisions) and the learner updates them after the step, before ``after_step`` sees it; once
+    the last step is done, a learned noise precision takes its optimum at the final posterior (``learner.finish``).
     """
     if state is None:
         state = method.init(derive_rng(seed, INIT), problem, hyper)
@@ -222,4 +223,6 @@ def run(
                 progress(state.t, n_steps)
             if after_step is not None and after_step(state, history):
                 break
+    if learner is not None and state.t == n_steps:
+        learner.finish(method.posterior(state), X, y, seed)
     return state, history
