@@ -585,6 +585,10 @@ def test_uci_folder_regression_fit_and_reevaluation(tmp_path, monkeypatch):
     np.testing.assert_allclose(evaluated["metrics"]["test"]["rmse"], test["rmse"], rtol=1e-12)
     # the weight samples' seed is reported, as predict --json reports it
     assert evaluated["samples"] == 50 and evaluated["seed"] == 0
+    # the training -ELBO is on the standardised target's scale, and says so; the test metrics are in its units
+    train = json.loads(fitted.stdout)["metrics"]["train"]
+    assert train["target"] == "standardised" and evaluated["metrics"]["train"]["target"] == "standardised"
+    assert "-ELBO / N (at fit), standardised target" in again.stderr
 
 
 def test_a_split_that_leaves_one_class_for_training_says_so(tmp_path):

@@ -91,7 +91,8 @@ def check_finite(results, what: str, *run_names: str) -> None:
 def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y_test=None, target_scale=1.0,
           predictive="auto", samples=1000, seed=0, bins=15, calibration: dict | None = None,
           target_mean=0.0) -> dict:
-    """Test scores under the posterior predictive and the training -ELBO / N.
+    """Test scores under the posterior predictive and the training -ELBO / N (the fit's objective, on the scale
+    the fit trained on: a regression's standardised target, marked ``"target": "standardised"``).
 
     Classification: ``nll`` (nats per example), ``accuracy``, and the expected calibration error ``ece`` with its
     ``calibration`` bins (``bins`` equal-width confidence bins). Regression: ``rmse`` of the predictive mean and the
@@ -131,6 +132,10 @@ def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y
                                                      predictive=predictive, samples=min(samples, 100),
                                                      rng=streams.derive_rng(seed, streams.EVAL, 1))
                 out["train"] = {"neg_elbo_per_example": float(nelbo), "n": int(len(X_train))}
+            if model.likelihood == "gaussian" and target_scale != 1.0:
+                # the ELBO is the fit's objective, on the scale the fit trained on (its likelihood part is
+                # log(target_scale) per example below the same in the target's units)
+                out["train"]["target"] = "standardised"
     return out
 
 
