@@ -71,8 +71,10 @@ def test_compress_several_ranks_json(bbb_run, out_dir):
         assert c["source"]["sha256"] == sha and c["rank"] == k and c["params_before"] == 42
         assert c["params_after"] == entry["params_after"] == 21 + k * 7 + 5 + 5
         assert [layer["rank"] for layer in c["layers"]] == [k, 1]
-        np.testing.assert_allclose(run.compression_arrays["explained_variance_0"], out["spectrum"][0][
-            "explained_variance"], rtol=1e-15, atol=0)
+        for layer in out["spectrum"]:  # "layer" counts from 1, as stderr does; "index" is the datasets' suffix
+            assert layer["layer"] == layer["index"] + 1
+            np.testing.assert_allclose(run.compression_arrays[f"explained_variance_{layer['index']}"],
+                                       layer["explained_variance"], rtol=1e-15, atol=0)
         assert run.metrics == {} and entry["metrics"] is None
         assert run.command[:2] == ["slang", "compress"]
     # rank 3 = min(3, 4) is exact: the source's standard deviations

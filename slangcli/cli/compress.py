@@ -105,7 +105,7 @@ def compress(run_file, ranks, output, evaluate, samples, seed, as_json):
     stderr.print(spectrum_table(results[0].layers, len(results[0].member_layers or [None])))
     stderr.print(results_table(source, results))
     if as_json:
-        spectrum = [{"layer": l + 1, "shape": list(c.shape), "singular_values": c.singular_values,
+        spectrum = [{"layer": l + 1, "index": l, "shape": list(c.shape), "singular_values": c.singular_values,
                      "explained_variance": c.explained_variance} for l, c in enumerate(results[0].layers)]
         emit_json({"source": source, "spectrum": spectrum, "floor_relative": results[0].run.compression[
             "floor_relative"], "outputs": [{"rank": r.rank, "path": r.path, **{k: r.run.compression[k] for k in (
