@@ -931,3 +931,11 @@ def test_a_sweep_of_members_and_calibrate_writes_the_fits_slang_fit_writes(clust
     members = {slangcli.load(out / name).config["members"] for name in run_files}
     assert members == {1, 2}
     assert all(slangcli.load(out / name).calibration["n"] > 0 for name in run_files)
+    # the table holds the metrics by level, the calibrated coverage among them, as the run files have them
+    for row in json.loads((out / "results.json").read_text()):
+        test = slangcli.load(out / row['name']).metrics["test"]
+        by_level = {key: value for key, value in test.items() if isinstance(value, dict) and key != "calibration"}
+        assert any(key.startswith("calibrated") for key in by_level)
+        for key, levels in by_level.items():
+            for level, value in levels.items():
+                assert row[f"test_{key}_{level}"] == value

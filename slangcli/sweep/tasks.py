@@ -139,14 +139,21 @@ def is_complete(path, args) -> bool:
 
 
 def metrics_of(path, isolated: bool = True) -> dict:
-    """The scalar train and test metrics of a finished run file, as ``train_*`` / ``test_*`` columns;
+    """The scalar train and test metrics of a finished run file, as ``train_*`` / ``test_*`` columns, those by
+    level too (``test_coverage_0.9``, ``test_calibrated_coverage_0.95``); not the reliability bins behind the ECE.
     ``isolated``: read as ``read_run`` does by default, in a forked child (False: in this process)."""
     m = read_run(path, isolated=isolated).metrics
     out = {}
+
+    def scalars(prefix, values):
+        for key, value in values.items():
+            if isinstance(value, dict) and key != "calibration":
+                scalars(f"{prefix}_{key}", value)
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[f"{prefix}_{key}"] = value
+
     for part in ("train", "test"):
-        for key, value in (m.get(part) or {}).items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                out[f"{part}_{key}"] = value
+        scalars(part, m.get(part) or {})
     out["steps"] = m.get("steps")
     return out
 
