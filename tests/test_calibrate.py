@@ -102,7 +102,8 @@ def test_intervals_and_sets_hand_worked():
                                      np.array([0.1, 0.6, 0.3, 0.95]), probs=np.array([[0.5, 0.5]] * 4),
                                      levels=(0.5,))
     # rank(3, 0.5) = 2: q = 0.5; scores <= 0.5: 2 of 4; every set {k : 1 - 0.5 <= 0.5} holds both classes
-    assert out == {"calibrated_set_coverage": {"0.5": 0.5}, "calibrated_set_size": {"0.5": 2.0}, "calibration_n": 3}
+    assert out == {"calibrated_set_coverage": {"0.5": 0.5}, "calibrated_set_size": {"0.5": 2.0}, "calibration_n": 3,
+                   "calibrated_infinite": []}
 
 
 # ------------------------------------------------------------------------------------------------ the guarantee
@@ -209,6 +210,7 @@ def test_evaluate_agrees_with_the_fit_and_the_api(narrow_regression):
     evaluated = parse_one_json_object(result.stdout)["metrics"]["test"]
     fitted = narrow_regression["fitted"]["metrics"]["test"]
     assert evaluated["calibrated_coverage"] == fitted["calibrated_coverage"]
+    assert evaluated["calibrated_infinite"] == []  # enough calibration rows for both levels
     assert "coverage of calibrated 95% interval" in result.stderr
     assert "Monte-Carlo difference" not in result.stderr  # the fit's own samples and seed
     # evaluate's default predictive is not the calibration's: it says so (the README promised it; only predict did)
@@ -371,8 +373,21 @@ def test_too_few_calibration_rows_give_infinite_intervals_and_say_so(tmp_path):
     why; at 0.8 (rank 8) they are finite."""
     data = _csv(tmp_path / "d.csv", *_regression(40, 8))
     run = tmp_path / "r.h5"
-    assert_ok(invoke("fit", data, "-o", run, "--calibrate", "0.2", "--iterations", "3", "--eval-samples", "10"))
+    fitted = invoke("fit", data, "-o", run, "--calibrate", "0.2", "--iterations", "3", "--eval-samples", "10")
+    assert_ok(fitted)
     assert read_run(run).calibration["n"] == 8
+    # the fit warns at once; evaluate marks the levels whose coverage of 1 is that of -inf..inf
+    too_few = ("8 calibration rows are too few for finite calibrated intervals at 90% (9 rows) and 95% (19 rows): "
+               "they are -inf to inf, and their coverage of 1 says nothing")
+    assert f"slang: warning: {too_few} (a larger --calibrate, or more rows, gives finite ones)" in fitted.stderr
+    evaluated = invoke("evaluate", run, data, "--json")
+    assert_ok(evaluated)
+    test = parse_one_json_object(evaluated.stdout)["metrics"]["test"]
+    assert test["calibrated_infinite"] == ["0.9", "0.95"] and test["calibrated_coverage"] == {"0.9": 1.0, "0.95": 1.0}
+    assert f"slang: calibrated coverage: {too_few}" in evaluated.stderr
+    assert "coverage of calibrated 95% interval (infinite)" in evaluated.stderr
+    with pytest.warns(UserWarning, match="too few for finite calibrated intervals"):
+        slangcli.fit(*_regression(40, 8), calibrate=0.2, iterations=3, eval_samples=10)
     out = tmp_path / "p.csv"
     result = invoke("predict", run, data, "-o", out)
     assert_ok(result)

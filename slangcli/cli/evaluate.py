@@ -63,6 +63,8 @@ def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, mi
         differs = conformal.predictive_differs(run.calibration, out["samples"], seed)
         if differs:
             note(f"calibrated coverage: {differs}")
+    if (out.get("test") or {}).get("calibrated_infinite"):
+        note(f"calibrated coverage: {conformal.too_few(run.calibration['n'], run.model.likelihood)}")
     how = out["predictive"] + (f", {out['samples']} samples, seed {seed}" if out["samples"] else "")
     metrics_table(f"{run_file} ({how})", metric_rows(out))
     calibration_table(out)

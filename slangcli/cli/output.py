@@ -67,14 +67,15 @@ def metric_rows(scores: dict) -> list[tuple[str, str, object]]:
             rows += [("test", f"coverage of {100 * float(level):g}% interval", value)
                      for level, value in test.get("coverage", {}).items()]
             # a run fitted with --calibrate: its split-conformal intervals beside the Bayesian ones
-            rows += [("test", f"coverage of calibrated {100 * float(level):g}% interval", value)
-                     for level, value in test.get("calibrated_coverage", {}).items()]
+            rows += [("test", f"coverage of calibrated {100 * float(level):g}% interval" + _infinite(test, level),
+                      value) for level, value in test.get("calibrated_coverage", {}).items()]
         else:
             rows += [("test", "NLL (nats)", test["nll"]), ("test", "accuracy", test["accuracy"])]
             if "ece" in test:
                 rows.append(("test", f"ECE ({test['calibration']['bins']} bins)", test["ece"]))
             for level, value in test.get("calibrated_set_coverage", {}).items():
-                rows += [("test", f"coverage of calibrated {100 * float(level):g}% set", value),
+                rows += [("test", f"coverage of calibrated {100 * float(level):g}% set" + _infinite(test, level),
+                          value),
                          ("test", f"mean size of calibrated {100 * float(level):g}% set",
                           test["calibrated_set_size"][level])]
         if "calibration_n" in test:
@@ -94,6 +95,11 @@ def metric_rows(scores: dict) -> list[tuple[str, str, object]]:
                  ("reference", "KL(run || reference)", f"{ref['kl_run_to_reference']:.4g}"),
                  ("reference", "KL(reference || run)", f"{ref['kl_reference_to_run']:.4g}")]
     return rows
+
+
+def _infinite(test: dict, level: str) -> str:
+    """A calibrated level too few calibration rows give a finite interval or set: said beside its coverage."""
+    return " (infinite)" if level in test.get("calibrated_infinite", ()) else ""
 
 
 def metrics_table(title: str, rows: list[tuple[str, str, object]]) -> None:

@@ -62,6 +62,19 @@ def least_rows(level: float) -> int:
     return max(1, math.ceil(c / (1 - c)))
 
 
+def too_few(n: int, likelihood: str, levels=CALIBRATED_LEVELS) -> str | None:
+    """What to say of ``n`` calibration rows too few for a finite calibrated interval or set at some of
+    ``levels`` (None when they suffice for all)."""
+    short = [c for c in levels if n < least_rows(c)]
+    if not short:
+        return None
+    what = "intervals" if likelihood == "gaussian" else "prediction sets"
+    need = " and ".join(f"{100 * c:g}% ({least_rows(c)} rows)" for c in short)
+    return (f"{n} calibration row{'s are' if n != 1 else ' is'} too few for finite calibrated {what} at {need}: "
+            + ("they are -inf to inf" if likelihood == "gaussian" else "they hold every class")
+            + ", and their coverage of 1 says nothing")
+
+
 def conformity(model, posterior, X: np.ndarray, y: np.ndarray, *, samples: int, seed: int, target_mean: float = 0.0,
                target_scale: float = 1.0, predictive: str = "auto", probs: np.ndarray | None = None) -> np.ndarray:
     """The nonconformity scores ``(N,)`` of the rows ``(X, y)`` as prepared for the model (``y`` standardised in
@@ -113,6 +126,8 @@ def coverage_metrics(model, calibration: dict, scores: np.ndarray, probs: np.nda
     if model.likelihood != "gaussian":
         out["calibrated_set_size"] = {key: float(np.mean(sets(probs, value).sum(axis=1))) for key, value in q.items()}
     out["calibration_n"] = int(calibration["n"])
+    # the levels whose quantile is infinite (too few calibration rows): covered by intervals that say nothing
+    out["calibrated_infinite"] = [key for key, value in q.items() if math.isinf(value)]
     return out
 
 

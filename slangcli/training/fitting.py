@@ -122,6 +122,9 @@ def fit_prepared(prepared: Prepared, options: FitOptions | None = None, *,
         held, kept = len(prepared.X_calibration), len(prepared.X_train)
         notify(f"--calibrate {options.calibrate:g}: {held} of {held + kept} training rows held out to calibrate the "
                f"intervals (split conformal); the fit trains on the other {kept}")
+        short = conformal.too_few(held, prepared.likelihood)
+        if short:
+            notify(f"warning: {short} (a larger --calibrate, or more rows, gives finite ones)")
     with _naming_magnitude(prepared):
         run = _fit_prepared(prepared, options.for_likelihood(prepared.likelihood), notify=notify,
                             command=command, progress=progress, checkpointing=checkpointing, map_jobs=map_jobs)
