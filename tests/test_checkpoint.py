@@ -122,6 +122,35 @@ def test_resume_of_a_fit_of_members_equals_uninterrupted_fit(tmp_path, data_csv,
     assert resumed.metrics["train"] == reference.metrics["train"]
 
 
+@pytest.mark.parametrize("members,likelihood", [(1, "bernoulli"), (2, "bernoulli"), (1, "gaussian")])
+def test_a_fit_stopped_while_scoring_keeps_its_training(tmp_path, data_csv, write_file, members, likelihood):
+    """Once the last step is done the fit hands the command line how to write that step's snapshot
+    (``Checkpointing.keep``), which it writes when a signal stops the scoring: resuming it runs no step, only the
+    last update of a learned noise precision and the scoring, and ends in the same bits as the fit never stopped."""
+    if likelihood == "gaussian":  # (a learned noise precision, whose last update follows the last step)
+        X, labels = binary_problem(n=60, seed=3)
+        data_csv = write_file("reg.csv", csv_text(X, labels, classes=("-0.5", "1.5")))
+    opts = DataOptions(path=str(data_csv), test_fraction=0.25)
+    kwargs = dict(_fit_kwargs("slang", {"rank": 2}), epochs=2, members=members, likelihood=likelihood)
+    reference = fit(opts, **kwargs)
+    written, kept = [], []
+    fit(opts, **kwargs, checkpointing=Checkpointing(write=written.append, every_steps=1000, keep=kept.append))
+    assert len(kept) == members and written == []
+    kept[-1]()
+    path = tmp_path / "last.h5"
+    write_run(path, written[-1])
+    stored = read_run(path)
+    n_steps = reference.config["n_steps"]
+    assert stored.status == "checkpoint" and stored.state["scalars"]["t"] == n_steps
+    resumed = resume(stored, str(path), checkpointing=Checkpointing(write=written.append, every_steps=5))
+    assert resumed.status == "complete" and len(written) == 1  # no step, so no checkpoint
+    for a, b in zip(getattr(resumed.posterior, "members", [resumed.posterior]),
+                    getattr(reference.posterior, "members", [reference.posterior])):
+        _same_fit(dataclasses.replace(resumed, posterior=a), dataclasses.replace(reference, posterior=b))
+    assert resumed.model.noise_precision == reference.model.noise_precision
+    assert resumed.metrics["train"] == reference.metrics["train"]
+
+
 def test_a_checkpoint_before_the_first_noise_update_reads_and_resumes(tmp_path, write_file):
     """A regression network learns its noise precision from its residuals; a checkpoint written before their first
     update (after step 1) has no residual yet: it still reads, and resumes to the fit never stopped."""

@@ -260,8 +260,9 @@ def test_a_signal_while_a_fit_reads_its_data_stops_it_at_once(tmp_path, sig):
 def test_a_signal_while_a_fit_scores_its_posterior_stops_it_at_once(tmp_path, sig):
     """The final scores of a fit with --eval-samples 10000000 take hours; a signal then was noted, to stop after a
     training step that never came again, and lost: the fit went on and wrote its run. It now stops the scoring at
-    once: 128 + its number, nothing written (the training steps take a few milliseconds, so the signal, sent a
-    second after they begin, finds the fit scoring; one sent during them would stop it at once as well)."""
+    once: 128 + its number, the trained fit kept as a checkpoint at its last step, which --resume scores (the
+    training steps take a few milliseconds, so the signal, sent a second after they begin, finds the fit scoring;
+    one sent during them would stop it at once as well, before any checkpoint)."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((60, 2))
     (tmp_path / "data.csv").write_text("a,b,y\n" + "".join(f"{a:.4f},{b:.4f},{a - b:.4f}\n" for a, b in X))
@@ -285,9 +286,49 @@ def test_a_signal_while_a_fit_scores_its_posterior_stops_it_at_once(tmp_path, si
     word = "interrupted" if sig == signal.SIGINT else "terminated"
     assert code == 128 + sig, err
     name = signal.Signals(sig).name
-    assert (err == f"slang: error: {word} while scoring the fitted posterior ({name}): nothing written\n"
-            or re.fullmatch(rf"slang: error: interrupted at step \d of 5 \({name}\), before any checkpoint: nothing "
-                            r"written\n", err)), err
+    if err.startswith(f"slang: error: {word} while scoring"):
+        # the training is kept, as a checkpoint at its last step: --resume only scores it
+        assert err == (f"slang: error: {word} while scoring the fitted posterior ({name}); the trained fit (step 5, "
+                       "its last) is in run.h5; score it with: slang fit --resume run.h5\n"), err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "run.h5"]
+        from slangcli.runfile.io import read_run
+
+        kept = read_run(tmp_path / "run.h5")
+        assert kept.status == "checkpoint" and kept.state["scalars"]["t"] == 5
+    else:
+        assert re.fullmatch(rf"slang: error: interrupted at step \d of 5 \({name}\), before any checkpoint: nothing "
+                            r"written\n", err), err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stopping_a_fit_without_checkpoints_says_why_nothing_is_written(tmp_path, sig):
+    """A fit of --restarts is not checkpointed: SIGINT said only "interrupted", SIGTERM "terminated (SIGTERM):
+    nothing written", and neither why (probe 8). Both now say what stopped it, that nothing is written, and why."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 2))
+    (tmp_path / "data.csv").write_text("a,b,y\n" + "".join(f"{a:.4f},{b:.4f},{a - b:.4f}\n" for a, b in X))
+    proc = slang("fit", "data.csv", "-o", "run.h5", "--hidden", "8", "--epochs", "100000", "--restarts", "3",
+                 "--no-progress", cwd=tmp_path)
+    try:
+        lines = []
+        while not lines or not lines[-1].startswith("slang: method:"):  # said just before the training
+            lines.append(proc.stderr.readline())
+            assert lines[-1], lines
+        time.sleep(0.5)
+        proc.send_signal(sig)
+        try:
+            code = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+    finally:
+        proc.kill()
+        err = proc.stderr.read()
+        proc.wait()
+    word = "interrupted" if sig == signal.SIGINT else "terminated"
+    assert code == 128 + sig, err
+    assert err == (f"slang: error: {word} ({signal.Signals(sig).name}): nothing written; a fit of --restarts is "
+                   "checkpointed only with --checkpoint-every\n"), err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]
 
 

@@ -638,7 +638,7 @@ def test_a_stopped_sweep_says_one_line_and_tables_every_finished_fit(data, tmp_p
             proc.communicate()
     assert proc.returncode == 128 + signum, err
     lines = err.splitlines()
-    stopped = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+    stopped = "interrupted (SIGINT)" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
     assert len(lines) == 1 and lines[0].count("results.csv") == 1 and lines[0].count("results.json") == 1, err
     assert lines[0].startswith(f"slang: error: {stopped}; the fits done so far are in "), err
     tabled = [r["name"] for r in json.loads((out / "results.json").read_text()) if r["status"] == "complete"]

@@ -78,7 +78,7 @@ class SlangGroup(click.Group):
             ctx.exit(exit_code(exc))
         except KeyboardInterrupt:
             done = ", ".join(outputs.written)
-            error(f"interrupted after writing {done}" if done else "interrupted")
+            error(f"interrupted (SIGINT) after writing {done}" if done else "interrupted (SIGINT): nothing written")
             ctx.exit(130)
         except Terminated as exc:
             done = ", ".join(outputs.written)

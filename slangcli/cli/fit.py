@@ -131,7 +131,9 @@ def fit(data, output, scheduler, checkpoint_every, checkpoint_seconds, resume_pa
     label = (resolved or "fit") + (f" {rank_symbol(METHODS[resolved])}={rank}" if rank is not None and resolved
                                    else "")
     with progress_bar(progress, label) as bar, reading_progress(bar.reading), \
-            _checkpointing(output, checkpoint, data == "-") as checkpointing, _cluster_map(scheduler) as map_jobs:
+            _checkpointing(output, checkpoint, data == "-",
+                           checkpoints.unchecked(options, scheduler is not None)) as checkpointing, \
+            _cluster_map(scheduler) as map_jobs:
         run = fit_run(opts, options, command=invocation(), progress=bar, notify=note, checkpointing=checkpointing,
                       map_jobs=map_jobs)
     if _target_note(target, run):
@@ -158,17 +160,25 @@ RESUME_OPTIONS = {"resume_path", "checkpoint_every", "checkpoint_seconds", "prog
 
 
 @contextlib.contextmanager
-def _checkpointing(output: str, checkpoint: dict | None, from_stdin: bool = False):
+def _checkpointing(output: str, checkpoint: dict | None, from_stdin: bool = False, unchecked: str | None = None):
     """Checkpoint settings writing to ``output``, with SIGINT and SIGTERM turned into a request to stop after the
-    current step (the fit then writes a last checkpoint and raises Interrupted, reported here)."""
+    current step (the fit then writes a last checkpoint and raises Interrupted, reported here). A fit without
+    checkpoints (``checkpoint`` None) stops at once, and says why nothing is written (``unchecked``)."""
     if checkpoint is None:
-        yield None
+        try:
+            yield None
+        except (KeyboardInterrupt, Terminated) as exc:
+            signum = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else exc.signum
+            verb = "interrupted" if signum == signal.SIGINT else "terminated"
+            error(f"{verb} ({signal.Signals(signum).name}): nothing written" + (f"; {unchecked}" if unchecked else ""))
+            sys.exit(128 + signum)
         return
     received: list[int] = []
     written: list[int] = []
     writing: list[bool] = []
     urgent_work: list[str] = []  # the work without steps under way (reading the data, scoring), innermost last
     stopped_during: list[str] = []  # the work a signal stopped at once
+    write_last: list = []  # how to write the snapshot of the last step, once the training is done
 
     def handler(signum, frame):
         # during work without steps a signal stops at once; during the steps a first one stops after the current
@@ -218,7 +228,8 @@ def _checkpointing(output: str, checkpoint: dict | None, from_stdin: bool = Fals
     main_thread = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS} if main_thread else {}
     try:
-        yield Checkpointing(write=write, stop=lambda: bool(received), urgent=urgent, **checkpoint)
+        yield Checkpointing(write=write, stop=lambda: bool(received), urgent=urgent, keep=write_last.append,
+                            **checkpoint)
     except DivergenceError as exc:
         if written:
             raise DivergenceError(f"{exc}; the last good checkpoint (step {written[-1]}) is in {output}") from None
@@ -228,6 +239,13 @@ def _checkpointing(output: str, checkpoint: dict | None, from_stdin: bool = Fals
     except Terminated as exc:
         if stopped_during:
             verb = "interrupted" if exc.signum == signal.SIGINT else "terminated"
+            if write_last:  # the training is done: keep it, so that --resume only scores it
+                write_last[-1]()
+                error(f"{verb} while {stopped_during[0]} ({signal.Signals(exc.signum).name}); the trained fit (step "
+                      f"{written[-1]}, its last) is in {output}; "
+                      + ("its data came from standard input, which --resume cannot read again" if from_stdin
+                         else f"score it with: slang fit --resume {shlex.quote(output)}"))
+                sys.exit(128 + exc.signum)
             stopped(exc.signum, f"{verb} while {stopped_during[0]}", at_once=True)
         stopped(received[0] if received else exc.signum, "stopped by a second signal")
     finally:

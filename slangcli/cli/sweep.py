@@ -169,7 +169,7 @@ def _run_with_progress(points, directory, scheduler, workers, checkpoint_seconds
         except (KeyboardInterrupt, Terminated) as exc:
             signal_arrived(exc)  # handled here, with its own message
             # the table was rewritten on the way out: every fit complete in DIR is in it
-            stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"terminated ({exc})"
+            stopped = "interrupted (SIGINT)" if isinstance(exc, KeyboardInterrupt) else f"terminated ({exc})"
             code = 130 if isinstance(exc, KeyboardInterrupt) else 128 + exc.signum
             if os.path.exists(os.path.join(directory, RESULTS[0])):
                 error(f"{stopped}; the fits done so far are in {table}; run the same command again to continue")

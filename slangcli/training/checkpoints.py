@@ -41,13 +41,18 @@ class Checkpointing:
     ``urgent(what)`` is a context manager around work that has no step to stop after: reading the data, scoring
     the fitted posterior (``what`` names it). A stop request during it, or pending when it begins, ends the fit at
     once: the command line's signal handler raises its exception there, instead of one that comes after the
-    work (reading ten million rows took 20 s; scoring with ``--eval-samples 10000000``, hours)."""
+    work (reading ten million rows took 20 s; scoring with ``--eval-samples 10000000``, hours).
+
+    ``keep(write_last)`` is told, once the last step is done, how to write that step's snapshot
+    (``write_last()``): the command line calls it when a stop request ends the scoring that follows, so that the
+    training is not lost and ``slang fit --resume`` only scores it."""
 
     write: Callable[[Run], None]
     every_steps: int | None = None
     every_seconds: float | None = None
     stop: Callable[[], bool] = lambda: False
     urgent: Callable[[str], ContextManager] = _no_urgency
+    keep: Callable[[Callable[[], None]], None] = lambda write_last: None
 
 
 def schedule(options: FitOptions, every_steps: int | None, every_seconds: float | None,
@@ -70,6 +75,16 @@ def schedule(options: FitOptions, every_steps: int | None, every_seconds: float 
     if options.restarts > 1 and every_steps is None:
         return None
     return {"every_steps": every_steps, "every_seconds": every_seconds or None}
+
+
+def unchecked(options: FitOptions, on_cluster: bool = False) -> str:
+    """Why :func:`schedule` gives a fit with ``options`` no checkpoints, in the words a stopped fit says it with."""
+    method = options.resolved_method
+    if method is not None and is_solver(METHODS[method]):
+        return f"--method {method} is solved at once, without checkpoints"
+    if on_cluster and options.members > 1 and options.restarts == 1:
+        return "members trained on a cluster (--scheduler) are not checkpointed"
+    return "a fit of --restarts is checkpointed only with --checkpoint-every"
 
 
 def writer(checkpointing: Checkpointing, plan: Plan, learner: learned.Learner, elapsed: float, started: float,
@@ -140,7 +155,8 @@ def restore(run: Run, run_name: str, plan: Plan):
         else:
             values[name] = None if isinstance(value, np.ndarray) else value
     state = template._replace(**values)
-    if not 0 < state.t < config["n_steps"]:
+    # (at the last step: a trained fit whose scoring was stopped; resuming it only scores)
+    if not 0 < state.t <= config["n_steps"]:
         raise FormatError(f"{run_name}: /state is at step {state.t} of {config['n_steps']}")
     history = train.History(
         epoch=[int(v) for v in run.history.get("epoch", [])], step=[int(v) for v in run.history.get("step", [])],

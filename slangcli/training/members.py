@@ -68,6 +68,14 @@ def train_one(plan: Plan, seed: int, *, state=None, history=None, learner: learn
         step = first_step if state is None else state.t
         raise Interrupted(step, cfg["n_steps"], checkpointed=step > first_step,
                           message=f"interrupted at step {step} of {cfg['n_steps']}{where}" if where else None)
+    if checkpointing is not None:
+        seconds = elapsed + time.perf_counter() - started
+
+        def write_last():  # (the trained state, should the scoring that follows be stopped)
+            run = checkpoints.snapshot(plan, state, history, seconds, learner)
+            checkpointing.write(run if wrap is None else wrap(run))
+
+        checkpointing.keep(write_last)
     return Outcome(plan.module.posterior(state), {**history.as_arrays(), **learner.history()}, int(state.t),
                    elapsed + time.perf_counter() - started, learner.problem)
 
