@@ -202,6 +202,27 @@ def _checkpoint_file(tmp_path, data_csv, name="ck.h5"):
     return path
 
 
+def test_evaluate_and_predict_say_a_checkpoint_is_not_a_finished_fit(tmp_path, data_csv):
+    """A checkpoint was scored and predicted like a finished run, with no sign that it was not (probe 8)."""
+    path = _checkpoint_file(tmp_path, data_csv)
+    says = (f"slang: {path} is a checkpoint, not a finished fit (step 4 of 48): these are the {{}} of its posterior "
+            f"so far; slang fit --resume {path} finishes it")
+    evaluated = CliRunner().invoke(main, ["evaluate", str(path), str(data_csv), "--json"])
+    assert evaluated.exit_code == 0, evaluated.output
+    assert says.format("scores") in evaluated.stderr.splitlines()
+    assert json.loads(evaluated.stdout)["status"] == "checkpoint"
+    predicted = CliRunner().invoke(main, ["predict", str(path), str(data_csv), "-o", str(tmp_path / "p.csv"),
+                                          "--json"])
+    assert predicted.exit_code == 0, predicted.output
+    assert says.format("predictions") in predicted.stderr.splitlines()
+    assert json.loads(predicted.stdout)["status"] == "checkpoint"
+    # a finished run: no such note
+    done = tmp_path / "done.h5"
+    write_run(done, fit(DataOptions(path=str(data_csv)), **_fit_kwargs("slang", {"rank": 2})))
+    evaluated = CliRunner().invoke(main, ["evaluate", str(done), str(data_csv), "--json"])
+    assert json.loads(evaluated.stdout)["status"] == "complete" and "checkpoint" not in evaluated.stderr
+
+
 def test_resume_refuses_complete_runs_and_changed_data(tmp_path, data_csv):
     path = _checkpoint_file(tmp_path, data_csv)
     done = tmp_path / "done.h5"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import sys
 
 import click
@@ -137,6 +138,27 @@ def calibration_table(scores: dict) -> None:
             table.add_row(f"({edges[b]:.3f}, {edges[b + 1]:.3f}]", str(n), f"{cal['confidence'][b]:.4f}",
                           f"{cal['accuracy'][b]:.4f}")
     stderr.print(table)
+
+
+def checkpoint_note(run, run_file: str) -> str | None:
+    """What ``evaluate`` and ``predict`` say of a checkpoint (a fit that was stopped): its posterior is the fit's so
+    far, a fit of several members mixes those trained so far, and a calibration comes only with the finished fit.
+    None for a finished run."""
+    if run.status != "checkpoint":
+        return None
+    m = run.metrics
+    steps, n_steps = m.get("steps"), m.get("n_steps")
+    where = f"step {steps} of {n_steps}"
+    if "member" in m:
+        k, K = int(m["member"]), int(m["members"])
+        where += (f" of member {k + 1} of {K}; the mixture of the {k + 1} members so far"
+                  + (", the last one partly trained" if steps != n_steps else ""))
+    elif steps == n_steps:
+        where += ", trained, not yet scored"
+    text = f"{run_file} is a checkpoint, not a finished fit ({where}): these are the scores of its posterior so far"
+    if run.config.get("calibrate"):
+        text += "; its calibration comes with the finished fit (no calibrated intervals yet)"
+    return text + f"; slang fit --resume {shlex.quote(run_file)} finishes it"
 
 
 class _CountColumn(ProgressColumn):

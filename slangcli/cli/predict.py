@@ -6,7 +6,7 @@ import click
 import numpy as np
 
 from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_output
-from slangcli.cli.output import check_stdout, emit_json, needs_stdout, note, progress_bar
+from slangcli.cli.output import check_stdout, checkpoint_note, emit_json, needs_stdout, note, progress_bar
 from slangcli.data.columns import LAYOUTS
 from slangcli.data.readers import reading_progress
 from slangcli.data.sources import PREDICT_MISSING
@@ -64,6 +64,8 @@ def predict(run_file, data, output, samples, seed, interval, missing, header, la
     else:
         check_output(output, [run_file, data])
     run = read_run(run_file)
+    if checkpoint_note(run, run_file):
+        note(checkpoint_note(run, run_file).replace("these are the scores", "these are the predictions"))
     with progress_bar(None, "predict") as bar, reading_progress(bar.reading):
         predictions = predict_run(run, run_file, data, samples=samples, seed=seed, interval=interval,
                                   missing=missing, layout=layout, header=header, notify=note)
@@ -86,6 +88,6 @@ def predict(run_file, data, output, samples, seed, interval, missing, header, la
         note(conformal.guarantee(info["calibration"], info["likelihood"], info["samples"], info["seed"]))
     if as_json:
         hdf5 = output.lower().endswith(HDF5_SUFFIXES)
-        emit_json({"output": output, "format": "hdf5" if hdf5 else "csv",
+        emit_json({"output": output, "status": run.status, "format": "hdf5" if hdf5 else "csv",
                    **({"compressed": "gzip"} if output.lower().endswith(GZIP_SUFFIX) else {}), **info,
                    "columns": list(arrays) if hdf5 else csv_header(predictions), "classes": predictions.classes})
