@@ -94,8 +94,9 @@ def check_value(f, value, name: str | None = None) -> None:
         if bound is not None and not 1 / bound <= value <= bound:
             raise ConfigError(f"{name} must lie between {1 / bound:g} and {bound:g}, got {value}")
     elif kind == "fraction":
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
-                or not 0 < value < 1:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ConfigError(f"{name} must be a number strictly between 0 and 1, got {value!r}")
+        if not 0 < value < 1:
             raise ConfigError(f"{name} must lie strictly between 0 and 1, got {value!r}")
     elif kind == "delimiter":
         if value not in DELIMITERS.values():

@@ -413,11 +413,17 @@ def test_calibrate_outside_zero_one_is_a_usage_error(tmp_path, value):
 
 def test_calibrate_outside_zero_one_is_refused_in_python():
     X, y = _regression(20, 9)
-    for value in (0, 1, 1.5, True):
+    for value in (0, 1, 1.5):
         with pytest.raises(ConfigError, match="^calibrate must lie strictly between 0 and 1"):
             slangcli.fit(X, y, calibrate=value)
     with pytest.raises(ValueError, match="calibrate must lie strictly between 0 and 1"):
         SLANGRegressor(calibrate=1.0).fit(X, y)
+    # not a number: the type is what is wrong, not the range (a string said "must lie strictly between")
+    for value in (True, "0.2"):
+        with pytest.raises(ConfigError, match="^calibrate must be a number strictly between 0 and 1, got "):
+            slangcli.fit(X, y, calibrate=value)
+    with pytest.raises(ValueError, match=r"calibrate'\] must be a number|calibrate must be a number"):
+        SLANGRegressor(calibrate="0.2").fit(X, y)
 
 
 @pytest.mark.parametrize("fraction, says", [("0.01", "holds out 0 and trains on 20"),

@@ -84,7 +84,8 @@ def _posterior_lines(p: dict, likelihood: str, noise_model: bool = False) -> lis
     shapes = ", ".join(f"{k} {_shape_text(v)}" for k, v in p["arrays"].items())
     if "members" not in p:
         return [f"posterior  {p['type']}, D = {p['n_params']}, {shapes}"]
-    lines = [f"posterior  mixture of {len(p['members'])} members (equal weights, --members), D = {p['n_params']}"]
+    K = len(p["members"])
+    lines = [f"posterior  mixture of {K} member{'s' if K != 1 else ''} (equal weights, --members), D = {p['n_params']}"]
     for k, (m, tau) in enumerate(zip(p["members"], p["noise_precision"])):
         lines.append(f"  member {k}  {m['type']}, " + ", ".join(f"{n} {_shape_text(v)}" for n, v in m["arrays"].items())
                      + (f"; noise precision {tau:.4g}{' (training; the noise model predicts)' if noise_model else ''}"

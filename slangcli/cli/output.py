@@ -85,7 +85,7 @@ def metric_rows(scores: dict) -> list[tuple[str, str, object]]:
     if "train" in scores:
         members = scores["train"].get("members")
         # a mixture's own -ELBO has no closed form: its members' mean, each with its own prior (an upper bound)
-        rows.append(("train", "-ELBO / N" + (f", mean of {len(members)} members" if members else "")
+        rows.append(("train", "-ELBO / N" + (f", mean of {len(members)} member{'s' if len(members) != 1 else ''}" if members else "")
                      + (" (at fit)" if scores["train"].get("stored") else "")
                      + (", standardised target" if scores["train"].get("target") == "standardised" else ""),
                      scores["train"]["neg_elbo_per_example"]))
