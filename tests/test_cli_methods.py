@@ -137,7 +137,7 @@ def test_exact_methods_refuse_step_options(train_csv, out_dir, option):
 
 def test_exact_methods_refuse_networks(train_csv, out_dir):
     error(invoke("fit", train_csv, "-o", out_dir / "run.h5", "--method", "exact-mf", "--hidden", "3"), 2,
-          "logistic regression only")
+          "logistic and linear regression only")
 
 
 def test_every_method_can_be_fitted_programmatically(train_csv):

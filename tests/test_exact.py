@@ -176,15 +176,88 @@ def test_registry_entries_are_solvers():
         assert not is_solver(METHODS[name])
 
 
-@pytest.mark.parametrize("sizes,likelihood", [((3, 4, 1), "bernoulli"), ((3, 1), "gaussian"),
+@pytest.mark.parametrize("sizes,likelihood", [((3, 4, 1), "bernoulli"), ((3, 4, 1), "gaussian"),
                                               ((3, 3), "categorical")])
 def test_other_models_are_refused(sizes, likelihood):
     model = MLP(sizes, likelihood=likelihood)
     problem = Problem(model, model.prior_precision(1.0, 1.0), N)
     X, y = np.zeros((N, 3)), np.zeros(N)
     for solve in (exact.solve_full, exact.solve_mean_field):
-        with pytest.raises(ConfigError, match="logistic regression only"):
+        with pytest.raises(ConfigError, match="logistic and linear regression only"):
             solve(problem, X, y, exact.Hyper())
+
+
+# ------------------------------------------------------------------------------------------- linear regression
+def _linear_regression(seed=4, n=N, tau=3.0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, P)) * np.array([1.0, 3.0, 0.2])
+    y = X @ np.array([0.7, -0.2, 2.0]) + 0.4 + rng.standard_normal(n) / np.sqrt(tau)
+    model = MLP((P, 1), likelihood="gaussian", noise_precision=tau)
+    return Problem(model, np.array([1.0, 2.0, 0.5, 1e-5]), n), X, y, np.hstack([X, np.ones((n, 1))])
+
+
+def _neg_elbo(mean, cov, tau, lam, Xb, y):
+    """-ELBO / N of q = N(mean, cov) for Bayesian linear regression, densely."""
+    n, D = Xb.shape
+    expected = np.sum((y - Xb @ mean) ** 2) + np.trace(Xb @ cov @ Xb.T)
+    kl = 0.5 * (np.sum(lam * (np.diag(cov) + mean**2)) - D - np.linalg.slogdet(cov)[1] - np.sum(np.log(lam)))
+    return (0.5 * n * np.log(2 * np.pi / tau) + 0.5 * tau * expected + kl) / n
+
+
+def test_linear_regression_is_solved_in_closed_form():
+    """exact-full is the posterior itself (precision tau X~^T X~ + diag(lambda)); exact-mf its mean with the
+    diagonal of that precision. Both are the ELBO's optima in their families: no perturbation of either lowers
+    -ELBO, and the solvers' recorded -ELBO / N is the dense one."""
+    problem, X, y, Xb = _linear_regression()
+    tau, lam = problem.model.noise_precision, problem.prior_precision
+    P = tau * Xb.T @ Xb + np.diag(lam)
+    mean = np.linalg.solve(P, tau * Xb.T @ y)
+    full, info = exact.solve_full(problem, X, y, exact.Hyper())
+    np.testing.assert_allclose(full.mean, mean, rtol=1e-10)
+    np.testing.assert_allclose(full.cov_times(np.eye(P.shape[0])), np.linalg.inv(P), rtol=1e-9, atol=1e-14)
+    mf, info_mf = exact.solve_mean_field(problem, X, y, exact.Hyper())
+    np.testing.assert_allclose(mf.mean, mean, rtol=1e-10)
+    np.testing.assert_allclose(mf.marginal_variances(), 1.0 / np.diag(P), rtol=1e-12)
+    rng = np.random.default_rng(0)
+    for q, info_q, diagonal in ((full, info, False), (mf, info_mf, True)):
+        cov = np.diag(q.marginal_variances()) if diagonal else np.linalg.inv(P)
+        best = _neg_elbo(q.mean, cov, tau, lam, Xb, y)
+        assert info_q["solver"]["neg_elbo_per_example"] == pytest.approx(best, rel=1e-10)
+        assert info_q["solver"]["converged"] and info_q["solver"]["message"].startswith("closed form")
+        for _ in range(20):
+            moved = q.mean + 1e-3 * rng.standard_normal(q.mean.size)
+            scale = np.exp(1e-3 * rng.standard_normal(q.mean.size))
+            assert _neg_elbo(moved, cov * np.outer(scale, scale) if not diagonal else cov * np.diag(scale**2),
+                             tau, lam, Xb, y) > best
+    # the mean-field optimum is below the full one, by the KL between them
+    assert info_mf["solver"]["neg_elbo_per_example"] > info["solver"]["neg_elbo_per_example"]
+
+
+def test_linear_regression_learns_its_precisions_by_exact_variational_em():
+    """noise_precision="auto" and prior_precision="auto" with exact-full: the EM fixed point of Bayesian linear
+    regression (q the exact posterior; tau = N / E_q[sum r^2], lambda = P / E_q[|w|^2]), alternated densely here."""
+    from slangcli.data.prepare import prepare
+    from slangcli.training.fitting import fit_prepared
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((300, 4))
+    y = X @ rng.standard_normal(4) + 0.3 + 0.5 * rng.standard_normal(300)
+    run = fit_prepared(prepare(X, y, likelihood="gaussian"), method="exact-full", noise_precision="auto",
+                       prior_precision="auto")
+    ys = (y - y.mean()) / y.std()
+    Xb = np.hstack([X, np.ones((300, 1))])
+    tau, lam = 1.0, 1.0
+    for _ in range(2000):
+        cov = np.linalg.inv(tau * Xb.T @ Xb + np.diag([lam] * 4 + [1e-5]))
+        mu = tau * cov @ Xb.T @ ys
+        tau = 300 / (np.sum((ys - Xb @ mu) ** 2) + np.sum(cov * (Xb.T @ Xb)))
+        lam = 4 / (np.sum(mu[:4] ** 2) + np.trace(cov[:4, :4]))
+    assert run.model.noise_precision == pytest.approx(tau, rel=1e-3)
+    assert run.prior_precision[0] == pytest.approx(lam, rel=1e-3)
+    np.testing.assert_allclose(run.posterior.mean, mu, rtol=1e-3, atol=1e-6)
+    assert run.metrics["solver"]["prior_rounds"] > 1
+    assert run.history["noise_precision"][0] == 1.0 and len(run.history["learned_step"]) == \
+        run.metrics["solver"]["prior_rounds"]
 
 
 def test_non_convergence_is_an_error():

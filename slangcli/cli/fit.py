@@ -264,7 +264,13 @@ def _resume(path: str, checkpoint: dict, progress, as_json) -> None:
 
 def _report(output: str, run, as_json: bool) -> None:
     m = run.metrics
-    done = f"{m['steps']} L-BFGS iterations" if "solver" in m else f"{m['steps']} steps"
+    if "solver" not in m:
+        done = f"{m['steps']} steps"
+    elif str(m["solver"].get("message", "")).startswith("closed form"):  # (a linear regression's exact solvers)
+        rounds = m["solver"].get("prior_rounds", 1)
+        done = "closed form" + (f", {rounds} rounds of learned precisions" if rounds > 1 else "")
+    else:
+        done = f"{m['steps']} L-BFGS iterations"
     if run.config.get("members", 1) > 1:
         done = f"{run.config['members']} members of {done}"
     metrics_table(f"{output}: {run.config['method']}, {done} in {m['fit_seconds']:.1f} s", metric_rows(m))

@@ -535,9 +535,10 @@ def _solve(planned: Plan) -> Outcome:
     started = time.perf_counter()
     # one iteration is O(N D^2) for the full solver: the thread policy of a step of that size
     with blas_threads(problem.model.n_params, problem.model.n_params, len(p.X_train)):
-        if planned.learn_prior:
-            posterior, info, problem, rounds = learned.solve_with_prior(planned.module, problem, p.X_train,
-                                                                        p.y_train, planned.hyper)
+        if planned.learn_prior or planned.learn_noise:
+            posterior, info, problem, rounds = learned.solve_em(
+                planned.module, problem, p.X_train, p.y_train, planned.hyper, noise=planned.learn_noise,
+                prior=planned.learn_prior)
             info["history"].update(rounds)
         else:
             posterior, info = planned.module.solve(problem, p.X_train, p.y_train, planned.hyper)

@@ -254,24 +254,44 @@ SOLVE_TOL = 1e-4
 SOLVE_ROUNDS = 50
 
 
-def solve_with_prior(method, problem: Problem, X: np.ndarray, y: np.ndarray, hyper):
-    """Variational EM for a solver: the exact q for the current prior precisions, then their ELBO optimum given
-    q, until the precisions settle. Returns ``(posterior, info, problem, history)`` with the last solve's
-    ``info`` (its iterations summed over the rounds) and the precisions' trajectory, one record per solve."""
-    steps, values, iterations = [], [], 0
+def solve_em(method, problem: Problem, X: np.ndarray, y: np.ndarray, hyper, noise: bool = False,
+                     prior: bool = True):
+    """Variational EM for a solver: the exact q for the current precisions, then the ELBO optimum given q of the
+    prior precisions (``prior``) and of the noise precision (``noise``, a linear regression's), until they settle.
+    Returns ``(posterior, info, problem, history)`` with the last solve's ``info`` (its iterations summed over the
+    rounds) and the precisions' trajectory, one record per solve."""
+    steps, priors, noises, iterations = [], [], [], 0
     for round_ in range(1, SOLVE_ROUNDS + 1):
         posterior, info = method.solve(problem, X, y, hyper)
         iterations += info["solver"]["iterations"]
-        new = prior_optimum(posterior.mean, posterior.marginal_variances(), problem.model)
-        old = weight_precisions(problem)
         steps.append(round_)
-        values.append(old)
-        if np.max(np.abs(new - old) / old) <= SOLVE_TOL:
+        priors.append(weight_precisions(problem))
+        noises.append(problem.model.noise_precision)
+        changes = [0.0]
+        if prior:
+            new = prior_optimum(posterior.mean, posterior.marginal_variances(), problem.model)
+            changes.append(float(np.max(np.abs(new - priors[-1]) / priors[-1])))
+            problem = with_weight_precisions(problem, new)
+        if noise:
+            tau = noise_optimum(expected_residual(problem.model, posterior, X, y, 0))
+            changes.append(abs(tau - noises[-1]) / noises[-1])
+            problem = replace(problem, model=replace(problem.model, noise_precision=tau))
+        if max(changes) <= SOLVE_TOL:
             break
-        problem = with_weight_precisions(problem, new)
+    # the posterior is the last solve's, for the precisions it was solved with
+    problem = replace(problem, model=replace(problem.model, noise_precision=noises[-1]),
+                      prior_precision=_with_layer_values(problem, priors[-1]))
     info["solver"] = dict(info["solver"], iterations=iterations, prior_rounds=round_)
-    return posterior, info, problem, {"learned_step": np.asarray(steps, dtype=np.int64),
-                                      "prior_precision": np.asarray(values, dtype=float)}
+    history = {"learned_step": np.asarray(steps, dtype=np.int64)}
+    if prior:
+        history["prior_precision"] = np.asarray(priors, dtype=float)
+    if noise:
+        history["noise_precision"] = np.asarray(noises, dtype=float)
+    return posterior, info, problem, history
+
+
+def _with_layer_values(problem: Problem, values: np.ndarray) -> np.ndarray:
+    return with_weight_precisions(problem, values).prior_precision
 
 
 def fit_noise_model(model, posterior, X: np.ndarray, y: np.ndarray, seed: int) -> tuple:
