@@ -161,6 +161,13 @@ def test_levels_of_numbers_sort_and_match_by_value():
     assert schema.columns[0].levels == ("4", "6.0", "10")
     np.testing.assert_array_equal(schema.encode(X[:3], {0: np.array(["4.0", "6", "1e1"])}),
                                   [[1, 0, 0], [0, 1, 0], [0, 0, 1]])
+    # the training rows themselves may write one value two ways: one level, named by its first text (two levels
+    # "6" and "6.0" were made, and "6.00" at prediction was refused as unseen)
+    X = np.full((6, 1), np.nan)
+    schema = Schema.fit(X, {0: np.array(["4", "6", "6.0", "8", "4.0", "6"])}, names=("cyl",), path="data")
+    assert schema.columns[0].levels == ("4", "6", "8")
+    np.testing.assert_array_equal(schema.encode(X[:4], {0: np.array(["6.0", "6.00", "4.0", "8"])}),
+                                  [[0, 1, 0], [0, 1, 0], [1, 0, 0], [0, 0, 1]])
 
 
 # ------------------------------------------------------------------------------------------------ the README's fits

@@ -195,12 +195,16 @@ class Schema:
                                     f"--drop-columns {name} leaves it out")
                 columns.append(Column(name, position, BOOLEAN, (), float(fill)))
                 continue
+            if all(_finite_number(level) for level in present):
+                present.sort(key=lambda level: (float(level), level))
+                # one level per value, named by its first text: 6 and 6.0 are one level, as they match one
+                values_seen: set = set()
+                present = [level for level in present
+                           if not (float(level) in values_seen or values_seen.add(float(level)))]
             if len(present) > MAX_LEVELS:
                 raise DataError(f"{path}: column {name!r}: {len(present)} distinct values, more than the {MAX_LEVELS} "
                                 "levels a categorical column may have (one input each): an identifier or free text "
                                 f"is no category; --drop-columns {name} leaves it out")
-            if all(_finite_number(level) for level in present):
-                present.sort(key=lambda level: (float(level), level))
             levels = tuple(present)
             codes = _level_codes(values[train_rows], levels)
             fill = _most_frequent(codes[codes >= 0], len(levels))
