@@ -463,6 +463,30 @@ def test_sweep_parameter_detection_and_metric_paths(sweep_dir, runs, tmp_path):
     assert not (tmp_path / "f.png").exists()
 
 
+def test_runs_on_different_data_are_lines_of_their_own(sweep_dir, runs, tmp_path):
+    """A sweep over two data files averaged their runs together as if they were seeds (a rank-1 point the mean
+    of Boston's and concrete's RMSE; probe 10): each file's runs are now a series of their own, and the data are
+    never taken for the swept setting."""
+    other = tmp_path / "other.csv"
+    other.write_bytes(Path(runs["train"]).read_bytes())
+    extra = []
+    for lam in (1, 10):
+        out = tmp_path / f"other-{lam}.h5"
+        ok("fit", other, "--test-fraction", "0.25", "--split-seed", 0, "--prior-precision", lam, "--method",
+           "exact-mf", "-o", out)
+        extra.append(out)
+    loaded = plotdata.load_runs([sweep_dir, *extra])
+    params = [plotdata.run_parameters(r) for _, r in loaded]
+    assert {p["data"] for p in params} == {Path(runs["train"]).name, "other.csv"}
+    assert plotdata.swept_parameter(params) == "prior_precision"
+    result = plotdata.sweep(loaded, "nll")
+    by_label = {s.label: s for s in result.series}
+    assert set(by_label) == {f"SLANG L = 1, data = {Path(runs['train']).name}",
+                             f"exact-mf, data = {Path(runs['train']).name}", "exact-mf, data = other.csv"}
+    assert by_label["exact-mf, data = other.csv"].n == [1, 1]
+    assert by_label[f"exact-mf, data = {Path(runs['train']).name}"].n == [2, 2]
+
+
 def test_a_method_without_the_swept_parameter_is_a_level(sweep_dir, runs, render, tmp_path):
     """Sweeping SLANG's rank with an exact-full run beside it: exact-full has no rank, so it is drawn as a
     horizontal line."""

@@ -133,7 +133,8 @@ def plot(runs, kind, output, reference, data, bins, samples, seed, metric, param
     if as_json:
         emit_json({"output": output, "kind": kind, "runs": [path for path, _ in loaded], "labels": list(names),
                    **({"reference": reference} if reference else {}), **({"data": data} if data else {}),
-                   **({"metric": metric} if kind == "sweep" else {})})
+                   **({"metric": metric, "series": [series.label for series in result.series]}
+                      if kind == "sweep" else {})})
 
 
 def _draw_and_save(draw, figures, output, dpi, run_names) -> None:

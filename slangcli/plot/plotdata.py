@@ -385,6 +385,9 @@ def run_parameters(run: Run) -> dict:
     out["activation"] = model.get("activation", run.model.activation)
     options = (run.data or {}).get("options") or {}
     out.update({k: v for k, v in options.items() if k not in ("path", "test") and v is not None})
+    if options.get("path") is not None:
+        # the data file (or UCI folder) by its name: runs on different data are never replicates of one point
+        out["data"] = Path(str(options["path"]).rstrip("/")).name or str(options["path"])
     if run.compression:
         out["compress_rank"] = run.compression.get("rank")
     out.setdefault("members", 1)  # (runs written before --members: one posterior)
@@ -456,7 +459,7 @@ def _varying(params: list[dict], exclude) -> list[str]:
 
 def swept_parameter(params: list[dict]) -> str:
     """The one parameter (besides the method and the replicate keys) that takes several values within a method."""
-    varying = _varying(params, REPLICATE_KEYS)
+    varying = _varying(params, (*REPLICATE_KEYS, "data"))  # (the data make series, not an axis)
     if len(varying) == 1:
         return varying[0]
     if not varying:
