@@ -178,6 +178,8 @@ def test_a_row_with_a_missing_value_keeps_its_place(with_id):
     assert [cols[name][2] for name in header[1:]] == [""] * (len(header) - 1)
     assert all(cols["p_yes"][k] != "" for k in (0, 1, 3))
 
+    assert "--missing impute fills them in" in result.stderr  # (the run stores the values to impute)
+
     _, dropped = predict_csv(run, data, "--missing", "drop")
     assert dropped["row"] == ["0", "1", "3"]
     assert dropped["p_yes"] == [cols["p_yes"][k] for k in (0, 1, 3)]
@@ -397,3 +399,27 @@ def test_predict_help():
     result = invoke("predict", "--help")
     assert_ok(result)
     assert "--interval" in result.stdout and "entropy_epistemic" in result.stdout
+
+
+def test_a_run_that_cannot_impute_is_not_told_to(tmp_path):
+    """A run fitted to a UCI folder stores no values to impute: predicting a row with a missing value suggested
+    --missing impute, which then refused the run (probe 10)."""
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    X = rng.standard_normal((40, 2))
+    np.savetxt(folder / "data.txt", np.column_stack([X, X @ [1.0, -1.0]]))
+    (folder / "index_features.txt").write_text("0\n1\n")
+    (folder / "index_target.txt").write_text("2\n")
+    (folder / "n_splits.txt").write_text("1\n")
+    (folder / "index_train_0.txt").write_text("\n".join(map(str, range(30))) + "\n")
+    (folder / "index_test_0.txt").write_text("\n".join(map(str, range(30, 40))) + "\n")
+    run = tmp_path / "run.h5"
+    assert_ok(invoke("fit", folder, "--uci-split", "0", "--iterations", "3", "--eval-samples", "10", "-o", run))
+    data = tmp_path / "gap.csv"
+    data.write_text("0.5,1.0\n,2.0\n")
+    result = invoke("predict", run, data, "-o", "-")
+    assert_ok(result)
+    assert ("1 row with a missing value (line 2) has its predictions left empty (--missing drop leaves such rows "
+            "out, --missing error refuses them)") in result.stderr
+    assert_error(invoke("predict", run, data, "-o", "-", "--missing", "impute"), 1, "the run stores none")

@@ -196,7 +196,7 @@ def test_data_from_standard_input(gappy, tmp_path):
     stored = read_run(run)
     assert stored.data["train"]["path"] == "-" and stored.data["options"]["path"] == "-"
     done = invoke("evaluate", run)
-    assert done.exit_code == 1
+    assert done.exit_code == 2  # DATA is missing, as for a run without test data
     assert done.stderr.strip() == (f"slang: error: {run}: its training data were read from standard input; pass "
                                    "the data explicitly")
     done = invoke("evaluate", run, gappy, "--json")

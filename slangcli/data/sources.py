@@ -549,8 +549,8 @@ def _dropped(table) -> dict:
 
 def _verify(run_name: str, what: str, path: str, expected: str | None) -> None:
     """Refuse a recorded data file that is gone, was standard input, or whose contents changed since the fit."""
-    if path == STDIN:
-        raise DataError(f"{run_name}: its {what} data were read from standard input; pass the data explicitly")
+    if path == STDIN:  # (a missing argument, as for a run without test data: a usage error)
+        raise ConfigError(f"{run_name}: its {what} data were read from standard input; pass the data explicitly")
     try:
         found = sha256_file(path)
     except DataError:
@@ -699,9 +699,10 @@ def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str 
             listed += ", ..." if dropped > len(lines) else ""
             if missing == "keep":
                 source.update(rows=int(len(table.X)) + dropped, rows_missing=dropped)
+                impute = "--missing impute fills them in, " if schema_of(run).can_impute else ""
                 notes.append(f"{data_path}: {_rows(dropped)} with a missing value ({listed}) "
                              f"{'has its' if dropped == 1 else 'have their'} predictions left empty (--missing drop "
-                             "leaves such rows out, --missing impute fills them in, --missing error refuses them)")
+                             f"leaves such rows out, {impute}--missing error refuses them)")
             else:
                 source["rows_dropped"] = dropped
                 notes.append(f"{data_path}: {_rows(dropped)} with a missing value left out (--missing drop), {listed}: "
