@@ -80,7 +80,7 @@ def test_an_empty_output_path_is_a_usage_error_before_any_work(small, tmp_path, 
     assert list(tmp_path.iterdir()) == []
 
 
-def test_an_output_whose_directory_is_a_file_is_named_so(small, tmp_path):
+def test_an_output_whose_directory_is_a_file_is_named_so(small, tmp_path, monkeypatch):
     """``-o file.h5/x.h5`` said "directory file.h5 does not exist", and FitResult.save raised a raw
     NotADirectoryError naming the hidden temporary file."""
     (tmp_path / "file.h5").write_bytes(b"")
@@ -92,6 +92,13 @@ def test_an_output_whose_directory_is_a_file_is_named_so(small, tmp_path):
     with pytest.raises(OutputError, match=r"^cannot write .*file\.h5/x\.h5: Not a directory$"):
         slangcli.load(small / "linear.h5").save(tmp_path / "file.h5" / "x.h5")
     assert sorted(os.listdir(tmp_path)) == ["file.h5"]
+    # a sweep names the paths as given (it named them absolute: the page of bad inputs hid that)
+    from slangcli.sweep.driver import UnusableOutput, check_directory
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UnusableOutput, match=r"^cannot create the directory file\.h5/out: file\.h5 is not a "
+                                             r"directory$"):
+        check_directory("file.h5/out")
 
 
 def test_an_output_directory_beyond_path_max_is_named_as_too_long(small, tmp_path):

@@ -42,12 +42,12 @@ def _make_directory(directory: Path) -> None:
 def check_directory(directory) -> None:
     """Refuse, before any work, an output directory that cannot be made or written: a file, or beneath one, or in
     a directory the user cannot write (:class:`UnusableOutput`, a usage error)."""
-    path = os.path.abspath(directory)
+    path = os.path.normpath(os.fspath(directory))  # (named as given: relative stays relative)
     if os.path.exists(path) and not os.path.isdir(path):
         raise UnusableOutput(f"{path} is not a directory")
     existing = path
     while not os.path.exists(existing):  # the nearest ancestor there is
-        existing = os.path.dirname(existing)
+        existing = os.path.dirname(existing) or os.curdir
     if not os.path.isdir(existing):
         raise UnusableOutput(f"cannot create the directory {path}: {existing} is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
