@@ -40,9 +40,12 @@ def main(argv=None):
     p.add_argument("--data-dir", default=os.environ.get("SLANG_DATA_DIR", "../shared/datasets"))
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--rank", type=int, default=5)
-    p.add_argument("--sets", default=",".join(SETS))
+    p.add_argument("--sets", default=",".join(SETS), help=f"comma-separated, of: {', '.join(SETS)}")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
+    unknown = [name for name in a.sets.split(",") if name not in SETS]
+    if unknown:
+        p.error(f"--sets: unknown {', '.join(map(repr, unknown))}; the sets are {', '.join(SETS)}")
     libsvm = Path(a.data_dir) / "libsvm"
     seeds = [int(s) for s in a.seeds.split(",")]
     results = {}

@@ -149,7 +149,7 @@ def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False, c
                 i, k = texts[0], numbers[0]
                 raise DataError(f"{what}: row {i}, column {label(j)}: {cells[i]!r} is not a number (other rows of the "
                                 f"column are numbers, such as {cells[k]!r} in row {k}); categorical= reads every cell "
-                                "of a column as a category, as slang fit --categorical does")
+                                "of a column as a category, as slang fit's '--categorical' does")
             # a column of booleans is text, as a file's True/False cells are: its two values are coded 0/1 alike
             booleans = bool(numbers) and all(isinstance(cells[i], (bool, np.bool_)) for i in numbers)
             kind = "numeric" if (numbers and not booleans) or not texts and not numbers else "text"

@@ -523,3 +523,13 @@ def test_a_warning_from_python_names_the_keyword():
     X = np.random.default_rng(0).normal(size=(40, 2))
     with pytest.warns(UserWarning, match=r"\(1 step: epochs\)"):
         slangcli.fit(X, np.zeros(20).tolist() + np.ones(20).tolist(), epochs=1, batch_size=40, hidden=3)
+
+
+def test_a_word_among_numbers_points_to_categorical_in_both_doors():
+    """The hint named 'slang fit categorical', the command's flag renamed as if it were a keyword (probe 10)."""
+    import pandas as pd
+
+    df = pd.DataFrame({"a": ["1", "2", "x", "4"], "b": [1.0, 2.0, 3.0, 4.0]})
+    with pytest.raises(DataError, match=r"categorical= reads every cell of a column as a category, as slang fit's "
+                                        r"'--categorical' does$"):
+        slangcli.fit(df, [0.0, 1.0, 0.0, 1.0], epochs=1)

@@ -254,3 +254,15 @@ def test_authors_path_samples_around_twice_the_mean(monkeypatch):
     post = module.posterior(got)
     np.testing.assert_array_equal(post.mean, 2.0 * got.mu)
     np.testing.assert_array_equal(post.d, got.d)
+
+
+def test_logreg_quick_names_its_sets_for_an_unknown_one(monkeypatch, capsys):
+    """An unknown --sets name was a KeyError traceback (probe 10); it is now a usage error listing the sets."""
+    import pytest
+
+    module = _load("logreg_quick", monkeypatch)
+    with pytest.raises(SystemExit) as stopped:
+        module.main(["--sets", "breast-cancer"])
+    assert stopped.value.code == 2
+    assert "--sets: unknown 'breast-cancer'; the sets are australian_scale, breast-cancer_scale" in \
+        capsys.readouterr().err
