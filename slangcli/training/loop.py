@@ -180,7 +180,8 @@ def run(
     if state is None:
         state = method.init(derive_rng(seed, INIT), problem, hyper)
     history = history if history is not None else History()
-    history.reopen(state.t)
+    if state.t < n_steps:  # (at the last step, a trained fit resumed to be scored: its last epoch stays recorded)
+        history.reopen(state.t)
     n = problem.n_data
     batches = Minibatches(seed, n, batch_size)
     spe = batches.per_epoch
