@@ -283,3 +283,28 @@ def test_a_start_that_overflows_is_a_convergence_error(solve):
 def test_hyperparameters_are_validated(field, value):
     with pytest.raises(ConfigError, match=f"--{field.replace('_', '-')}"):
         exact.Hyper(**{field: value})
+
+
+def test_em_keeps_a_given_prior_and_says_when_it_does_not_settle(monkeypatch):
+    """solve_em learning the noise alone returns the prior it was given, per parameter (it rebuilt it from one value
+    per layer); a fit whose precisions have not settled in the rounds allowed says so, with the record's
+    ``settled`` false (the rounds' cap ended EM silently)."""
+    from slangcli.data.prepare import prepare
+    from slangcli.training import learned
+    from slangcli.training.fitting import fit_prepared
+
+    problem, X, y, _ = _linear_regression()
+    posterior, info, solved, history = learned.solve_em(METHODS["exact-full"], problem, X, y, exact.Hyper(),
+                                                        noise=True, prior=False)
+    np.testing.assert_array_equal(solved.prior_precision, problem.prior_precision)
+    assert info["solver"]["settled"] and "prior_precision" not in history
+    again, _ = exact.solve_full(solved, X, y, exact.Hyper())
+    np.testing.assert_array_equal(again.mean, posterior.mean)  # the posterior is the returned problem's
+
+    monkeypatch.setattr(learned, "CLOSED_FORM_ROUNDS", 2)
+    notes = []
+    run = fit_prepared(prepare(X, y, likelihood="gaussian"), method="exact-full", noise_precision="auto",
+                       prior_precision="auto", notify=notes.append)
+    assert run.metrics["solver"]["settled"] is False and run.metrics["solver"]["prior_rounds"] == 2
+    assert any(n.startswith("warning: the learned precisions did not settle in 2 rounds of variational EM")
+               for n in notes)

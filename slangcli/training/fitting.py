@@ -365,7 +365,13 @@ def _fit_prepared(prepared: Prepared, options: FitOptions, *, notify: Callable[[
     stop = checkpointing.stop if checkpointing is not None else None
     planned = plan(prepared, options, command=command, notify=notify, stop=stop, map_jobs=map_jobs)
     if is_solver(planned.module):
-        return _finish(planned, _solve(planned))
+        outcome = _solve(planned)
+        if outcome.solver.get("settled") is False:
+            rounds = outcome.solver["prior_rounds"]
+            notify(f"warning: the learned precisions did not settle in {rounds} rounds of variational EM (a change "
+                   f"below {learned.SOLVE_TOL:g}): the posterior is the last round's, for its precisions; a given "
+                   "--prior-precision or --noise-precision fixes them")
+        return _finish(planned, outcome)
     outcome = train_members(planned, options.members, restarts=options.restarts, progress=progress, notify=notify,
                             checkpointing=checkpointing, map_jobs=map_jobs)
     with _urgent(checkpointing, "scoring the fitted posterior"):

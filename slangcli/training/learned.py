@@ -252,46 +252,49 @@ def shared_optimum(problem: Problem) -> float:
 # (relative), or at most SOLVE_ROUNDS solves
 SOLVE_TOL = 1e-4
 SOLVE_ROUNDS = 50
+CLOSED_FORM_ROUNDS = 2000
 
 
 def solve_em(method, problem: Problem, X: np.ndarray, y: np.ndarray, hyper, noise: bool = False,
-                     prior: bool = True):
+             prior: bool = True):
     """Variational EM for a solver: the exact q for the current precisions, then the ELBO optimum given q of the
-    prior precisions (``prior``) and of the noise precision (``noise``, a linear regression's), until they settle.
-    Returns ``(posterior, info, problem, history)`` with the last solve's ``info`` (its iterations summed over the
-    rounds) and the precisions' trajectory, one record per solve."""
-    steps, priors, noises, iterations = [], [], [], 0
-    for round_ in range(1, SOLVE_ROUNDS + 1):
+    prior precisions (``prior``) and of the noise precision (``noise``, a linear regression's), until they change
+    by less than :data:`SOLVE_TOL`, in at most :data:`SOLVE_ROUNDS` solves (:data:`CLOSED_FORM_ROUNDS` for a linear
+    regression's closed form, whose rounds are cheap and whose EM can be slow). Returns ``(posterior, info, problem,
+    history)``: the last solve's posterior and ``info`` (its iterations summed over the rounds, ``prior_rounds``
+    the rounds, ``settled`` whether the precisions settled), the problem it was solved for, and the precisions'
+    trajectory, one record per solve."""
+    rounds = CLOSED_FORM_ROUNDS if problem.model.likelihood == "gaussian" else SOLVE_ROUNDS
+    steps, lams, noises, iterations, settled = [], [], [], 0, False
+    for round_ in range(1, rounds + 1):
         posterior, info = method.solve(problem, X, y, hyper)
         iterations += info["solver"]["iterations"]
         steps.append(round_)
-        priors.append(weight_precisions(problem))
+        lams.append(problem.prior_precision)
         noises.append(problem.model.noise_precision)
         changes = [0.0]
         if prior:
+            old = weight_precisions(problem)
             new = prior_optimum(posterior.mean, posterior.marginal_variances(), problem.model)
-            changes.append(float(np.max(np.abs(new - priors[-1]) / priors[-1])))
+            changes.append(float(np.max(np.abs(new - old) / old)))
             problem = with_weight_precisions(problem, new)
         if noise:
             tau = noise_optimum(expected_residual(problem.model, posterior, X, y, 0))
             changes.append(abs(tau - noises[-1]) / noises[-1])
             problem = replace(problem, model=replace(problem.model, noise_precision=tau))
         if max(changes) <= SOLVE_TOL:
+            settled = True
             break
     # the posterior is the last solve's, for the precisions it was solved with
-    problem = replace(problem, model=replace(problem.model, noise_precision=noises[-1]),
-                      prior_precision=_with_layer_values(problem, priors[-1]))
-    info["solver"] = dict(info["solver"], iterations=iterations, prior_rounds=round_)
+    problem = replace(problem, model=replace(problem.model, noise_precision=noises[-1]), prior_precision=lams[-1])
+    info["solver"] = dict(info["solver"], iterations=iterations, prior_rounds=round_, settled=settled)
     history = {"learned_step": np.asarray(steps, dtype=np.int64)}
     if prior:
-        history["prior_precision"] = np.asarray(priors, dtype=float)
+        history["prior_precision"] = np.asarray([weight_precisions(replace(problem, prior_precision=lam))
+                                                 for lam in lams], dtype=float)
     if noise:
         history["noise_precision"] = np.asarray(noises, dtype=float)
     return posterior, info, problem, history
-
-
-def _with_layer_values(problem: Problem, values: np.ndarray) -> np.ndarray:
-    return with_weight_precisions(problem, values).prior_precision
 
 
 def fit_noise_model(model, posterior, X: np.ndarray, y: np.ndarray, seed: int) -> tuple:
