@@ -102,13 +102,21 @@ def mean_residual(model, mean: np.ndarray, X: np.ndarray, y: np.ndarray) -> floa
     return float(np.mean(squared))
 
 
+# rows of a linear model's expected residual at once
+RESIDUAL_ROWS = 1 << 16
+
+
 def expected_residual(model, posterior, X: np.ndarray, y: np.ndarray, seed: int) -> float:
     """``E_q[r^2]`` per example on ``(X, y)``: exact for a linear model (``(y - x~ . mu)^2 + x~^T Sigma x~``, ``x~``
     the features with a one for the bias), else the mean over :data:`NOISE_MODEL_DRAWS` weight draws from the
     stream ``(seed, NOISE)`` on at most :data:`NOISE_MODEL_ROWS` rows, drawn without replacement."""
-    if model.is_linear:
-        Xb = np.hstack([X, np.ones((len(X), 1))])
-        return float(np.mean((y - Xb @ posterior.mean) ** 2 + posterior.quadratic_forms(Xb)))
+    if model.is_linear:  # (in blocks of rows: the features with a ones column, and the quadratic forms' temporaries)
+        total = 0.0
+        for lo in range(0, len(X), RESIDUAL_ROWS):
+            Xb = np.hstack([X[lo : lo + RESIDUAL_ROWS], np.ones((len(X[lo : lo + RESIDUAL_ROWS]), 1))])
+            total += float(np.sum((y[lo : lo + RESIDUAL_ROWS] - Xb @ posterior.mean) ** 2
+                                  + posterior.quadratic_forms(Xb)))
+        return total / len(X)
     rng = streams.derive_rng(seed, streams.NOISE)
     if len(X) > NOISE_MODEL_ROWS:
         rows = np.sort(rng.choice(len(X), NOISE_MODEL_ROWS, replace=False))
@@ -209,6 +217,8 @@ class Learner:
         if self.noise:
             tau = noise_optimum(expected_residual(self.problem.model, posterior, X, y, seed))
             self.problem = replace(self.problem, model=replace(self.problem.model, noise_precision=tau))
+            if self.noise_precision:  # the last record (the last step's) holds the value the run keeps
+                self.noise_precision[-1] = tau
 
     def record(self, t: int) -> None:
         if self.step and self.step[-1] == t:  # a partial epoch recorded before, now continued
