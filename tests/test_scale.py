@@ -328,7 +328,7 @@ def test_a_signal_stopping_a_fit_without_checkpoints_says_why_nothing_is_written
     word = "interrupted" if sig == signal.SIGINT else "terminated"
     assert code == 128 + sig, err
     assert err == (f"slang: error: {word} ({signal.Signals(sig).name}): nothing written; a fit of --restarts is "
-                   "checkpointed only with --checkpoint-every\n"), err
+                   "not checkpointed\n"), err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]
 
 

@@ -256,7 +256,8 @@ def _checkpointing(output: str, checkpoint: dict | None, from_stdin: bool = Fals
 def _resume(path: str, checkpoint: dict, progress, as_json) -> None:
     run = read_run(path)
     label = f"{run.config.get('method')} (resumed at step {run.metrics.get('steps')})"
-    with progress_bar(progress, label) as bar, _checkpointing(path, checkpoint) as checkpointing:
+    with progress_bar(progress, label) as bar, reading_progress(bar.reading), \
+            _checkpointing(path, checkpoint) as checkpointing:
         run = resume_run(run, path, progress=bar, notify=note, checkpointing=checkpointing)
     write_run(path, run)
     _report(path, run, as_json)

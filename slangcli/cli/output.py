@@ -140,24 +140,28 @@ def calibration_table(scores: dict) -> None:
     stderr.print(table)
 
 
-def checkpoint_note(run, run_file: str) -> str | None:
-    """What ``evaluate`` and ``predict`` say of a checkpoint (a fit that was stopped): its posterior is the fit's so
-    far, a fit of several members mixes those trained so far, and a calibration comes only with the finished fit.
-    None for a finished run."""
+def checkpoint_note(run, run_file: str, what: str = "scores") -> str | None:
+    """What ``evaluate`` (``what``: its scores) and ``predict`` (its predictions) say of a checkpoint (a fit that
+    was stopped): its posterior is the fit's so far, a fit of several members mixes those trained so far, and a
+    calibration comes only with the finished fit. None for a finished run."""
     if run.status != "checkpoint":
         return None
     m = run.metrics
     steps, n_steps = m.get("steps"), m.get("n_steps")
+    done = steps == n_steps
     where = f"step {steps} of {n_steps}"
     if "member" in m:
         k, K = int(m["member"]), int(m["members"])
-        where += (f" of member {k + 1} of {K}; the mixture of the {k + 1} members so far"
-                  + (", the last one partly trained" if steps != n_steps else ""))
-    elif steps == n_steps:
+        where += f" of member {k + 1} of {K}; " + (
+            f"member 1 so far, {'trained, not yet scored' if done else 'partly trained'}" if k == 0 else
+            f"the mixture of the {k + 1} members so far" + ("" if done else ", the last one partly trained"))
+    elif done:
         where += ", trained, not yet scored"
-    text = f"{run_file} is a checkpoint, not a finished fit ({where}): these are the scores of its posterior so far"
+    text = f"{run_file} is a checkpoint, not a finished fit ({where}): these are the {what} of its posterior so far"
     if run.config.get("calibrate"):
         text += "; its calibration comes with the finished fit (no calibrated intervals yet)"
+    if ((run.data or {}).get("train") or {}).get("path") == "-":
+        return text + "; its data came from standard input, which --resume cannot read again"
     return text + f"; slang fit --resume {shlex.quote(run_file)} finishes it"
 
 

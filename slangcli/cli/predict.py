@@ -65,7 +65,7 @@ def predict(run_file, data, output, samples, seed, interval, missing, header, la
         check_output(output, [run_file, data])
     run = read_run(run_file)
     if checkpoint_note(run, run_file):
-        note(checkpoint_note(run, run_file).replace("these are the scores", "these are the predictions"))
+        note(checkpoint_note(run, run_file, "predictions"))
     with progress_bar(None, "predict") as bar, reading_progress(bar.reading):
         predictions = predict_run(run, run_file, data, samples=samples, seed=seed, interval=interval,
                                   missing=missing, layout=layout, header=header, notify=note)

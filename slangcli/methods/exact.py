@@ -47,7 +47,7 @@ import scipy.linalg
 import scipy.special
 
 from slangcli.errors import ConfigError, ConvergenceError
-from slangcli.gaussian.posteriors import DiagonalGaussian, FullGaussian
+from slangcli.gaussian.posteriors import MAX_FULL_PARAMS, DiagonalGaussian, FullGaussian
 from slangcli.gaussian.quadrature import expect_sigmoid, expect_sigmoid_grad, expect_softplus
 from slangcli.methods.base import Method, Problem, hyperparameter, require, require_memory
 from slangcli.methods.full import check_size
@@ -283,7 +283,9 @@ def solve_mean_field(problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hype
     _check_problem(problem, "exact-mf")
     if problem.model.likelihood == "gaussian":  # (its mean is the full posterior's: a D x D solve)
         D = problem.model.n_params
-        check_size(D)
+        require(D <= MAX_FULL_PARAMS, f"--method exact-mf of a linear regression solves a D x D system for its "
+                f"mean, and this model has D = {D} parameters (limit {MAX_FULL_PARAMS}); use --method slang or "
+                "mf-hessian")
         require_memory(8 * 4 * D * D, f"--method exact-mf's D x D matrices for D = {D} parameters of a linear "
                        "regression", "use --method slang or a mean-field method")
         return _gaussian(problem, X, y, hyper, mean_field=True)

@@ -84,7 +84,7 @@ def unchecked(options: FitOptions, on_cluster: bool = False) -> str:
         return f"--method {method} is solved at once, without checkpoints"
     if on_cluster and options.members > 1 and options.restarts == 1:
         return "members trained on a cluster (--scheduler) are not checkpointed"
-    return "a fit of --restarts is checkpointed only with --checkpoint-every"
+    return "a fit of --restarts is not checkpointed"
 
 
 def writer(checkpointing: Checkpointing, plan: Plan, learner: learned.Learner, elapsed: float, started: float,
