@@ -475,16 +475,25 @@ def test_runs_on_different_data_are_lines_of_their_own(sweep_dir, runs, tmp_path
         ok("fit", other, "--test-fraction", "0.25", "--split-seed", 0, "--prior-precision", lam, "--method",
            "exact-mf", "-o", out)
         extra.append(out)
-    loaded = plotdata.load_runs([sweep_dir, *extra])
+    # (and a third file of the same name as the first, elsewhere: named by enough of its path to tell them apart)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    twin = elsewhere / Path(runs["train"]).name
+    twin.write_bytes(Path(runs["train"]).read_bytes())
+    ok("fit", twin, "--test-fraction", "0.25", "--split-seed", 0, "--method", "exact-mf", "-o", tmp_path / "twin.h5")
+    loaded = plotdata.load_runs([sweep_dir, *extra, tmp_path / "twin.h5"])
     params = [plotdata.run_parameters(r) for _, r in loaded]
-    assert {p["data"] for p in params} == {Path(runs["train"]).name, "other.csv"}
+    assert {p["data"] for p in params} == {str(Path(runs["train"]).resolve()), str(other.resolve()), str(twin)}
     assert plotdata.swept_parameter(params) == "prior_precision"
+    named = {p["data"] for p in plotdata._named_data(params)}
+    assert named == {str(Path(*Path(runs["train"]).parts[-2:])), "other.csv", f"elsewhere/{twin.name}"}
+    loaded = loaded[:-1]
     result = plotdata.sweep(loaded, "nll")
     by_label = {s.label: s for s in result.series}
-    assert set(by_label) == {f"SLANG L = 1, data = {Path(runs['train']).name}",
-                             f"exact-mf, data = {Path(runs['train']).name}", "exact-mf, data = other.csv"}
+    name = Path(runs["train"]).name
+    assert set(by_label) == {f"SLANG L = 1, data = {name}", f"exact-mf, data = {name}", "exact-mf, data = other.csv"}
     assert by_label["exact-mf, data = other.csv"].n == [1, 1]
-    assert by_label[f"exact-mf, data = {Path(runs['train']).name}"].n == [2, 2]
+    assert by_label[f"exact-mf, data = {name}"].n == [2, 2]
 
 
 def test_a_method_without_the_swept_parameter_is_a_level(sweep_dir, runs, render, tmp_path):

@@ -140,7 +140,7 @@ def labels_for(runs, given=()) -> list[str]:
     if len(given) > len(runs):
         raise ConfigError(f"{len(given)} --label values for {len(runs)} runs")
     labels = given + [method_label(run) for _, run in runs[len(given):]]
-    params = [run_parameters(run) for _, run in runs]
+    params = _named_data([run_parameters(run) for _, run in runs])
     base = list(labels)
     for label in set(base[len(given):]):
         same = [i for i in range(len(given), len(runs)) if base[i] == label]
@@ -385,9 +385,11 @@ def run_parameters(run: Run) -> dict:
     out["activation"] = model.get("activation", run.model.activation)
     options = (run.data or {}).get("options") or {}
     out.update({k: v for k, v in options.items() if k not in ("path", "test") and v is not None})
-    if options.get("path") is not None:
-        # the data file (or UCI folder) by its name: runs on different data are never replicates of one point
-        out["data"] = Path(str(options["path"]).rstrip("/")).name or str(options["path"])
+    train = (run.data or {}).get("train") or {}
+    path = train.get("folder") or train.get("path") or options.get("path")
+    if path is not None:
+        # the data file (or UCI folder): runs on different data are never replicates of one point
+        out["data"] = str(path)
     if run.compression:
         out["compress_rank"] = run.compression.get("rank")
     out.setdefault("members", 1)  # (runs written before --members: one posterior)
@@ -457,6 +459,21 @@ def _varying(params: list[dict], exclude) -> list[str]:
     return [k for k in names if any(len({_key(p[k]) for p in group if k in p}) > 1 for group in by_method.values())]
 
 
+def _named_data(params: list[dict]) -> list[dict]:
+    """``params`` with each ``data`` path shortened for a label: its last part (the file or folder name), or more
+    of its parts where that name is shared by different paths."""
+    paths = sorted({p["data"] for p in params if "data" in p})
+    parts = {path: Path(path).parts for path in paths}
+    names = {}
+    for path in paths:
+        for k in range(1, len(parts[path]) + 1):
+            name = str(Path(*parts[path][-k:]))
+            if all(other == path or Path(*parts[other][-k:]) != Path(name) for other in paths):
+                break
+        names[path] = name
+    return [{**p, "data": names[p["data"]]} if "data" in p else p for p in params]
+
+
 def swept_parameter(params: list[dict]) -> str:
     """The one parameter (besides the method and the replicate keys) that takes several values within a method."""
     varying = _varying(params, (*REPLICATE_KEYS, "data"))  # (the data make series, not an axis)
@@ -471,7 +488,7 @@ def sweep(runs, metric: str, param: str | None = None) -> Sweep:
     """Group ``runs`` (``(path, run)`` pairs) by method and the settings other than ``param`` and the replicate
     keys; average ``metric`` over replicates at each value of ``param``, with standard errors ``std / sqrt(n)``
     (``ddof = 1``; 0 for a single replicate)."""
-    params = [run_parameters(run) for _, run in runs]
+    params = _named_data([run_parameters(run) for _, run in runs])
     param = param or swept_parameter(params)
     if not any(param in p for p in params):
         known = sorted({k for p in params for k in p})
