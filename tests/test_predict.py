@@ -269,3 +269,44 @@ def test_a_many_class_predictive_holds_its_softmax_within_the_budget(monkeypatch
         tracemalloc.stop()
     assert peak < 2 * 8 * metrics.ACTIVATION_BUDGET + got["probs"].nbytes * 3, peak
     np.testing.assert_allclose(got["probs"].sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_passes_of_weight_draws_report_their_progress_and_draw_the_same():
+    """Within ``scoring_progress`` each pass of weight draws reports the draws done, chunk by chunk, then None;
+    its draws are those drawn without it, bit for bit (the display must not change a score)."""
+    from slangcli.gaussian.posteriors import DiagonalGaussian
+    from slangcli.predictive import metrics
+
+    q = DiagonalGaussian(mean=np.arange(3.0), log_sigma=np.zeros(3))
+    plain = np.concatenate(list(metrics.weight_samples(q, 7, 150)))
+    calls = []
+
+    def start(total):
+        calls.append(("start", total))
+        return calls.append
+
+    with metrics.scoring_progress(start):
+        shown = np.concatenate(list(metrics.weight_samples(q, 7, 150)))
+        list(metrics._sample_chunks(q, np.random.default_rng(0), 70))
+    np.testing.assert_array_equal(shown, plain)
+    assert calls == [("start", 150), 64, 128, 150, None, ("start", 70), 64, 70, None]
+    list(metrics.weight_samples(q, 7, 150))  # outside the context: nothing reported
+    assert len(calls) == 9
+
+
+def test_the_bar_shows_a_pass_of_weight_draws_only_once_it_is_slow(monkeypatch):
+    from slangcli.cli import output
+
+    with output.progress_bar(True, "fit") as bar:
+        monkeypatch.setattr(output, "SCORING_DELAY", 3600.0)
+        report = bar.scoring(100)
+        report(50)
+        assert bar._progress.tasks == []  # a quick pass: no bar
+        report(None)
+        monkeypatch.setattr(output, "SCORING_DELAY", 0.0)
+        report = bar.scoring(100)
+        report(50)
+        (task,) = bar._progress.tasks
+        assert task.total == 100 and task.completed == 50
+        report(None)
+        assert bar._progress.tasks == []

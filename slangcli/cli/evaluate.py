@@ -11,7 +11,7 @@ from slangcli.data.columns import LAYOUTS
 from slangcli.data.readers import MISSING_POLICIES, reading_progress
 from slangcli.predictive import conformal
 from slangcli.predictive.evaluation import evaluate as evaluate_run
-from slangcli.predictive.metrics import PREDICTIVES
+from slangcli.predictive.metrics import PREDICTIVES, scoring_progress
 from slangcli.runfile.io import read_run
 
 
@@ -57,7 +57,7 @@ def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, mi
     if checkpoint_note(run, run_file):
         note(checkpoint_note(run, run_file))
     reference = read_run(reference_file) if reference_file is not None else None
-    with progress_bar(None, "evaluate") as bar, reading_progress(bar.reading):
+    with progress_bar(None, "evaluate") as bar, reading_progress(bar.reading), scoring_progress(bar.scoring):
         out = evaluate_run(run, run_file, data, predictive=predictive, samples=samples, seed=seed, bins=bins,
                            reference=reference, reference_name=reference_file, missing=missing, layout=layout,
                            header=header, notify=note)

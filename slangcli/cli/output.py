@@ -6,6 +6,7 @@ import json
 import math
 import shlex
 import sys
+import time
 
 import click
 from rich.console import Console
@@ -165,6 +166,10 @@ def checkpoint_note(run, run_file: str, what: str = "scores") -> str | None:
     return text + f"; slang fit --resume {shlex.quote(run_file)} finishes it"
 
 
+# a pass of weight draws shows a bar once it has taken this many seconds (a module attribute, read at each call)
+SCORING_DELAY = 1.0
+
+
 class _CountColumn(ProgressColumn):
     """Steps as ``done/total``; a file's bytes read as sizes (``12.3/99.8 MB``)."""
 
@@ -205,6 +210,26 @@ class progress_bar:
         if self._task is None:
             self._task = self._progress.add_task(self.description, total=total)
         self._progress.update(self._task, completed=done)
+
+    def scoring(self, total: int):
+        """The ``start`` of ``slangcli.predictive.metrics.scoring_progress``: a pass of weight draws gets a bar of its
+        own, once it has taken :data:`SCORING_DELAY` seconds (a pass of a second or less would only flash), removed
+        when it ends."""
+        if self._progress is None:
+            return lambda done: None
+        began, task = time.monotonic(), None
+
+        def report(done):
+            nonlocal task
+            if done is None:
+                if task is not None:
+                    self._progress.remove_task(task)
+                return
+            if task is None and time.monotonic() - began >= SCORING_DELAY:
+                task = self._progress.add_task("scoring: weight draws", total=total)
+            if task is not None:
+                self._progress.update(task, completed=done)
+        return report
 
     def reading(self, name: str, size: int):
         if self._progress is None:

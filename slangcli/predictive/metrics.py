@@ -31,6 +31,8 @@ Calibration:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from typing import Iterator
 
 import numpy as np
@@ -155,11 +157,43 @@ def check_draws(n: int, n_params: int, what: str) -> None:
                           "can have")
 
 
+_SCORING = contextvars.ContextVar("slang_scoring_progress", default=None)
+
+
+@contextlib.contextmanager
+def scoring_progress(start):
+    """Within this context, every pass of Monte-Carlo weight draws over the data (a predictive's, the training
+    -ELBO's) reports how far it is: ``start(total)`` is called as the pass begins, with its number of weight
+    draws, and returns ``report(done)``, called after each chunk of draws, and with ``None`` when the pass ends. A
+    display lives in the caller (the command line's bar): the scores only count."""
+    token = _SCORING.set(start)
+    try:
+        yield
+    finally:
+        _SCORING.reset(token)
+
+
+def _reported(chunks: Iterator[np.ndarray], samples: int) -> Iterator[np.ndarray]:
+    """``chunks`` of weight draws, each reported to the :func:`scoring_progress` of the context, if any."""
+    start = _SCORING.get()
+    if start is None:
+        yield from chunks
+        return
+    report, done = start(samples), 0
+    try:
+        for theta in chunks:
+            yield theta
+            done += len(theta)
+            report(done)
+    finally:
+        report(None)
+
+
 def weight_samples(posterior, seed: int, samples: int) -> Iterator[np.ndarray]:
     """The predictive's ``samples`` weight draws ``theta_s ~ q`` as chunks ``(<= SAMPLE_CHUNK, D)``, chunk ``k``
     from the generator ``(seed, PREDICT, k)``: the same on every call, whatever the data."""
-    for k, start in enumerate(range(0, samples, SAMPLE_CHUNK)):
-        yield posterior.sample(derive_rng(seed, PREDICT, k), min(SAMPLE_CHUNK, samples - start))
+    yield from _reported((posterior.sample(derive_rng(seed, PREDICT, k), min(SAMPLE_CHUNK, samples - start))
+                          for k, start in enumerate(range(0, samples, SAMPLE_CHUNK))), samples)
 
 
 def draw_parts(posterior, model: MLP, seed: int, samples: int) -> list[tuple]:
@@ -178,11 +212,13 @@ def draw_parts(posterior, model: MLP, seed: int, samples: int) -> list[tuple]:
 
 def _sample_chunks(posterior, rng, samples):
     """Weight samples in chunks of at most 64, so memory stays bounded for large S."""
-    left = samples
-    while left > 0:
-        n = min(64, left)
-        yield posterior.sample(rng, n)
-        left -= n
+    def chunks():
+        left = samples
+        while left > 0:
+            n = min(64, left)
+            yield posterior.sample(rng, n)
+            left -= n
+    yield from _reported(chunks(), samples)
 
 
 def classification_scores(probs: np.ndarray, y: np.ndarray) -> dict:
