@@ -92,6 +92,8 @@ def assert_resume_equals_uninterrupted_fit(tmp_path, data_csv, method, hyper, st
     resumed = resume(stored, str(path), checkpointing=Checkpointing(write=written.append, every_steps=5))
     assert resumed.status == "complete"
     _same_fit(resumed, reference)
+    # the constant predictor's scores (and the warnings against it) come with a resumed fit too
+    assert resumed.metrics["constant"] == reference.metrics["constant"]
 
 
 @pytest.mark.parametrize("method,hyper", STEP_METHODS, ids=IDS)

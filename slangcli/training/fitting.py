@@ -128,6 +128,13 @@ def fit_prepared(prepared: Prepared, options: FitOptions | None = None, *,
     with _naming_magnitude(prepared):
         run = _fit_prepared(prepared, options.for_likelihood(prepared.likelihood), notify=notify,
                             command=command, progress=progress, checkpointing=checkpointing, map_jobs=map_jobs)
+    return _against_constant(prepared, run, notify)
+
+
+def _against_constant(prepared: Prepared, run: Run, notify: Callable[[str], None]) -> Run:
+    """The run with the constant predictor's test scores (``metrics["constant"]``), saying through ``notify`` when
+    the fit is far worse than that predictor or barely better (on the test rows, else on its own training rows):
+    every finished fit, fresh or resumed."""
     baseline = constant_scores(prepared)
     if baseline:
         run.metrics["constant"] = baseline
@@ -598,7 +605,7 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
             outcome = train_members(planned, K, progress=progress, notify=notify, checkpointing=checkpointing,
                                     resumed=members.restore(run, run_name, planned))
         with _urgent(checkpointing, "scoring the fitted posterior"):
-            return _finish(planned, outcome)
+            return _against_constant(prepared, _finish(planned, outcome), notify)
 
 
 def _planned_precisions(run: Run, run_name: str) -> tuple:
