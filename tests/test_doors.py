@@ -126,7 +126,7 @@ def test_a_fixed_noise_precision_far_too_high_is_named_by_every_door(tmp_path):
     y = X @ np.array([1.0, -2.0, 0.5]) + rng.normal(scale=0.3, size=300)
     options = dict(hidden=20, likelihood="gaussian", noise_precision=10.0, epochs=50, seed=0)
     cause = r"likely cause: the fixed noise_precision 10 says the noise's standard deviation is 0\.\d+.*" \
-            r"\(noise_precision='auto' learns it\)"
+            r"\(noise_precision='auto' learns it as the fit goes\)"
     with pytest.warns(UserWarning, match=r"^the test predictive \(RMSE 3\.\d+.*far worse.*" + cause):
         slangcli.fit(X[:200], y[:200], X_test=X[200:], y_test=y[200:], **options)
     barely = r"^the fit is worse than a constant predictor even on 300 .*"
@@ -136,7 +136,7 @@ def test_a_fixed_noise_precision_far_too_high_is_named_by_every_door(tmp_path):
     np.savetxt(tmp_path / "test.csv", np.column_stack([X[200:], y[200:]]), delimiter=",")
     proc = slang("fit", "train.csv", "--test", "test.csv", "--likelihood", "gaussian", "--noise-precision", "10",
                  "--hidden", "20", "--epochs", "50", "-o", "r.h5", cwd=tmp_path)
-    assert "slang: warning: the test predictive (RMSE 3." in proc.stderr and "(--noise-precision auto learns it)" \
+    assert "slang: warning: the test predictive (RMSE 3." in proc.stderr and "(--noise-precision auto learns it as the fit goes)" \
         in proc.stderr, proc.stderr
     # learned, the noise precision fits, and nothing is said
     with warnings.catch_warnings():

@@ -358,9 +358,9 @@ def test_every_step_method_trains_members(method):
 @pytest.mark.parametrize("values, says", [
     ({"members": 0}, "--members must be a whole number >= 1, got 0"),
     ({"members": 2, "method": "exact-full"},
-     "--members applies to the step methods: --method exact-full is solved in closed form, so every member would "
+     "--members applies to the step methods: --method exact-full is solved deterministically, so every member would "
      "be the same posterior"),
-    ({"members": 2, "method": "exact-mf"}, "--method exact-mf is solved in closed form"),
+    ({"members": 2, "method": "exact-mf"}, "--method exact-mf is solved deterministically"),
 ])
 def test_bad_member_counts_are_refused(values, says):
     from slangcli.errors import ConfigError
@@ -614,7 +614,7 @@ def test_a_closed_form_method_refuses_members_on_the_command_line(mixture_cli, t
     done = _cli("fit", mixture_cli / "reg.csv", "--method", "exact-mf", "--members", "2", "-o", tmp_path / "x.h5")
     assert done.exit_code == 2 and not (tmp_path / "x.h5").exists()
     assert done.stderr.strip().splitlines()[-1] == (
-        "slang: error: --members applies to the step methods: --method exact-mf is solved in closed form, so every "
+        "slang: error: --members applies to the step methods: --method exact-mf is solved deterministically, so every "
         "member would be the same posterior")
     done = _cli("fit", mixture_cli / "reg.csv", "--members", "0", "-o", tmp_path / "x.h5")
     assert done.exit_code == 2 and "--members" in done.stderr and not (tmp_path / "x.h5").exists()

@@ -51,7 +51,7 @@ def test_restarts_refuse_checkpoints_and_solvers(write_file):
         fit(DataOptions(path=str(train)), restarts=0, **KW)
     # a solver is refused for what it is (the message spoke of checkpoints the user had not asked for)
     with pytest.raises(ConfigError, match=r"^--restarts applies to the step methods, not to --method exact-mf: it is "
-                                          r"solved in closed form"):
+                                          r"solved deterministically"):
         fit(DataOptions(path=str(train)), restarts=2, method="exact-mf")
 
 

@@ -63,6 +63,17 @@ def summary(run, path) -> dict:
     }
 
 
+def _solved(solver: dict) -> str:
+    """How an exact solver's posterior was found: in closed form (a linear regression), or by L-BFGS."""
+    rounds = solver.get("prior_rounds")
+    learned = (f"; {rounds} rounds of learned precisions" + ("" if solver.get("settled", True) else ", not settled")
+               if rounds else "")
+    if str(solver.get("message", "")).startswith("closed form"):
+        return f"training   solved in closed form{learned}"
+    return (f"training   solved by L-BFGS: {solver['iterations']} iterations, largest gradient component "
+            f"{solver['grad_max']:.2g} (tol {solver['tol']:g}){learned}")
+
+
 def _calibration(calibration: dict) -> dict | None:
     """A calibrated run's calibration (``slang fit --calibrate``) without its arrays, with the quantiles of the
     levels evaluate reports (None: infinite)."""
@@ -151,8 +162,7 @@ def inspect(run_file, as_json):
         f"prior      precision {c.get('prior_precision')}, bias {c.get('bias_prior_precision')}"
         + (f", hidden biases {c['hidden_bias_prior_precision']}" if len(s["model"]["sizes"]) > 2
            and "hidden_bias_prior_precision" in c else ""),
-        (f"training   solved by L-BFGS: {m['solver']['iterations']} iterations, largest gradient component "
-         f"{m['solver']['grad_max']:.2g} (tol {m['solver']['tol']:g})" if "solver" in m else
+        (_solved(m["solver"]) if "solver" in m else
          f"training   {c.get('n_steps')} steps, batch {c.get('batch_size')}, seed {c.get('seed')}, "
          f"{s['history']['epochs']} epochs recorded"
          + (f"; {c['members']} members, seeds {', '.join(map(str, c.get('member_seeds', [])))}"

@@ -288,8 +288,9 @@ def _noise_too_precise(prepared: Prepared, run: Run, test: dict) -> str | None:
     if not test["rmse"] > np.sqrt(NOISE_MISMATCH) * claimed:
         return None
     return (f"likely cause: the fixed --noise-precision {tau:g} says the noise's standard deviation is {claimed:.3g}, "
-            f"but the residuals' RMSE is {test['rmse']:.3g}, and a noise precision far too high slows the fit "
-            "(--noise-precision auto learns it)")
+            f"but the residuals' RMSE is {test['rmse']:.3g}: a fixed noise precision weighs the squared residuals "
+            "from the first step, while they are still large, and the steps shrink until the fit barely moves, even "
+            "at the value the data support (--noise-precision auto learns it as the fit goes)")
 
 
 # standardised 0/1 features that reach this value (a 1 on fewer than about 1 % of the rows) are named as the likely

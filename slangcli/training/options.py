@@ -274,11 +274,11 @@ class FitOptions:
         if self.tune and solver:
             raise ConfigError(f"--tune applies to the step methods, not to --method {method}")
         if self.restarts > 1 and solver:
-            raise ConfigError(f"--restarts applies to the step methods, not to --method {method}: it is solved in "
-                              "closed form, so every restart would be the same posterior")
+            raise ConfigError(f"--restarts applies to the step methods, not to --method {method}: it is solved "
+                              "deterministically, so every restart would be the same posterior")
         if self.members > 1 and solver:
-            raise ConfigError(f"--members applies to the step methods: --method {method} is solved in closed form, "
-                              "so every member would be the same posterior")
+            raise ConfigError(f"--members applies to the step methods: --method {method} is solved "
+                              "deterministically, so every member would be the same posterior")
         if self.tune_rounds is not None and not self.tune_rounds <= self.tune_folds:
             raise ConfigError(f"--tune-rounds must be between 1 and --tune-folds ({self.tune_folds}), got "
                               f"{self.tune_rounds}")
