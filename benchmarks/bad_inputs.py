@@ -653,7 +653,7 @@ CASES = [
     cli("--restarts 3 (three fits from different seeds, the best kept)", *FAST, "--restarts", "3", code=0),
     cli("--members 3 (three posteriors from different seeds, their mixture kept)", *FAST, "--members", "3", code=0),
     cli("--members 0", *FAST, "--members", "0"),
-    cli("--members 2 with a closed-form solver (--method exact-full: every member would be the same posterior)",
+    cli("--members 2 with a deterministic solver (--method exact-full: every member would be the same posterior)",
         "--method", "exact-full", "--members", "2"),
     Case("Run files", "evaluate --reference with a mixture of posteriors (--members 2: no KL divergence in closed "
          "form)", ["evaluate", "run.h5", "--reference", "ref.h5"], 2,
