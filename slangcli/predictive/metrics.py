@@ -112,6 +112,13 @@ def logit_moments(posterior, X):
     return m, v
 
 
+def expected_squared_residual(posterior, X, y) -> float:
+    """``E_q[sum_n (y_n - f_n)^2]`` of a model without hidden layer, exactly: ``sum_n (y_n - m_n)^2 + v_n`` with
+    the moments of :func:`logit_moments`."""
+    m, v = logit_moments(posterior, X)
+    return float(np.sum((y - m) ** 2 + v))
+
+
 # the variance given to a row whose logit's moments overflow (see _moments): its square root, 1e100, is so far
 # beyond the sigmoid's width that E[sigmoid(f)] is P(f > 0) to every digit
 HUGE_VARIANCE = 1e200
@@ -270,12 +277,8 @@ def expected_nll(posterior, model: MLP, X, y, *, predictive="auto", samples=100,
     for linear regression with one noise precision (``log(2 pi / tau) / 2 + tau ((y - x~ . mu)^2 + x~^T Sigma x~) /
     2`` per row), from ``samples`` weight draws otherwise."""
     if model.is_linear and model.likelihood == "gaussian" and model.noise_weights is None:
-        tau, total = model.noise_precision, 0.0
-        step = moment_rows(X.shape[1] + 1)
-        for lo in range(0, X.shape[0], step):
-            m, v = logit_moments(posterior, X[lo : lo + step])
-            total += float(np.sum(0.5 * np.log(2 * np.pi / tau) + 0.5 * tau * ((y[lo : lo + step] - m) ** 2 + v)))
-        return total
+        tau = model.noise_precision
+        return 0.5 * X.shape[0] * np.log(2 * np.pi / tau) + 0.5 * tau * expected_squared_residual(posterior, X, y)
     predictive = resolve_predictive(model, predictive)
     if predictive == "quadrature":
         # the terms E[softplus(f_n)] - y_n m_n of a block of rows at a time (the moments, the quadrature's output

@@ -54,7 +54,7 @@ from slangcli import streams
 from slangcli.gaussian.posteriors import components
 from slangcli.methods.base import Problem
 from slangcli.models import LOG_NOISE_BOUNDS, NOISE_BOUNDS
-from slangcli.predictive.metrics import row_chunks
+from slangcli.predictive.metrics import expected_squared_residual, row_chunks
 
 # The smoothing window of the expected squared residual, in steps: one epoch, but at most this many steps, so that
 # on large training sets tau still follows the posterior within a fraction of the first epoch.
@@ -102,21 +102,12 @@ def mean_residual(model, mean: np.ndarray, X: np.ndarray, y: np.ndarray) -> floa
     return float(np.mean(squared))
 
 
-# rows of a linear model's expected residual at once
-RESIDUAL_ROWS = 1 << 16
-
-
 def expected_residual(model, posterior, X: np.ndarray, y: np.ndarray, seed: int) -> float:
     """``E_q[r^2]`` per example on ``(X, y)``: exact for a linear model (``(y - x~ . mu)^2 + x~^T Sigma x~``, ``x~``
     the features with a one for the bias), else the mean over :data:`NOISE_MODEL_DRAWS` weight draws from the
     stream ``(seed, NOISE)`` on at most :data:`NOISE_MODEL_ROWS` rows, drawn without replacement."""
-    if model.is_linear:  # (in blocks of rows: the features with a ones column, and the quadratic forms' temporaries)
-        total = 0.0
-        for lo in range(0, len(X), RESIDUAL_ROWS):
-            Xb = np.hstack([X[lo : lo + RESIDUAL_ROWS], np.ones((len(X[lo : lo + RESIDUAL_ROWS]), 1))])
-            total += float(np.sum((y[lo : lo + RESIDUAL_ROWS] - Xb @ posterior.mean) ** 2
-                                  + posterior.quadratic_forms(Xb)))
-        return total / len(X)
+    if model.is_linear:
+        return expected_squared_residual(posterior, X, y) / len(X)
     rng = streams.derive_rng(seed, streams.NOISE)
     if len(X) > NOISE_MODEL_ROWS:
         rows = np.sort(rng.choice(len(X), NOISE_MODEL_ROWS, replace=False))
