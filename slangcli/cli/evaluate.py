@@ -5,13 +5,13 @@ from __future__ import annotations
 import click
 
 from slangcli.cli.options import BINS, SAMPLES, SEED
-from slangcli.cli.output import (calibration_table, checkpoint_note, emit_json, metric_rows, metrics_table, needs_stdout, note,
-                                 progress_bar)
+from slangcli.cli.output import (calibration_table, checkpoint_note, emit_json, metric_rows, metrics_table,
+                                 needs_stdout, note, progress_bar)
 from slangcli.data.columns import LAYOUTS
-from slangcli.data.readers import MISSING_POLICIES, reading_progress
+from slangcli.data.readers import MISSING_POLICIES
 from slangcli.predictive import conformal
 from slangcli.predictive.evaluation import evaluate as evaluate_run
-from slangcli.predictive.metrics import PREDICTIVES, scoring_progress
+from slangcli.predictive.metrics import PREDICTIVES
 from slangcli.runfile.io import read_run
 
 
@@ -54,10 +54,10 @@ def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, mi
         raise click.UsageError(f"{'--layout' if header is None else '--header/--no-header'} applies to a DATA file; "
                                "the run's own test data are read as the fit read them")
     run = read_run(run_file)
-    if checkpoint_note(run, run_file):
-        note(checkpoint_note(run, run_file))
+    if said := checkpoint_note(run, run_file):
+        note(said)
     reference = read_run(reference_file) if reference_file is not None else None
-    with progress_bar(None, "evaluate") as bar, reading_progress(bar.reading), scoring_progress(bar.scoring):
+    with progress_bar(None, "evaluate"):
         out = evaluate_run(run, run_file, data, predictive=predictive, samples=samples, seed=seed, bins=bins,
                            reference=reference, reference_name=reference_file, missing=missing, layout=layout,
                            header=header, notify=note)
@@ -71,6 +71,7 @@ def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, mi
     metrics_table(f"{run_file} ({how})", metric_rows(out))
     calibration_table(out)
     if as_json:
-        emit_json({"run": run_file, "status": run.status, "metrics": {k: out[k] for k in ("test", "train", "reference") if k in out},
+        emit_json({"run": run_file, "status": run.status,
+                   "metrics": {k: out[k] for k in ("test", "train", "reference") if k in out},
                    "predictive": out["predictive"], "samples": out["samples"],
                    "seed": seed if out["samples"] else None, "data": out["data"]})

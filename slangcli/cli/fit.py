@@ -13,12 +13,10 @@ import click
 
 from slangcli.cli.options import FloatRange, check_output, fit_options, invocation
 from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
-from slangcli.data.readers import reading_progress
 from slangcli.data.sources import DataOptions
 from slangcli.errors import DivergenceError, Interrupted
 from slangcli.methods import METHODS
 from slangcli.methods.base import rank_symbol
-from slangcli.predictive.metrics import scoring_progress
 from slangcli.runfile.io import read_run, write_run
 from slangcli.runfile.outputs import Terminated
 from slangcli.training import checkpoints
@@ -131,8 +129,7 @@ def fit(data, output, scheduler, checkpoint_every, checkpoint_seconds, resume_pa
     rank = options.hyper.get("rank")
     label = (resolved or "fit") + (f" {rank_symbol(METHODS[resolved])}={rank}" if rank is not None and resolved
                                    else "")
-    with progress_bar(progress, label) as bar, reading_progress(bar.reading), scoring_progress(bar.scoring), \
-            _checkpointing(output, checkpoint, data == "-",
+    with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint, data == "-",
                            checkpoints.unchecked(options, scheduler is not None)) as checkpointing, \
             _cluster_map(scheduler) as map_jobs:
         run = fit_run(opts, options, command=invocation(), progress=bar, notify=note, checkpointing=checkpointing,
@@ -257,8 +254,7 @@ def _checkpointing(output: str, checkpoint: dict | None, from_stdin: bool = Fals
 def _resume(path: str, checkpoint: dict, progress, as_json) -> None:
     run = read_run(path)
     label = f"{run.config.get('method')} (resumed at step {run.metrics.get('steps')})"
-    with progress_bar(progress, label) as bar, reading_progress(bar.reading), scoring_progress(bar.scoring), \
-            _checkpointing(path, checkpoint) as checkpointing:
+    with progress_bar(progress, label) as bar, _checkpointing(path, checkpoint) as checkpointing:
         run = resume_run(run, path, progress=bar, notify=note, checkpointing=checkpointing)
     write_run(path, run)
     _report(path, run, as_json)

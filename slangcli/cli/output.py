@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shlex
@@ -86,8 +87,8 @@ def metric_rows(scores: dict) -> list[tuple[str, str, object]]:
     if "train" in scores:
         members = scores["train"].get("members")
         # a mixture's own -ELBO has no closed form: its members' mean, each with its own prior (an upper bound)
-        rows.append(("train", "-ELBO / N" + (f", mean of {len(members)} member{'s' if len(members) != 1 else ''}" if members else "")
-                     + (" (at fit)" if scores["train"].get("stored") else "")
+        mean_of = f", mean of {len(members)} member{'s' if len(members) != 1 else ''}" if members else ""
+        rows.append(("train", "-ELBO / N" + mean_of + (" (at fit)" if scores["train"].get("stored") else "")
                      + (", standardised target" if scores["train"].get("target") == "standardised" else ""),
                      scores["train"]["neg_elbo_per_example"]))
     ref = scores.get("reference")
@@ -182,9 +183,10 @@ class _CountColumn(ProgressColumn):
 
 
 class progress_bar:
-    """A progress callback ``(done, total)``: a rich bar on a terminal, nothing otherwise (null object).
-    :meth:`reading` is the ``start`` of ``slangcli.data.readers.reading_progress``: a large file being read gets
-    a bar of its own, in bytes, removed once it is read."""
+    """A progress callback ``(done, total)``: a rich bar on a terminal, nothing otherwise (null object). Within it,
+    a large data file being read (``slangcli.data.readers.reading_progress``: :meth:`reading`) and a slow pass of
+    weight draws (``slangcli.predictive.metrics.scoring_progress``: :meth:`scoring`) get bars of their own,
+    removed when they end."""
 
     def __init__(self, enabled: bool | None, description: str):
         self.enabled = stderr.is_terminal if enabled is None else enabled
@@ -193,13 +195,22 @@ class progress_bar:
         self._task = None
 
     def __enter__(self):
+        self._hooks = contextlib.ExitStack()
         if self.enabled:
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(), _CountColumn(),
                                       TimeElapsedColumn(), TimeRemainingColumn(), console=stderr, transient=True)
             self._progress.__enter__()
+            # the work inside reports to the bar: the data files it reads, its passes of weight draws (imported
+            # here: every command loads this module, and `slang --version` needs no NumPy)
+            from slangcli.data.readers import reading_progress
+            from slangcli.predictive.metrics import scoring_progress
+
+            self._hooks.enter_context(reading_progress(self.reading))
+            self._hooks.enter_context(scoring_progress(self.scoring))
         return self
 
     def __exit__(self, *exc):
+        self._hooks.close()
         if self._progress is not None:
             self._progress.__exit__(*exc)
         return False

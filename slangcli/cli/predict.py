@@ -8,11 +8,9 @@ import numpy as np
 from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_output
 from slangcli.cli.output import check_stdout, checkpoint_note, emit_json, needs_stdout, note, progress_bar
 from slangcli.data.columns import LAYOUTS
-from slangcli.data.readers import reading_progress
 from slangcli.data.sources import PREDICT_MISSING
 from slangcli.predictive import conformal
 from slangcli.predictive.evaluation import predict as predict_run
-from slangcli.predictive.metrics import scoring_progress
 from slangcli.predictive.tables import GZIP_SUFFIX, HDF5_SUFFIXES, csv_header, write_predictions
 from slangcli.runfile.io import read_run
 
@@ -65,9 +63,9 @@ def predict(run_file, data, output, samples, seed, interval, missing, header, la
     else:
         check_output(output, [run_file, data])
     run = read_run(run_file)
-    if checkpoint_note(run, run_file):
-        note(checkpoint_note(run, run_file, "predictions"))
-    with progress_bar(None, "predict") as bar, reading_progress(bar.reading), scoring_progress(bar.scoring):
+    if said := checkpoint_note(run, run_file, "predictions"):
+        note(said)
+    with progress_bar(None, "predict"):
         predictions = predict_run(run, run_file, data, samples=samples, seed=seed, interval=interval,
                                   missing=missing, layout=layout, header=header, notify=note)
     write_predictions(output, predictions)
