@@ -103,6 +103,20 @@ def libsvm_text(X, labels) -> str:
     return "\n".join(lines) + "\n"
 
 
+def gal_folder(folder, X, y, n_train):
+    """A Gal-layout UCI folder at ``folder`` of one split: ``data.txt`` (the features, then the target), the column
+    index files, and the first ``n_train`` rows for training, the others for testing."""
+    folder.mkdir()
+    np.savetxt(folder / "data.txt", np.column_stack([X, y]))
+    p = X.shape[1]
+    (folder / "index_features.txt").write_text("".join(f"{j}\n" for j in range(p)))
+    (folder / "index_target.txt").write_text(f"{p}\n")
+    (folder / "n_splits.txt").write_text("1\n")
+    (folder / "index_train_0.txt").write_text("\n".join(map(str, range(n_train))) + "\n")
+    (folder / "index_test_0.txt").write_text("\n".join(map(str, range(n_train, len(X)))) + "\n")
+    return folder
+
+
 @pytest.fixture
 def write_file(tmp_path):
     """``write_file(name, text_or_bytes) -> Path`` in this test's ``tmp_path``."""

@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 import slangcli.cli.output
-from conftest import binary_problem, message_lines
+from conftest import binary_problem, gal_folder, message_lines
 from slangcli.cli import main
 from slangcli.runfile.io import read_run
 
@@ -562,16 +562,9 @@ def test_uci_folder_regression_fit_and_reevaluation(tmp_path, monkeypatch):
     """A Gal-layout folder with --uci-split: regression metrics at fit time, and `evaluate` re-reads the folder
     (verified by checksum) from another working directory and reproduces them."""
     rng = np.random.default_rng(0)
-    folder = tmp_path / "toy"
-    folder.mkdir()
     X = rng.standard_normal((40, 3))
     y = X @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.standard_normal(40)
-    np.savetxt(folder / "data.txt", np.column_stack([X, y]))
-    (folder / "index_features.txt").write_text("0\n1\n2\n")
-    (folder / "index_target.txt").write_text("3\n")
-    (folder / "n_splits.txt").write_text("1\n")
-    (folder / "index_train_0.txt").write_text("\n".join(map(str, range(30))) + "\n")
-    (folder / "index_test_0.txt").write_text("\n".join(map(str, range(30, 40))) + "\n")
+    folder = gal_folder(tmp_path / "toy", X, y, 30)
     out = tmp_path / "run.h5"
     fitted = invoke("fit", folder, "--uci-split", "0", "--hidden", "8", "--method", "slang", "--epochs", "3",
                     "--rank", "1", "--batch-size", "10", "--eval-samples", "50", "-o", out, "--json")

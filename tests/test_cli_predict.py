@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import slangcli.predictive.tables
-from conftest import binary_problem, csv_text
+from conftest import binary_problem, csv_text, gal_folder
 from slangcli.errors import DataError
 from test_cli import FAST, assert_empty, assert_error, assert_ok, invoke, parse_one_json_object
 
@@ -405,15 +405,8 @@ def test_a_run_that_cannot_impute_is_not_told_to(tmp_path):
     """A run fitted to a UCI folder stores no values to impute: predicting a row with a missing value suggested
     --missing impute, which then refused the run (probe 10)."""
     rng = np.random.default_rng(0)
-    folder = tmp_path / "toy"
-    folder.mkdir()
     X = rng.standard_normal((40, 2))
-    np.savetxt(folder / "data.txt", np.column_stack([X, X @ [1.0, -1.0]]))
-    (folder / "index_features.txt").write_text("0\n1\n")
-    (folder / "index_target.txt").write_text("2\n")
-    (folder / "n_splits.txt").write_text("1\n")
-    (folder / "index_train_0.txt").write_text("\n".join(map(str, range(30))) + "\n")
-    (folder / "index_test_0.txt").write_text("\n".join(map(str, range(30, 40))) + "\n")
+    folder = gal_folder(tmp_path / "toy", X, X @ [1.0, -1.0], 30)
     run = tmp_path / "run.h5"
     assert_ok(invoke("fit", folder, "--uci-split", "0", "--iterations", "3", "--eval-samples", "10", "-o", run))
     data = tmp_path / "gap.csv"

@@ -256,6 +256,27 @@ def test_a_signal_while_a_fit_reads_its_data_stops_it_at_once(tmp_path, sig):
     assert list(tmp_path.iterdir()) == []
 
 
+def _signalled_in_training(proc, sig, after: float):
+    """Send ``sig`` to the fit ``proc`` ``after`` seconds past its "slang: method:" line (said just before the
+    training); its exit code (None if it went on for 10 s) and the rest of its stderr."""
+    try:
+        lines = []
+        while not lines or not lines[-1].startswith("slang: method:"):
+            lines.append(proc.stderr.readline())
+            assert lines[-1], lines
+        time.sleep(after)
+        proc.send_signal(sig)
+        try:
+            code = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+    finally:
+        proc.kill()
+        err = proc.stderr.read()
+        proc.wait()
+    return code, err
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_a_fit_scores_its_posterior_stops_it_at_once(tmp_path, sig):
     """The final scores of a fit with --eval-samples 10000000 take hours; a signal then was noted, to stop after a
@@ -268,21 +289,7 @@ def test_a_signal_while_a_fit_scores_its_posterior_stops_it_at_once(tmp_path, si
     (tmp_path / "data.csv").write_text("a,b,y\n" + "".join(f"{a:.4f},{b:.4f},{a - b:.4f}\n" for a, b in X))
     proc = slang("fit", "data.csv", "-o", "run.h5", "--hidden", "8", "--iterations", "5", "--test-fraction", "0.25",
                  "--eval-samples", "10000000", "--no-progress", cwd=tmp_path)
-    try:
-        lines = []
-        while not lines or not lines[-1].startswith("slang: method:"):  # said just before the training
-            lines.append(proc.stderr.readline())
-            assert lines[-1], lines
-        time.sleep(1.0)
-        proc.send_signal(sig)
-        try:
-            code = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            code = None
-    finally:
-        proc.kill()
-        err = proc.stderr.read()
-        proc.wait()
+    code, err = _signalled_in_training(proc, sig, after=1.0)
     word = "interrupted" if sig == signal.SIGINT else "terminated"
     assert code == 128 + sig, err
     name = signal.Signals(sig).name
@@ -310,21 +317,7 @@ def test_a_signal_stopping_a_fit_without_checkpoints_says_why_nothing_is_written
     (tmp_path / "data.csv").write_text("a,b,y\n" + "".join(f"{a:.4f},{b:.4f},{a - b:.4f}\n" for a, b in X))
     proc = slang("fit", "data.csv", "-o", "run.h5", "--hidden", "8", "--epochs", "100000", "--restarts", "3",
                  "--no-progress", cwd=tmp_path)
-    try:
-        lines = []
-        while not lines or not lines[-1].startswith("slang: method:"):  # said just before the training
-            lines.append(proc.stderr.readline())
-            assert lines[-1], lines
-        time.sleep(0.5)
-        proc.send_signal(sig)
-        try:
-            code = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            code = None
-    finally:
-        proc.kill()
-        err = proc.stderr.read()
-        proc.wait()
+    code, err = _signalled_in_training(proc, sig, after=0.5)
     word = "interrupted" if sig == signal.SIGINT else "terminated"
     assert code == 128 + sig, err
     assert err == (f"slang: error: {word} ({signal.Signals(sig).name}): nothing written; a fit of --restarts is "
