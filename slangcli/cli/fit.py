@@ -12,7 +12,8 @@ from dataclasses import fields
 import click
 
 from slangcli.cli.options import FloatRange, check_output, fit_options, invocation
-from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
+from slangcli.cli.output import (closed_form, emit_json, error, metric_rows, metrics_table, needs_stdout, note,
+                                 progress_bar)
 from slangcli.data.sources import DataOptions
 from slangcli.errors import DivergenceError, Interrupted
 from slangcli.methods import METHODS
@@ -264,7 +265,7 @@ def _report(output: str, run, as_json: bool) -> None:
     m = run.metrics
     if "solver" not in m:
         done = f"{m['steps']} steps"
-    elif str(m["solver"].get("message", "")).startswith("closed form"):  # (a linear regression's exact solvers)
+    elif closed_form(m["solver"]):
         rounds = m["solver"].get("prior_rounds", 1)
         done = "closed form" + (f", {rounds} rounds of learned precisions" if rounds > 1 else "")
     else:

@@ -9,7 +9,7 @@ import click
 import numpy as np
 from rich.markup import escape
 
-from slangcli.cli.output import emit_json, needs_stdout, stderr
+from slangcli.cli.output import closed_form, emit_json, needs_stdout, stderr
 from slangcli.predictive import conformal
 from slangcli.runfile.io import POSTERIOR_NAMES, read_run
 
@@ -68,7 +68,7 @@ def _solved(solver: dict) -> str:
     rounds = solver.get("prior_rounds")
     learned = (f"; {rounds} rounds of learned precisions" + ("" if solver.get("settled", True) else ", not settled")
                if rounds else "")
-    if str(solver.get("message", "")).startswith("closed form"):
+    if closed_form(solver):
         return f"training   solved in closed form{learned}"
     return (f"training   solved by L-BFGS: {solver['iterations']} iterations, largest gradient component "
             f"{solver['grad_max']:.2g} (tol {solver['tol']:g}){learned}")
