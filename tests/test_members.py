@@ -98,7 +98,7 @@ def _replace(g, name, data):
     (lambda g: _replace(g, "noise_precision", np.ones(3)), r"/posterior/noise_precision has shape \(3,\), expected"),
     (lambda g: _replace(g, "noise_precision", np.array([1.0, -1.0])), r"/posterior/noise_precision must be positive"),
     (lambda g: _replace(g, "noise_precision", np.array([2.0, 1.0])),
-     r"/posterior/noise_precision\[0\] is 2\.0, but /model, member 0's, has 1\.0"),
+     r"/posterior/noise_precision\[0\] is 2\.0, but /model, the first member's, has 1\.0"),
     (lambda g: _replace(g, "prior_precision", np.ones((2, 3))), r"/posterior/prior_precision has shape \(2, 3\)"),
     (lambda g: g["member_1"].attrs.__setitem__("encoding-type", "student-t"),
      r"/posterior/member_1 has unknown encoding-type 'student-t'"),
@@ -465,7 +465,7 @@ def test_a_checkpoint_of_members_without_its_record_is_refused(tmp_path, regress
     state = {"arrays": run.state["arrays"], "scalars": {**run.state["scalars"], "member": 0}}
     write_run(path, dataclasses.replace(run, state=state))
     with pytest.raises(FormatError, match=r"ck\.h5: /posterior is a mixture of 2 members, but the checkpoint is at "
-                                          r"member 0 of 2 \(it holds members 0 to 0\)$"):
+                                          r"member 1 of 2 \(it holds members 1 to 1\)$"):
         read_run(path)
 
 
@@ -547,7 +547,7 @@ def test_inspect_says_it_is_a_mixture_of_members(mixture_cli):
     assert done.exit_code == 0, done.output
     assert "posterior  mixture of 3 members (equal weights, --members), D = 13" in done.stderr
     for k in range(3):
-        assert f"  member {k}  lowrank-gaussian, mean (13,), U (13, 5), d (13,); noise precision " in done.stderr
+        assert f"  member {k + 1}  lowrank-gaussian (/posterior/member_{k}), mean (13,), U (13, 5), d (13,); noise precision " in done.stderr
     summary = json.loads(_cli("inspect", mixture_cli / "mix.h5", "--json").stdout)["posterior"]
     assert summary["type"] == "mixture" and [m["type"] for m in summary["members"]] == ["lowrank-gaussian"] * 3
     assert summary["noise_precision"] == read_run(mixture_cli / "mix.h5").posterior.noise_precision.tolist()
@@ -559,7 +559,7 @@ def test_compress_compresses_every_member(mixture_cli, tmp_path):
     done = _cli("compress", mixture_cli / "mix.h5", "-k", "1", "-o", tmp_path / "c.h5", "--evaluate",
                 "--samples", "30")
     assert done.exit_code == 0, done.output
-    assert "member 0 of a mixture of 3" in done.stderr
+    assert "member 1 of a mixture of 3" in done.stderr
     source, out = read_run(mixture_cli / "mix.h5"), read_run(tmp_path / "c.h5")
     assert out.posterior.kind == "mixture" and [m.kind for m in out.posterior.members] == ["ktied"] * 3
     for member, original in zip(out.posterior.members, source.posterior.members):
@@ -583,10 +583,10 @@ def test_the_figures_say_whose_curve_and_spectrum_they_show(mixture_cli):
     from slangcli.plot import plotdata
 
     run = read_run(mixture_cli / "mix.h5")
-    assert plotdata.training_curve(run, "x", "mix.h5").label == "x (member 0 of 3)"
+    assert plotdata.training_curve(run, "x", "mix.h5").label == "x (member 1 of 3)"
     spectrum = plotdata.spectrum(run, "x", "mix.h5")
     alone = plotdata.spectrum(_member_runs(run)[0], "x", "mix.h5")
-    assert spectrum.label == "x (member 0 of 3)"
+    assert spectrum.label == "x (member 1 of 3)"
     for a, b in zip(spectrum.explained, alone.explained):
         np.testing.assert_array_equal(a, b)
     assert plotdata.method_label(run) == "SLANG L = 5, 3 members"

@@ -23,8 +23,8 @@ def _bar(fraction: float) -> str:
 
 def spectrum_table(layers, members: int = 1) -> Table:
     """Explained variance per singular value of each weight matrix: the first ones in percent, and a sparkline
-    of the first SHOWN (one character each, full height = 100 %); a mixture's member 0's (of ``members``)."""
-    which = f" (member 0 of a mixture of {members}; every member's is in the files)" if members > 1 else ""
+    of the first SHOWN (one character each, full height = 100 %); a mixture's first member's (of ``members``)."""
+    which = f" (member 1 of a mixture of {members}; every member's is in the files)" if members > 1 else ""
     table = Table(title=f"explained variance per singular value of the posterior standard deviations{which}",
                   title_justify="left", header_style="bold")
     for name in ("layer", "m x n", "1", "2", "3", f"first {SHOWN}"):

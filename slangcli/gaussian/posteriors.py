@@ -525,7 +525,7 @@ class MixtureGaussian:
         if not (noise > 0).all():
             reader.fail(f"{where}/noise_precision must be positive")
         if noise[0] != model.noise_precision:
-            reader.fail(f"{where}/noise_precision[0] is {float(noise[0])!r}, but /model, member 0's, has "
+            reader.fail(f"{where}/noise_precision[0] is {float(noise[0])!r}, but /model, the first member's, has "
                         f"{model.noise_precision!r}")
         prior = reader.array(group, "prior_precision", (K, D))
         if not (prior > 0).all():

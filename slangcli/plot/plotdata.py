@@ -187,8 +187,8 @@ def training_curve(run: Run, label: str, run_name: str) -> Curve:
         quantity = "training -ELBO / N"
     else:
         raise DataError(f"{run_name}: no training history to plot (no epoch/nll or iteration records)")
-    if _members(run) > 1:  # each member has its training history; the curve is member 0's
-        label += f" (member 0 of {_members(run)})"
+    if _members(run) > 1:  # each member has its training history; the curve is the first member's
+        label += f" (member 1 of {_members(run)})"
     test = run.metrics.get("test") or {}
     test_name = "nll" if "nll" in test else ("rmse" if "rmse" in test else None)
     elbo = (run.metrics.get("train") or {}).get("neg_elbo_per_example")
@@ -298,13 +298,13 @@ class Spectrum:
 
 
 def spectrum(run: Run, label: str, run_name: str = "run") -> Spectrum:
-    """The spectrum of the run's posterior standard deviations; of a mixture's member 0 (each member has its own,
+    """The spectrum of the run's posterior standard deviations; of a mixture's first member (each member has its own,
     and the mixture's marginal standard deviations mix them), said in the label."""
     layers = run.model.layout.layers
     posterior = run.posterior
     if _members(run) > 1:
         posterior = posterior.members[0]
-        label += f" (member 0 of {_members(run)})"
+        label += f" (member 1 of {_members(run)})"
     shapes = [(s.n_in, s.n_out) for s in layers]
     arrays = run.compression_arrays
     if run.compression and all(f"explained_variance_{l}" in arrays for l in range(len(layers))):

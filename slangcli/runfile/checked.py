@@ -217,7 +217,7 @@ class RunChecks:
         if count is not None and count != expected:
             if checkpoint:
                 self.fail(f"/posterior is a mixture of {count} members, but the checkpoint is at member "
-                          f"{expected - 1} of {K} (it holds members 0 to {expected - 1})")
+                          f"{expected} of {K} (it holds members 1 to {expected})")
             self.fail(f"/posterior is a mixture of {count} members, but / attribute 'config' 'members' says {K}")
 
     def metrics(self, metrics) -> None:

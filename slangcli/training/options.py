@@ -155,8 +155,8 @@ class FitOptions:
     restarts: int = option(1, "Fit this many times from different seeds and keep the fit with the lowest training "
                            "-ELBO (step methods, without checkpoints).", kind="count", least=1, estimator=None)
     members: int = option(1, "Fit this many posteriors and keep their equal-weight mixture, which every command "
-                          "predicts with (step methods): member 0 from --seed, member k from a seed derived from "
-                          "--seed and k; each a whole fit, with its own --restarts.", kind="count", least=1)
+                          "predicts with (step methods): the first member from --seed, each other from a seed "
+                          "derived from --seed and its number; each a whole fit, with its own --restarts.", kind="count", least=1)
     tune_rounds: int | None = option(None, "Score --tune candidates on the first N folds only.", kind="count",
                                      least=1, estimator=None, applied="all")
     # (split conformal prediction, slangcli.predictive.conformal: the held-out rows' scores are stored in the run)
