@@ -231,6 +231,22 @@ def test_evaluate_and_predict_say_a_checkpoint_is_not_a_finished_fit(tmp_path, d
     assert json.loads(evaluated.stdout)["status"] == "complete" and "checkpoint" not in evaluated.stderr
 
 
+@pytest.mark.parametrize("options,why", [
+    (["--method", "exact-mf"], "--method exact-mf is solved at once, without checkpoints"),
+    (["--restarts", "2", "--epochs", "1"], "a fit of --restarts is not checkpointed"),
+])
+def test_checkpoint_seconds_given_to_a_fit_without_checkpoints_is_refused(tmp_path, data_csv, options, why):
+    """``--checkpoint-seconds 5`` was accepted by a solver and by restarts, which never checkpoint; its default (and
+    0, never) stays harmless."""
+    out = tmp_path / "run.h5"
+    refused = CliRunner().invoke(main, ["fit", str(data_csv), "-o", str(out), *options, "--checkpoint-seconds", "5"])
+    assert refused.exit_code == 2 and not out.exists()
+    assert message_lines(refused.stderr)[-1] == f"slang: error: --checkpoint-seconds does not apply: {why}"
+    for seconds in ([], ["--checkpoint-seconds", "0"]):
+        done = CliRunner().invoke(main, ["fit", str(data_csv), "-o", str(out), *options, *seconds])
+        assert done.exit_code == 0, done.output
+
+
 def test_resume_refuses_complete_runs_and_changed_data(tmp_path, data_csv):
     path = _checkpoint_file(tmp_path, data_csv)
     done = tmp_path / "done.h5"

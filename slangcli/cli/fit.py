@@ -15,7 +15,7 @@ from slangcli.cli.options import FloatRange, check_output, fit_options, invocati
 from slangcli.cli.output import (closed_form, emit_json, error, metric_rows, metrics_table, needs_stdout, note,
                                  progress_bar)
 from slangcli.data.sources import DataOptions
-from slangcli.errors import DivergenceError, Interrupted
+from slangcli.errors import ConfigError, DivergenceError, Interrupted
 from slangcli.methods import METHODS
 from slangcli.methods.base import rank_symbol
 from slangcli.runfile.io import read_run, write_run
@@ -126,6 +126,11 @@ def fit(data, output, scheduler, checkpoint_every, checkpoint_seconds, resume_pa
         raise click.UsageError("--scheduler runs the fits of --tune, --restarts and --members on a cluster; this fit "
                                "has none of them")
     checkpoint = checkpoints.schedule(options, checkpoint_every, checkpoint_seconds, on_cluster=scheduler is not None)
+    if checkpoint is None and checkpoint_seconds and \
+            ctx.get_parameter_source("checkpoint_seconds") == click.core.ParameterSource.COMMANDLINE:
+        # (--checkpoint-every is refused by the schedule itself; the seconds have a default a sweep passes on)
+        raise ConfigError(f"--checkpoint-seconds does not apply: "
+                          f"{checkpoints.unchecked(options, scheduler is not None)}")
     resolved = options.resolved_method  # (None for a network whose likelihood the data decide)
     rank = options.hyper.get("rank")
     label = (resolved or "fit") + (f" {rank_symbol(METHODS[resolved])}={rank}" if rank is not None and resolved
