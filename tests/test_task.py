@@ -88,6 +88,12 @@ def test_a_regression_of_many_whole_numbers_is_hinted_to_be_classes_perhaps(tmp_
                fmt="%g")
     done = CliRunner().invoke(main, ["fit", str(tmp_path / "r.csv"), "--epochs", "1", "-o", str(tmp_path / "r.h5")])
     assert done.exit_code == 0 and "hint" not in done.stderr, done.stderr
+    # whole numbers that cannot be class codes (prices in whole units, a negative balance): no such hint
+    for values in (100_000 + 250 * label, label - 100):
+        np.savetxt(tmp_path / "q.csv", np.column_stack([X, values]), delimiter=",", header="a,b,y", comments="",
+                   fmt="%d")
+        done = CliRunner().invoke(main, ["fit", str(tmp_path / "q.csv"), "--epochs", "1", "-o", str(tmp_path / "q.h5")])
+        assert done.exit_code == 0 and "hint" not in done.stderr, done.stderr
 
 
 def test_describe_names_every_part_and_the_options():

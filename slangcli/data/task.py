@@ -116,10 +116,16 @@ def integer_target_hint(classes, target) -> str | None:
             "--likelihood gaussian fits it as regression")
 
 
+# the highest whole number read as a possible class code: labels are coded 0..K-1 or 1..K, and a target of
+# prices or counts in the thousands is a quantity, whose hint would only mislead
+LABEL_CODE_MAX = 1000
+
+
 def whole_number_regression_hint(whole, target) -> str | None:
     """The hint for a target of whole numbers, too many to be taken for classes, that ``auto`` fitted as a
-    regression (``whole``: its lowest and highest value, or None)."""
-    if whole is None:
+    regression (``whole``: its lowest and highest value, or None); none when they cannot be class codes (below 0
+    or above :data:`LABEL_CODE_MAX`)."""
+    if whole is None or whole[0] < 0 or whole[1] > LABEL_CODE_MAX:
         return None
     return (f"hint: {target_text(target)} holds whole numbers only ({_fmt_label(whole[0])} to "
             f"{_fmt_label(whole[1])}), more distinct values than auto takes for classes, fitted as a regression; if "
