@@ -251,6 +251,23 @@ def test_training_log_axes_follow_the_option(runs, render):
     assert ax.get_xscale() == ax.get_yscale() == "linear"
 
 
+def test_training_of_a_closed_form_posterior_is_refused(tmp_path):
+    """A linear regression solved in closed form drew one point on an axis of "L-BFGS iterations", which it never
+    ran; there is no training to plot, and the plot says so."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    path = tmp_path / "lin.csv"
+    np.savetxt(path, np.column_stack([X, X @ [1.0, -2.0] + 0.3 * rng.normal(size=60)]), delimiter=",",
+               header="a,b,y", comments="")
+    runner = CliRunner()
+    assert runner.invoke(main, ["fit", str(path), "--method", "exact-full", "-o", str(tmp_path / "r.h5")]).exit_code == 0
+    done = runner.invoke(main, ["plot", str(tmp_path / "r.h5"), "--kind", "training", "-o", str(tmp_path / "t.png")])
+    assert done.exit_code == 1 and not (tmp_path / "t.png").exists()
+    assert done.stderr.splitlines()[-1] == (f"slang: error: {tmp_path / 'r.h5'}: its posterior is a linear "
+                                            "regression's closed form, with no training to plot (its -ELBO / N is in "
+                                            "slang inspect)")
+
+
 # ------------------------------------------------------------------------------------------------ calibration
 
 

@@ -12,12 +12,12 @@ from dataclasses import fields
 import click
 
 from slangcli.cli.options import FloatRange, check_output, fit_options, invocation
-from slangcli.cli.output import (closed_form, emit_json, error, metric_rows, metrics_table, needs_stdout, note,
-                                 progress_bar)
+from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
 from slangcli.data.sources import DataOptions
 from slangcli.errors import ConfigError, DivergenceError, Interrupted
 from slangcli.methods import METHODS
 from slangcli.methods.base import rank_symbol
+from slangcli.methods.exact import closed_form
 from slangcli.runfile.io import read_run, write_run
 from slangcli.runfile.outputs import Terminated
 from slangcli.training import checkpoints

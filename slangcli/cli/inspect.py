@@ -9,7 +9,8 @@ import click
 import numpy as np
 from rich.markup import escape
 
-from slangcli.cli.output import closed_form, emit_json, needs_stdout, stderr
+from slangcli.cli.output import emit_json, needs_stdout, stderr
+from slangcli.methods.exact import closed_form
 from slangcli.predictive import conformal
 from slangcli.runfile.io import POSTERIOR_NAMES, read_run
 

@@ -100,11 +100,6 @@ def metric_rows(scores: dict) -> list[tuple[str, str, object]]:
     return rows
 
 
-def closed_form(solver: dict) -> bool:
-    """Whether an exact solver's record (``metrics["solver"]``) is a linear regression's closed form."""
-    return str(solver.get("message", "")).startswith("closed form")
-
-
 def _infinite(test: dict, level: str) -> str:
     """A calibrated level too few calibration rows give a finite interval or set: said beside its coverage."""
     return " (infinite)" if level in test.get("calibrated_infinite", ()) else ""

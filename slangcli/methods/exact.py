@@ -107,8 +107,17 @@ def _gaussian(problem: Problem, X: np.ndarray, y: np.ndarray, hyper: Hyper, mean
     seconds = time.perf_counter() - started
     history = {"iteration": np.array([1]), "neg_elbo_per_example": np.array([value]), "seconds": np.array([seconds])}
     solver = {"iterations": 1, "function_evals": 1, "grad_max": 0.0, "neg_elbo_per_example": float(value),
-              "converged": True, "message": "closed form (a Gaussian likelihood)", "tol": hyper.tol}
+              "converged": True, "message": CLOSED_FORM, "tol": hyper.tol}
     return posterior, {"history": history, "solver": solver}
+
+
+# the solver record's message of a closed-form posterior, by which fit, inspect and plot tell it from L-BFGS's
+CLOSED_FORM = "closed form (a Gaussian likelihood)"
+
+
+def closed_form(solver: dict) -> bool:
+    """Whether an exact solver's record (a run's ``metrics["solver"]``) is a linear regression's closed form."""
+    return str(solver.get("message", "")).startswith("closed form")
 
 
 def _with_bias(X: np.ndarray) -> np.ndarray:

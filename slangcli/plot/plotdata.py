@@ -37,6 +37,7 @@ from slangcli.errors import ConfigError, DataError
 from slangcli.gaussian import divergence
 from slangcli.methods import METHODS
 from slangcli.methods.base import display_name, rank_symbol
+from slangcli.methods.exact import closed_form
 from slangcli.predictive import metrics
 from slangcli.predictive.evaluation import check_finite, computing_with
 from slangcli.runfile.io import RUN_TYPE, Run, read_run
@@ -175,6 +176,9 @@ class Curve:
 
 def training_curve(run: Run, label: str, run_name: str) -> Curve:
     h = run.history
+    if closed_form(run.metrics.get("solver") or {}):
+        raise DataError(f"{run_name}: its posterior is a linear regression's closed form, with no training to plot "
+                        "(its -ELBO / N is in slang inspect)")
     if "epoch" in h and "nll" in h and h["epoch"].size and h.get("kl", np.empty(0)).shape == h["nll"].shape:
         # the epoch's mean minibatch NLL plus the KL term at its end
         x, y, axis = h["epoch"].astype(float), h["nll"] + h["kl"], "epoch"
