@@ -247,6 +247,32 @@ def test_checkpoint_seconds_given_to_a_fit_without_checkpoints_is_refused(tmp_pa
         assert done.exit_code == 0, done.output
 
 
+def test_a_checkpoint_of_a_trained_fit_says_so_and_what_it_lacks(tmp_path, write_file):
+    """The snapshot of the last step (kept for a stop during the final scoring) of a regression network: inspect
+    said "continue with" a fit that only needs scoring, and evaluate did not say that its noise model (fitted when
+    the fit finishes) was missing from the predictions."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(40, 2))
+    data = write_file("reg.csv", "a,b,y\n" + "".join(f"{a:.6f},{b:.6f},{a - b + 0.1 * e:.6f}\n"
+                                                      for (a, b), e in zip(X, rng.normal(size=40))))
+    kept = []
+    fit(DataOptions(path=str(data)), method="slang", hyper={"samples": 2}, hidden="3", batch_size=8, epochs=2,
+        seed=1, eval_samples=10, checkpointing=Checkpointing(write=lambda run: kept.append(run), stop=lambda: False,
+                                                             keep=lambda write_last: write_last()))
+    path = tmp_path / "last.h5"
+    write_run(path, kept[-1])
+    inspected = CliRunner().invoke(main, ["inspect", str(path)])
+    assert inspected.exit_code == 0, inspected.output
+    status = [line for line in inspected.stderr.splitlines() if line.startswith("status")]
+    assert status[0].startswith("status     checkpoint at step 10 of 10, trained, not yet scored (")
+    assert status[0].endswith(f"score it with: slang fit --resume {path}")
+    evaluated = CliRunner().invoke(main, ["evaluate", str(path), str(data)])
+    assert evaluated.exit_code == 0, evaluated.output
+    assert (f"slang: {path} is a checkpoint, not a finished fit (step 10 of 10, trained, not yet scored): these are "
+            "the scores of its posterior so far; its noise model comes with the finished fit (the constant noise "
+            f"precision predicts here); slang fit --resume {path} finishes it") in evaluated.stderr.splitlines()
+
+
 def test_resume_refuses_complete_runs_and_changed_data(tmp_path, data_csv):
     path = _checkpoint_file(tmp_path, data_csv)
     done = tmp_path / "done.h5"

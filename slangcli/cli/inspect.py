@@ -207,10 +207,14 @@ def inspect(run_file, as_json):
         lines.append("metrics    none stored (slang evaluate scores this run)")
     if run.status == "checkpoint":
         member = f" of member {m['member'] + 1} of {m['members']}" if "member" in m else ""
-        lines.append(f"[bold]status     checkpoint at step {m.get('steps')} of {m.get('n_steps')}{member}[/bold] "
+        # (a checkpoint at its last step was trained; its scoring was stopped, and --resume scores it)
+        trained = m.get("steps") == m.get("n_steps") and ("member" not in m or m["member"] + 1 == m["members"])
+        lines.append(f"[bold]status     checkpoint at step {m.get('steps')} of {m.get('n_steps')}{member}"
+                     f"{', trained, not yet scored' if trained else ''}[/bold] "
                      f"({m.get('fit_seconds', 0.0):.1f} s so far); " + escape(
                          "its data came from standard input: --resume cannot read them again"
                          if (d.get("train") or {}).get("path") == "-"
-                         else f"continue with: slang fit --resume {shlex.quote(run_file)}"))
+                         else f"{'score it' if trained else 'continue'} with: slang fit --resume "
+                              f"{shlex.quote(run_file)}"))
     for line in lines:
         stderr.print(line, markup=True)
