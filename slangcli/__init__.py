@@ -27,8 +27,8 @@ SLANGClassifier, SLANGRegressor
 METHODS
     The inference methods by name.
 
-The numerical engine (``readers``, ``prepare``, ``models``, ``lowrank``, ``posteriors``, ``methods``, ``train``,
-``metrics``, ``io``) never imports the command-line layer (``slangcli.cli``).
+The numerical engine (``data``, ``gaussian``, ``models``, ``methods``, ``training``, ``predictive``, ``runfile``; the
+parts in ``docs/ARCHITECTURE.md``) never imports the command-line layer (``slangcli.cli``).
 """
 
 __version__ = "0.1.0"
