@@ -285,6 +285,24 @@ def test_resume_refuses_complete_runs_and_changed_data(tmp_path, data_csv):
         resume(run, str(path))
 
 
+def test_resume_refuses_a_uci_folder_whose_target_file_changed(tmp_path):
+    """A checkpoint of a UCI fit resumed after index_target.txt changed trained on the new target to the end, and
+    its run still named the old data."""
+    from conftest import gal_folder
+
+    X = np.random.default_rng(1).standard_normal((40, 3))
+    folder = gal_folder(tmp_path / "toy", X, X[:, 0] - X[:, 1], 30)
+    written, steps = [], []
+    with pytest.raises(Interrupted):
+        fit(DataOptions(path=str(folder), uci_split=0), **_fit_kwargs("slang", {"rank": 2}),
+            checkpointing=Checkpointing(write=written.append, stop=lambda: steps.append(1) or len(steps) > 3))
+    (folder / "index_features.txt").write_text("0\n1\n3\n")
+    (folder / "index_target.txt").write_text("2\n")
+    with pytest.raises(DataError, match=f"its train data {folder / 'index_features.txt'} changed since the "
+                                        r"checkpoint \(sha256 differs\); cannot resume"):
+        resume(written[-1], "ck.h5")
+
+
 @pytest.mark.parametrize("damage,message", [
     (lambda f: f.attrs.__setitem__("status", "half-done"), "unknown status"),
     (lambda f: f["state"].attrs.__delitem__("t"), "step counter"),

@@ -584,6 +584,27 @@ def test_uci_folder_regression_fit_and_reevaluation(tmp_path, monkeypatch):
     assert "-ELBO / N (at fit), standardised target" in again.stderr
 
 
+def test_a_uci_folder_whose_column_files_changed_is_refused(tmp_path):
+    """Which column is the target was not part of a UCI fit's provenance: after index_target.txt and
+    index_features.txt swapped two columns, evaluate and predict scored the old posterior on the new columns (RMSE
+    700 times the fit's), with exit 0, and --resume trained on the new target."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 3))
+    folder = gal_folder(tmp_path / "toy", X, X @ np.array([1.0, -2.0, 0.5]), 30)
+    out = tmp_path / "run.h5"
+    assert_ok(invoke("fit", folder, "--uci-split", "0", "--hidden", "4", "--epochs", "2", "--eval-samples", "20",
+                     "-o", out))
+    (folder / "index_features.txt").write_text("0\n1\n3\n")
+    (folder / "index_target.txt").write_text("2\n")
+    assert_error(invoke("evaluate", out), 1, f"{out}: its training data {folder / 'index_features.txt'} changed "
+                                             "since the fit (sha256 differs); pass the data explicitly")
+    given = (f"{folder}: its index_features.txt and index_target.txt choose features x0, x1, x3 and target column "
+             "2; the fit had x0, x1, x2 and 3")
+    assert_error(invoke("evaluate", out, folder), 1, given)
+    assert_error(invoke("predict", out, folder, "-o", tmp_path / "p.csv"), 1, given)
+    assert not (tmp_path / "p.csv").exists()
+
+
 def test_a_split_that_leaves_one_class_for_training_says_so(tmp_path):
     """The only row of a rare class drawn into the test rows gave "imb.csv: need at least 2 label values, found 1",
     blaming a file that has two."""

@@ -317,10 +317,11 @@ def test_uci_round_trip(tmp_path, sub, floats, split):
     assert provenance["sha256"] == hashlib.sha256((root / "data.txt").read_bytes()).hexdigest()
     assert (provenance["split"], provenance["n_splits"], provenance["target"]) == (split, 2, 2)
     assert (provenance["rows"], provenance["features"], provenance["compressed"]) == (6, 3, False)
-    for side in ("train", "test"):
-        index_file = root / f"index_{side}_{split}.txt"
-        assert provenance[f"{side}_index_path"] == str(index_file.resolve())
-        assert provenance[f"{side}_index_sha256"] == hashlib.sha256(index_file.read_bytes()).hexdigest()
+    for name, file in (("train", f"index_train_{split}.txt"), ("test", f"index_test_{split}.txt"),
+                       ("features", "index_features.txt"), ("target", "index_target.txt")):
+        index_file = root / file
+        assert provenance[f"{name}_index_path"] == str(index_file.resolve())
+        assert provenance[f"{name}_index_sha256"] == hashlib.sha256(index_file.read_bytes()).hexdigest()
 
 
 def test_uci_split_given_as_numpy_integer(tmp_path):

@@ -939,3 +939,21 @@ def test_a_sweep_of_members_and_calibrate_writes_the_fits_slang_fit_writes(clust
         for key, levels in by_level.items():
             for level, value in levels.items():
                 assert row[f"test_{key}_{level}"] == value
+
+
+def test_a_point_on_a_uci_folder_is_done_only_while_every_file_of_it_is_unchanged(tmp_path):
+    """A sweep re-run after index_target.txt changed counted a UCI point as done: the column files were not among
+    the files whose digests decide it."""
+    from conftest import gal_folder
+    from slangcli.data.readers import read_uci_folder
+    from slangcli.sweep import tasks
+
+    X = np.random.default_rng(0).standard_normal((20, 2))
+    folder = gal_folder(tmp_path / "toy", X, X[:, 0], 15)
+    table = read_uci_folder(folder, 0)[0]
+    files = tasks._data_files({"train": table.provenance})
+    assert sorted(Path(path).name for path, _ in files) == ["data.txt", "index_features.txt", "index_target.txt",
+                                                            "index_test_0.txt", "index_train_0.txt"]
+    assert tasks._same_data(files)
+    (folder / "index_target.txt").write_text("0\n")
+    assert not tasks._same_data(files)

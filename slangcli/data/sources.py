@@ -547,6 +547,18 @@ def _dropped(table) -> dict:
     return {"rows_dropped": rows} if rows else {}
 
 
+def recorded_files(info: dict) -> list[tuple[str, str]]:
+    """The ``(path, sha256)`` of every file a data source's provenance (``Table.provenance``, a run's
+    ``data["train"]`` or ``data["test"]``) names with a digest: the data file, an IDX labels file, a UCI folder's
+    data, index and column files; standard input left out (it cannot be read again)."""
+    files = []
+    for key, value in info.items():
+        digest = info.get(key[: -len("path")] + "sha256") if key.endswith("path") else None
+        if isinstance(value, str) and isinstance(digest, str) and value != STDIN:
+            files.append((value, digest))
+    return files
+
+
 def _verify(run_name: str, what: str, path: str, expected: str | None) -> None:
     """Refuse a recorded data file that is gone, was standard input, or whose contents changed since the fit."""
     if path == STDIN:  # (a missing argument, as for a run without test data: a usage error)
@@ -560,6 +572,19 @@ def _verify(run_name: str, what: str, path: str, expected: str | None) -> None:
                         "pass the data explicitly")
 
 
+def _read_uci_given(run: Run, folder: str, split: int):
+    """A UCI folder given to a run fitted on one: its split, refused when its column files choose other features
+    or another target than the fit's (the inputs would be other columns under the same count)."""
+    table, train, test = read_uci_folder(folder, split)
+    fitted = run.data["train"]
+    names = tuple(column.name for column in schema_of(run).columns)
+    if tuple(table.feature_names) != names or table.provenance["target"] != fitted.get("target"):
+        raise DataError(f"{folder}: its index_features.txt and index_target.txt choose features "
+                        f"{', '.join(table.feature_names)} and target column {table.provenance['target']}; the fit "
+                        f"had {', '.join(names)} and {fitted.get('target')}")
+    return table, train, test
+
+
 def _reread_training(run: Run, run_name: str):
     """The run's training source re-read, refusing files whose contents changed since the fit; its rows as the fit
     had them (those without a target left out, as --missing impute leaves them)."""
@@ -568,6 +593,9 @@ def _reread_training(run: Run, run_name: str):
     if info["format"] == ARRAYS:
         raise DataError(f"{run_name}: fitted to arrays from Python, so there is no training file to re-read")
     _verify(run_name, "training", info["path"], info.get("sha256"))
+    for path, digest in recorded_files(info):  # (a UCI folder's index and column files, an IDX labels file)
+        if path != info["path"]:
+            _verify(run_name, "training", path, digest)
     if info["format"] == "uci":
         return read_uci_folder(info["folder"], opts.uci_split)[0]
     table = _read(info["path"], opts, n_features=info.get("widened_from") and info["features"],
@@ -610,7 +638,7 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
         if os.path.isdir(data_path):
             if opts.uci_split is None:
                 raise DataError(f"{data_path}: a folder; this run was not fitted on a UCI folder")
-            table, _, idx = read_uci_folder(data_path, opts.uci_split)
+            table, _, idx = _read_uci_given(run, data_path, opts.uci_split)
             X, y = transform(run, table.X[idx], table.y[idx], data_path)
             return X, y, {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
         table = _read_given(run, data_path, opts, need_target=True, layout=layout, notify=notify, header=header)
@@ -683,7 +711,7 @@ def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str 
     if os.path.isdir(data_path):
         if opts.uci_split is None:
             raise DataError(f"{data_path}: a folder; this run was not fitted on a UCI folder")
-        table, _, idx = read_uci_folder(data_path, opts.uci_split)
+        table, _, idx = _read_uci_given(run, data_path, opts.uci_split)
         table = _subset(table, idx)
         source = {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
         rows = np.asarray(idx, dtype=np.int64)  # the rows of data.txt, as a file's rows are its data rows

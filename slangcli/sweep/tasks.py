@@ -23,8 +23,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from slangcli.data.readers import STDIN, sha256_file
-from slangcli.data.sources import DataOptions
+from slangcli.data.readers import sha256_file
+from slangcli.data.sources import DataOptions, recorded_files
 from slangcli.errors import OUT_OF_MEMORY, DivergenceError, SlangError, exit_code
 from slangcli.runfile.io import read_run, write_run
 from slangcli.runfile.outputs import one_line
@@ -98,14 +98,8 @@ def stored(path) -> tuple[str, list | None, int | None, list] | None:
 def _data_files(provenance: dict) -> list:
     """The ``(path, sha256)`` of every file the training and test provenance name with a digest: the data file, a
     UCI folder's data and index files."""
-    files = []
-    for part in (provenance.get("train"), provenance.get("test")):
-        if isinstance(part, dict):
-            for key, value in part.items():
-                digest = part.get(key[: -len("path")] + "sha256") if key.endswith("path") else None
-                if isinstance(value, str) and isinstance(digest, str) and value != STDIN:
-                    files.append((value, digest))
-    return files
+    return [file for part in (provenance.get("train"), provenance.get("test")) if isinstance(part, dict)
+            for file in recorded_files(part)]
 
 
 def _same_data(files: list) -> bool:

@@ -22,7 +22,7 @@ from slangcli import streams
 from slangcli.data import task
 from slangcli.data.prepare import Prepared
 from slangcli.data.readers import STDIN
-from slangcli.data.sources import DataOptions, _is_uci, _stored_options, load_training
+from slangcli.data.sources import DataOptions, _is_uci, _stored_options, load_training, recorded_files
 from slangcli.errors import ConfigError, ConvergenceError, DataError, DivergenceError, FormatError, Interrupted
 from slangcli.gaussian.posteriors import MAX_ABS_VALUE
 from slangcli.methods import METHODS
@@ -582,9 +582,11 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
         prepared = load_training(opts, likelihood=run.model.likelihood, notify=notify, calibrate=_held_out(config))
     for part in ("train", "test"):
         old, new = run.data.get(part) or {}, prepared.data.get(part) or {}
-        if old.get("sha256") != new.get("sha256"):
-            raise DataError(f"{run_name}: its {part} data {old.get('path', '?')} changed since the checkpoint "
-                            "(sha256 differs); cannot resume")
+        now = dict(recorded_files(new))
+        changed = [path for path, digest in recorded_files(old) if now.get(path) != digest]
+        if old.get("sha256") != new.get("sha256") or changed:
+            raise DataError(f"{run_name}: its {part} data {changed[0] if changed else old.get('path', '?')} changed "
+                            "since the checkpoint (sha256 differs); cannot resume")
     if prepared.X_train.shape[1] != run.model.sizes[0]:
         raise DataError(f"{run_name}: the training data no longer have {run.model.sizes[0]} feature columns")
     # the provenance as first recorded (including notes such as a widened width)

@@ -106,7 +106,10 @@ class Table:
         ``path`` is ``"-"`` for standard input. ``widen`` adds ``widened_from``. IDX adds ``labels_path``,
         ``labels_sha256`` and ``image_shape`` (``[rows, cols]``, or ``[P]`` for a 2-dimensional file);
         Gal-UCI adds ``folder``, ``split``, ``n_splits`` and the paths and sha256 of the split's two index
-        files (``train_index_path``, ``train_index_sha256``, ``test_index_path``, ``test_index_sha256``).
+        files (``train_index_path``, ``train_index_sha256``, ``test_index_path``, ``test_index_sha256``) and of
+        the column files (``features_index_path``, ``features_index_sha256``, ``target_index_path``,
+        ``target_index_sha256``). Every ``<name>path`` beside a ``<name>sha256`` is a file the data came from
+        (``slangcli.data.sources.recorded_files``).
     rows : (N,) int64 ndarray or None
         The 0-based data row (after any header) each row was read from, when rows were left out for a missing
         value; None when every data row is there, in order.

@@ -67,7 +67,7 @@ def read_uci_folder(folder, split) -> tuple[Table, np.ndarray, np.ndarray]:
     raw = _read_uci_file(data_path)
     data = _parse_uci_data(data_path, raw)
     n_rows, n_cols = data.shape
-    features, target = _uci_columns(root, n_cols)
+    features, target, column_files = _uci_columns(root, n_cols)
     (train, train_path, train_sha), (test, test_path, test_sha) = _uci_split_rows(root, split, n_rows)
 
     X = np.ascontiguousarray(data[:, features])
@@ -89,6 +89,7 @@ def read_uci_folder(folder, split) -> tuple[Table, np.ndarray, np.ndarray]:
         "train_index_sha256": train_sha,
         "test_index_path": os.path.abspath(test_path),
         "test_index_sha256": test_sha,
+        **column_files,
     }
     table = Table(X=X, y=y, feature_names=tuple(f"x{c}" for c in features), provenance=provenance)
     return table, train, test
@@ -111,11 +112,12 @@ def _uci_split_count(name, root, split):
 
 def _uci_columns(root, n_cols):
     """The feature columns (``index_features.txt``, in its order) and the target column (``index_target.txt``)
-    of ``data.txt``: within its ``n_cols`` columns, no feature repeated, the target not a feature."""
+    of ``data.txt``: within its ``n_cols`` columns, no feature repeated, the target not a feature; and the two
+    files' provenance (paths and sha256: which column is the target is as much the data as ``data.txt``)."""
     features_path = os.path.join(root, "index_features.txt")
     target_path = os.path.join(root, "index_target.txt")
-    features, feature_lines, _ = _read_uci_numbers(features_path, "a column", limit=n_cols)
-    (target,), (target_line,), _ = _read_uci_numbers(target_path, "a column", limit=n_cols, count=1)
+    features, feature_lines, features_sha = _read_uci_numbers(features_path, "a column", limit=n_cols)
+    (target,), (target_line,), target_sha = _read_uci_numbers(target_path, "a column", limit=n_cols, count=1)
     target = int(target)
     _refuse_repeats(features_path, features, feature_lines, "column")
     hits = np.flatnonzero(features == target)
@@ -124,7 +126,9 @@ def _uci_columns(root, n_cols):
             f"{target_path}:{target_line}: target column {target} is also a feature "
             f"({os.path.basename(features_path)} line {feature_lines[hits[0]]})"
         )
-    return features, target
+    files = {"features_index_path": os.path.abspath(features_path), "features_index_sha256": features_sha,
+             "target_index_path": os.path.abspath(target_path), "target_index_sha256": target_sha}
+    return features, target, files
 
 
 def _uci_split_rows(root, split, n_rows):
