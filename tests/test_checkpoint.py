@@ -29,6 +29,7 @@ from slangcli.methods import METHODS
 from slangcli.methods.base import is_solver
 from slangcli.runfile.io import read_run, write_run
 from slangcli.training.checkpoints import Checkpointing
+from slangcli.training.options import snr_methods
 from slangcli.training.fitting import fit, resume
 
 # every registered step method, read from the registry when the tests are collected (a method added there gets its
@@ -55,7 +56,8 @@ def _same_fit(a, b):
                 np.testing.assert_array_equal(part, other_part, err_msg=name)
         else:
             np.testing.assert_array_equal(value, other, err_msg=name)
-    for name in ("epoch", "step", "nll"):
+    snr = [name for name in ("snr_step", "snr", "snr_paper") if name in a.history or name in b.history]
+    for name in ("epoch", "step", "nll", *snr):
         np.testing.assert_array_equal(a.history[name], b.history[name], err_msg=name)
     assert a.metrics["test"] == b.metrics["test"] and a.metrics["steps"] == b.metrics["steps"]
 
@@ -94,6 +96,23 @@ def assert_resume_equals_uninterrupted_fit(tmp_path, data_csv, method, hyper, st
     _same_fit(resumed, reference)
     # the constant predictor's scores (and the warnings against it) come with a resumed fit too
     assert resumed.metrics["constant"] == reference.metrics["constant"]
+
+
+@pytest.mark.parametrize("method", snr_methods())
+def test_resume_keeps_the_gradient_snr_records_before_the_checkpoint(tmp_path, data_csv, method):
+    """A fit with --snr stopped and resumed lost the SNR records taken before its checkpoint (90 records became
+    74): the history was rebuilt without them."""
+    opts = DataOptions(path=str(data_csv), test_fraction=0.25)
+    kwargs = dict(_fit_kwargs(method, {}), snr_every=3, snr_draws=3)
+    reference = fit(opts, **kwargs)
+    assert len(reference.history["snr_step"]) == 12
+    written, polls = [], []
+    with pytest.raises(Interrupted):
+        fit(opts, **kwargs, checkpointing=Checkpointing(write=written.append,
+                                                        stop=lambda: polls.append(1) or len(polls) > 20))
+    path = tmp_path / "ck.h5"
+    write_run(path, written[-1])
+    _same_fit(resume(read_run(path), str(path)), reference)
 
 
 @pytest.mark.parametrize("method,hyper", STEP_METHODS, ids=IDS)

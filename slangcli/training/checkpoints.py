@@ -163,7 +163,11 @@ def restore(run: Run, run_name: str, plan: Plan):
         nll=[float(v) for v in run.history.get("nll", [])], seconds=[float(v) for v in run.history.get("seconds", [])],
         kl=[float(v) for v in run.history.get("kl", [])],
         open_sum=float(scalars.get("history_open_sum", 0.0)), open_count=int(scalars.get("history_open_count", 0)),
-        open_seconds=float(scalars.get("history_open_seconds", 0.0)))
+        open_seconds=float(scalars.get("history_open_seconds", 0.0)),
+        # the gradient SNR's records (--snr) before the checkpoint, which a resumed fit continues
+        snr_step=[int(v) for v in run.history.get("snr_step", [])],
+        snr=[[float(x) for x in row] for row in run.history.get("snr", [])],
+        snr_paper=[[float(x) for x in row] for row in run.history.get("snr_paper", [])])
     learner = plan.learner()
     learner.residual = float(scalars.get("learned_residual", float("nan")))
     learner.restore_history(run.history)
