@@ -99,7 +99,8 @@ def _posterior_lines(p: dict, likelihood: str, noise_model: bool = False) -> lis
     K = len(p["members"])
     lines = [f"posterior  mixture of {K} member{'s' if K != 1 else ''} (equal weights, --members), D = {p['n_params']}"]
     for k, (m, tau) in enumerate(zip(p["members"], p["noise_precision"])):
-        lines.append(f"  member {k + 1}  {m['type']} (/posterior/member_{k}), " + ", ".join(f"{n} {_shape_text(v)}" for n, v in m["arrays"].items())
+        shapes = ", ".join(f"{n} {_shape_text(v)}" for n, v in m["arrays"].items())
+        lines.append(f"  member {k + 1}  {m['type']} (/posterior/member_{k}), {shapes}"
                      + (f"; noise precision {tau:.4g}{' (training; the noise model predicts)' if noise_model else ''}"
                         if likelihood == "gaussian" else ""))
     return lines
