@@ -41,7 +41,7 @@ from slangcli.data.schema import Schema, schema_of
 from slangcli.data.sources import DataOptions, transform, with_target
 from slangcli.declare import check_value
 from slangcli.errors import ConfigError, DataError, DataTypeError
-from slangcli.predictive.evaluation import Predictions as _Predictions, predict_arrays, score
+from slangcli.predictive.evaluation import Predictions as _Predictions, fit_draws, predict_arrays, score
 from slangcli.predictive.metrics import check_draws, check_samples, draw_parts, weight_samples
 from slangcli.runfile.io import POSTERIOR_NAMES, Run, read_run, write_run
 from slangcli.runfile.provenance import meta
@@ -628,33 +628,35 @@ class FitResult:
         y = _targets(y, len(A), "y")
         return transform(self.run, A, y, "y", text=text, where=_where(what, names), impute=impute)
 
-    def predict(self, X, *, samples: int = 1000, seed: int = 0, interval: float = 0.95,
+    def predict(self, X, *, samples: int | None = None, seed: int | None = None, interval: float = 0.95,
                 missing: str | None = None) -> Predictions:
         """Predictions with their uncertainty for every row of ``X``, the same as ``slang predict`` (same
-        ``samples`` and ``seed``: the same numbers). Columns of text are read as the fit read them (categories,
+        ``samples`` and ``seed``: the same numbers; by default the fit's ``eval_samples`` and ``seed``). Columns of text are read as the fit read them (categories,
         booleans). ``missing``: ``"impute"`` fills a missing value (None, NaN) in with the training rows' mean or
         most frequent value, as ``slang predict --missing impute``; ``"error"`` refuses it; by default, ``impute``
         when the fit imputed (``--missing impute``), else ``error``. ``interval`` is the level of the central
         predictive interval and, for a fit with ``calibrate``, of its calibrated intervals or prediction sets."""
+        samples, seed = fit_draws(self.run, samples, seed)
         check_samples(samples, "samples")  # (named as passed: the predictive would name --samples)
         inputs = self._inputs(X, missing=missing)
         out = predict_arrays(self.run, inputs, samples=samples, seed=seed, interval=interval)
         return Predictions(arrays=out.arrays, classes=out.classes, info=out.info)
 
-    def predict_proba(self, X, *, samples: int = 1000, seed: int = 0):
+    def predict_proba(self, X, *, samples: int | None = None, seed: int | None = None):
         """Predictive class probabilities ``(N, C)``, columns in the order of :attr:`classes`."""
         if self.likelihood == "gaussian":
             raise DataError("predict_proba needs a classification model; this one is a regression")
         return self.predict(X, samples=samples, seed=seed).probabilities
 
-    def score(self, X, y, *, predictive: str = "auto", samples: int = 1000, seed: int = 0, bins: int = 15,
-              missing: str | None = None) -> dict:
+    def score(self, X, y, *, predictive: str = "auto", samples: int | None = None, seed: int | None = None,
+              bins: int = 15, missing: str | None = None) -> dict:
         """Test scores of the posterior predictive on ``(X, y)``, as ``slang evaluate`` computes them:
         classification ``nll``, ``accuracy``, ``ece`` and its bins; regression ``rmse``, ``loglik`` and interval
         ``coverage`` (original units); a fit with ``calibrate`` also the coverage of its calibrated intervals
         (``calibrated_coverage``) or prediction sets (``calibrated_set_coverage``, ``calibrated_set_size``).
         ``missing`` is :meth:`predict`'s: by default a missing feature is imputed when the fit imputed, as
-        ``slang evaluate`` does."""
+        ``slang evaluate`` does; ``samples`` and ``seed`` too (by default the fit's ``eval_samples`` and ``seed``)."""
+        samples, seed = fit_draws(self.run, samples, seed)
         check_samples(samples, "samples")
         X, y = self._inputs(X, missing=missing, y=y)
         target_scale = float(self.run.arrays["target_scale"][0]) if "target_scale" in self.run.arrays else 1.0
@@ -665,9 +667,9 @@ class FitResult:
                     target_mean=target_mean)
         return out["test"]
 
-    def sample(self, n: int, *, seed: int = 0) -> np.ndarray:
+    def sample(self, n: int, *, seed: int | None = None) -> np.ndarray:
         """``n`` parameter vectors ``theta ~ q`` as rows ``(n, D)``: the draws behind :meth:`predict` with the same
-        ``seed`` (the flat layout is ``model.layout``). A mixture of K posteriors (``members``) gives its members'
+        ``seed`` (by default the fit's, as :meth:`predict`'s; the flat layout is ``model.layout``). A mixture of K posteriors (``members``) gives its members'
         draws one member after the other, ``ceil(n / K)`` each as :meth:`predict` draws them, the last member's cut
         to make ``n``."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
@@ -677,6 +679,7 @@ class FitResult:
         check_draws(n, D, f"n = {n}")  # before any is drawn: 10**10 draws grew memory until the system gave out
         out = np.empty((n, D))
         at = 0
+        seed = fit_draws(self.run, None, seed)[1]
         for part, _, part_seed, part_samples in draw_parts(self.posterior, self.model, seed, n):
             for theta in weight_samples(part, part_seed, part_samples):
                 take = min(len(theta), n - at)

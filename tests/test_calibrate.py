@@ -213,15 +213,21 @@ def test_evaluate_agrees_with_the_fit_and_the_api(narrow_regression):
     assert evaluated["calibrated_infinite"] == []  # enough calibration rows for both levels
     assert "coverage of calibrated 95% interval" in result.stderr
     assert "Monte-Carlo difference" not in result.stderr  # the fit's own samples and seed
-    # evaluate's default predictive is not the calibration's: it says so (the README promised it; only predict did)
-    other = invoke("evaluate", narrow_regression["run"])
+    # by default evaluate uses the fit's samples and seed too: the same scores
+    default = invoke("evaluate", narrow_regression["run"], "--json")
+    assert parse_one_json_object(default.stdout)["metrics"]["test"] == evaluated
+    assert (evaluated["rmse"], evaluated["loglik"]) == (fitted["rmse"], fitted["loglik"])
+    # another predictive than the calibration's: it says so (the README promised it; only predict did)
+    other = invoke("evaluate", narrow_regression["run"], "--samples", "1000", "--seed", "0")
     assert_ok(other)
     assert ("slang: calibrated coverage: the calibration scores used the fit's predictive (100 samples, seed 3) and "
             "these predictions 1000 samples, seed 0: the guarantee holds up to their Monte-Carlo difference "
             "(--samples 100 --seed 3 gives the fit's own)") in other.stderr
     X, y = _regression(20000, 2)
-    scored = slangcli.load(narrow_regression["run"]).score(X, y, samples=100, seed=3)
+    loaded = slangcli.load(narrow_regression["run"])
+    scored = loaded.score(X, y, samples=100, seed=3)
     assert scored["calibrated_coverage"] == evaluated["calibrated_coverage"]
+    assert loaded.score(X, y) == scored
 
 
 # ------------------------------------------------------------------------------------------------ what is trained

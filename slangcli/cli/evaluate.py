@@ -21,9 +21,11 @@ from slangcli.runfile.io import read_run
 @click.option("--predictive", type=click.Choice(PREDICTIVES), default="auto", show_default=True,
               help="Posterior predictive: exact 1-D quadrature (logistic regression; 'auto' picks it there) "
                    "or Monte Carlo.")
-@click.option("--samples", "-S", type=SAMPLES, default=1000, show_default=True,
-              help="Monte-Carlo weight samples.")
-@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the Monte-Carlo samples.")
+@click.option("--samples", "-S", type=SAMPLES, default=None,
+              help="Monte-Carlo weight samples.  [default: the fit's --eval-samples, 1000 unless it was given]")
+@click.option("--seed", type=SEED, default=None,
+              help="Seed of the Monte-Carlo samples.  [default: the fit's --seed, so that the run's own test data get "
+                   "the scores the fit stored]")
 @click.option("--bins", type=BINS, default=15, show_default=True,
               help="Equal-width confidence bins of the expected calibration error (classification).")
 @click.option("--reference", "reference_file", metavar="OTHER.h5", default=None,
@@ -62,16 +64,16 @@ def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, mi
                            reference=reference, reference_name=reference_file, missing=missing, layout=layout,
                            header=header, notify=note)
     if run.calibration and out["predictive"] == "mc":
-        differs = conformal.predictive_differs(run.calibration, out["samples"], seed)
+        differs = conformal.predictive_differs(run.calibration, out["samples"], out["seed"])
         if differs:
             note(f"calibrated coverage: {differs}")
     if (out.get("test") or {}).get("calibrated_infinite"):
         note(f"calibrated coverage: {conformal.too_few(run.calibration['n'], run.model.likelihood)}")
-    how = out["predictive"] + (f", {out['samples']} samples, seed {seed}" if out["samples"] else "")
+    how = out["predictive"] + (f", {out['samples']} samples, seed {out['seed']}" if out["samples"] else "")
     metrics_table(f"{run_file} ({how})", metric_rows(out))
     calibration_table(out)
     if as_json:
         emit_json({"run": run_file, "status": run.status,
                    "metrics": {k: out[k] for k in ("test", "train", "reference") if k in out},
                    "predictive": out["predictive"], "samples": out["samples"],
-                   "seed": seed if out["samples"] else None, "data": out["data"]})
+                   "seed": out["seed"] if out["samples"] else None, "data": out["data"]})

@@ -21,10 +21,11 @@ from slangcli.runfile.io import read_run
 @click.option("-o", "--output", required=True, metavar="OUT", type=click.Path(path_type=str),
               help="Where to write: OUT.csv (CSV), OUT.csv.gz (gzip-compressed CSV), OUT.h5 or OUT.hdf5 (HDF5 "
                    "datasets), or - (CSV on stdout).")
-@click.option("--samples", "-S", type=SAMPLES, default=1000, show_default=True,
-              help="Monte-Carlo weight samples (networks and regression; logistic regression is exact).")
-@click.option("--seed", type=SEED, default=0, show_default=True,
-              help="Seed of the Monte-Carlo weight samples.")
+@click.option("--samples", "-S", type=SAMPLES, default=None,
+              help="Monte-Carlo weight samples (networks and regression; logistic regression is exact).  [default: "
+                   "the fit's --eval-samples, 1000 unless it was given]")
+@click.option("--seed", type=SEED, default=None,
+              help="Seed of the Monte-Carlo weight samples.  [default: the fit's --seed]")
 @click.option("--interval", type=FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.95,
               show_default=True, help="Probability of the central predictive interval (regression), and the "
                                       "level of a calibrated run's intervals or prediction sets (fit --calibrate).")

@@ -227,14 +227,25 @@ def _scoring_data(run: Run, run_name: str, data_path, notify, without_train: str
     return X_test, y_test, source, X_train, y_train, target_scale
 
 
-def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samples=1000, seed=0, bins=15,
+def fit_draws(run: Run, samples: int | None = None, seed: int | None = None) -> tuple[int, int]:
+    """``(samples, seed)`` of a predictive of ``run``: as given, or (None) the fit's own, ``--eval-samples`` and
+    ``--seed`` (1000 and 0 when the run records none), so that scoring a run on its test data by default gives the
+    scores its fit stored, and predictions come from the draws its calibration was made with."""
+    config = run.config or {}
+    return (int(config.get("eval_samples", 1000)) if samples is None else samples,
+            int(config.get("seed", 0)) if seed is None else seed)
+
+
+def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samples=None, seed=None, bins=15,
              reference: Run | None = None, reference_name: str = "reference", missing: str | None = None,
              layout: str | None = None, header: bool | None = None,
              notify: Callable[[str], None] = lambda msg: None) -> dict:
     """Score a stored run on ``data_path`` or on its own test data, plus its training -ELBO / N (``out["train"]``:
     the value the run stores from its fit, ``stored=True``; a compressed run stores none, and its -ELBO is
     computed when its training data can be re-read, else absent); with a ``reference`` run, also the KL divergences
-    between the two posteriors (``out["reference"]``)."""
+    between the two posteriors (``out["reference"]``). ``samples`` and ``seed``: :func:`fit_draws`; ``out["seed"]``
+    is the seed used."""
+    samples, seed = fit_draws(run, samples, seed)
     if reference is not None:
         check_comparable(run, run_name, reference, reference_name, notify)
     # (the fit's own value: recomputing it re-read and re-scored every training row, whatever DATA was, 10 of the
@@ -251,7 +262,7 @@ def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samp
     check_finite({k: out[k] for k in ("test", "train") if k in out}, "scores", run_name)
     if X_train is None and stored_train:
         out["train"] = dict(stored_train, stored=True)
-    out["data"] = source
+    out["data"], out["seed"] = source, seed
     if reference is not None:
         with computing_with(run_name, reference_name):
             out["reference"] = compare(run, run_name, reference, reference_name)
@@ -281,17 +292,19 @@ class Predictions:
     info: dict
 
 
-def predict(run: Run, run_name: str, data_path, *, samples: int = 1000, seed: int = 0, interval: float = 0.95,
+def predict(run: Run, run_name: str, data_path, *, samples: int | None = None, seed: int | None = None,
+            interval: float = 0.95,
             missing: str | None = None, layout: str | None = None, header: bool | None = None,
             notify: Callable[[str], None] = lambda msg: None) -> Predictions:
     """Per-example predictions with their uncertainty (``slangcli.predictive.predict``) of the run on ``data_path``.
 
     Logistic regression uses the exact 1-D quadrature predictive (``samples`` and ``seed`` are then unused);
-    every other model ``samples`` Monte-Carlo weight samples drawn from ``seed``'s own stream (``streams.PREDICT``).
-    ``missing``, ``layout`` and ``header`` are those of :func:`slangcli.data.sources.load_inputs`: by default a row
+    every other model ``samples`` Monte-Carlo weight samples drawn from ``seed``'s own stream (``streams.PREDICT``),
+    by default the fit's (:func:`fit_draws`). ``missing``, ``layout`` and ``header`` are those of :func:`slangcli.data.sources.load_inputs`: by default a row
     with a missing value keeps its place, its predictions empty (NaN, and "" for string labels); the ``row`` array
     says which data row each prediction is of.
     """
+    samples, seed = fit_draws(run, samples, seed)
     metrics.check_samples(samples)
     if not 0.0 < interval < 1.0:
         raise ConfigError(f"--interval must lie strictly between 0 and 1, got {interval}")
@@ -322,10 +335,12 @@ def _in_place(values: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
     return full
 
 
-def predict_arrays(run: Run, X: np.ndarray, *, samples: int = 1000, seed: int = 0,
+def predict_arrays(run: Run, X: np.ndarray, *, samples: int | None = None, seed: int | None = None,
                    interval: float = 0.95) -> Predictions:
     """Per-example predictions of ``run`` on features ``X`` prepared as in the fit (:func:`transform`): the one
-    predictive behind ``slang predict``, ``slang evaluate`` and the Python API."""
+    predictive behind ``slang predict``, ``slang evaluate`` and the Python API (``samples`` and ``seed``:
+    :func:`fit_draws`)."""
+    samples, seed = fit_draws(run, samples, seed)
     metrics.check_samples(samples)
     if not 0.0 < interval < 1.0:
         raise ConfigError(f"--interval must lie strictly between 0 and 1, got {interval}")
