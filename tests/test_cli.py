@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shlex
 import os
 import re
 import subprocess
@@ -203,6 +204,21 @@ def test_run_file_records_the_fit_command(train_csv, out_dir):
     args = ["fit", str(train_csv), "-o", str(out), *FAST]
     assert_ok(invoke(*args))
     assert read_run(out).command == ["slang", *args]
+
+
+def test_inspect_shows_the_command_as_a_shell_would_run_it(train_csv, tmp_path):
+    """inspect printed the command's words joined by spaces: a path with a space, or --na-values "NA, ?", could not
+    be pasted back; and a path with brackets was read as markup."""
+    folder = tmp_path / "my data [1]"
+    folder.mkdir()
+    data = folder / "train set.csv"
+    data.write_bytes(train_csv.read_bytes())
+    out = folder / "run [x].h5"
+    args = ["fit", str(data), "-o", str(out), "--na-values", "NA, ?", *FAST]
+    assert_ok(invoke(*args))
+    lines = invoke("inspect", out).stderr.splitlines()
+    assert lines[0].startswith(f"{out}  (slang ")
+    assert lines[1] == "command    " + shlex.join(["slang", *args])
 
 
 # ------------------------------------------------------------------------------------------------ LIBSVM width

@@ -152,8 +152,8 @@ def inspect(run_file, as_json):
         return
     c, d, m = s["config"], s["data"], s["metrics"]
     lines = [
-        f"[bold]{run_file}[/bold]  (slang {s['slang_version']}, {s['created']})",
-        f"command    {' '.join(s['command']) or '(none: made in Python)'}",
+        f"[bold]{escape(run_file)}[/bold]  (slang {s['slang_version']}, {s['created']})",
+        f"command    {escape(shlex.join(s['command'])) or '(none: made in Python)'}",
         f"method     {s['method']}  {c.get('hyper', {})}",
         *_posterior_lines(s["posterior"], s["model"]["likelihood"], "noise_weights" in s["model"]),
         f"model      sizes {tuple(s['model']['sizes'])}, "
