@@ -229,6 +229,22 @@ def test_a_fit_whose_data_file_changed_is_not_complete(data, tmp_path):
     assert not is_complete(path, point.args)
 
 
+def test_a_run_another_version_of_slang_wrote_is_not_complete(data, tmp_path):
+    """A sweep run again by another version of slang (other defaults) counted the fits of the older version as done
+    and tabled the two versions' fits together; such a run is fitted again."""
+    from slangcli.sweep import is_complete
+
+    point = points_of([{"data": [str(data / "a.csv")], "epochs": ["2"]}])[0]
+    path = str(tmp_path / point.name)
+    assert run_fit(make_task(point, path))["status"] == "complete" and is_complete(path, point.args)
+    with h5py.File(path, "r+") as f:
+        f.attrs["slang_version"] = "0.0.1"
+    assert not is_complete(path, point.args)
+    assert run_fit(make_task(point, path))["status"] == "complete" and is_complete(path, point.args)
+    with h5py.File(path, "r") as f:
+        assert f.attrs["slang_version"] == slangcli.__version__
+
+
 def test_spec_files_json_and_toml(data, tmp_path):
     a = str(data / "a.csv")
     (tmp_path / "s.toml").write_text(f'[[grid]]\ndata = "{a}"\nmethod = "slang"\nrank = [1, 2]\n\n'

@@ -23,6 +23,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from slangcli import __version__
 from slangcli.data.readers import sha256_file
 from slangcli.data.sources import DataOptions, recorded_files
 from slangcli.errors import OUT_OF_MEMORY, DivergenceError, SlangError, exit_code
@@ -80,9 +81,10 @@ def _command_args(command) -> list | None:
     return list(command[2:-TAIL])
 
 
-def stored(path) -> tuple[str, list | None, int | None, list] | None:
-    """``(status, fit arguments, steps done, data files)`` of the run file at ``path``, or None when there is none
-    readable; the data files are the ``(path, sha256)`` its data provenance records (:func:`_data_files`)."""
+def stored(path) -> tuple[str, list | None, int | None, list, str] | None:
+    """``(status, fit arguments, steps done, data files, slang version)`` of the run file at ``path``, or None when
+    there is none readable; the data files are the ``(path, sha256)`` its data provenance records
+    (:func:`_data_files`)."""
     import h5py
 
     try:
@@ -90,7 +92,7 @@ def stored(path) -> tuple[str, list | None, int | None, list] | None:
             steps = json.loads(f["metrics"].attrs["metrics"]).get("steps")
             provenance = json.loads(f["data"].attrs["provenance"]) if "data" in f else {}
             return (str(f.attrs["status"]), _command_args(json.loads(f.attrs["command"])), steps,
-                    _data_files(provenance))
+                    _data_files(provenance), str(f.attrs.get("slang_version", "")))
     except (OSError, KeyError, ValueError, AttributeError, TypeError):
         return None
 
@@ -124,12 +126,19 @@ def _sha256(path: str) -> str | None:
 _DIGESTS: dict = {}
 
 
+def _same_fit(found, args) -> bool:
+    """Whether a stored run (:func:`stored`) is the fit of ``args``: the same arguments, data files that still hold
+    the data it was fitted to (a changed file makes the fit one to run again, as ``slang fit --resume`` refuses
+    it), and written by this version of slang (another version may differ in its defaults and arithmetic: a
+    table must not mix them)."""
+    return found[1] == list(args) and _same_data(found[3]) and found[4] == __version__
+
+
 def is_complete(path, args) -> bool:
-    """Whether the fit with ``args`` is complete at ``path``: its run file has status complete, records the same
-    arguments, and its data files still hold the data it was fitted to (a changed file makes the fit one to run
-    again, as ``slang fit --resume`` refuses it)."""
+    """Whether the fit with ``args`` is complete at ``path``: its run file has status complete and is the same
+    fit (:func:`_same_fit`)."""
     found = stored(path)
-    return found is not None and found[0] == "complete" and found[1] == list(args) and _same_data(found[3])
+    return found is not None and found[0] == "complete" and _same_fit(found, args)
 
 
 def metrics_of(path, isolated: bool = True) -> dict:
@@ -215,7 +224,7 @@ def run_fit(task: Task) -> dict:
     code, message, resumed = 0, "", None
     found = stored(task.path)
     args = list(task.args)
-    same = bool(found) and found[1] == args and _same_data(found[3])
+    same = bool(found) and _same_fit(found, args)
     if not (same and found[0] == "complete"):
         try:
             if same and found[0] == "checkpoint":
