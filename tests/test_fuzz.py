@@ -592,7 +592,7 @@ def run_uci_fuzz(profile, directory, counts):
 # (object, attribute) pairs a run file holds; "" is the root group.
 RUN_ATTRIBUTES = [
     ("/", "encoding-type"), ("/", "encoding-version"), ("/", "slang_version"), ("/", "created"), ("/", "command"),
-    ("/", "config"), ("/", "versions"), ("/", "seed"),
+    ("/", "config"), ("/", "versions"), ("/", "environment"), ("/", "seed"),
     ("/data", "encoding-type"), ("/data", "encoding-version"), ("/data", "provenance"),
     ("/model", "encoding-type"), ("/model", "encoding-version"), ("/model", "sizes"), ("/model", "activation"),
     ("/model", "likelihood"), ("/model", "noise_precision"),
@@ -643,7 +643,7 @@ def dataset_values(draw):
         return values.astype(dtype) if dtype != "?" else values != 0
 
 
-JSON_ATTRIBUTES = [("/", "config"), ("/", "command"), ("/", "versions"), ("/data", "provenance"),
+JSON_ATTRIBUTES = [("/", "config"), ("/", "command"), ("/", "versions"), ("/", "environment"), ("/data", "provenance"),
                    ("/metrics", "metrics")]
 JSON_VALUES = [None, True, 0, -1, 1.5, 1e308, float("nan"), "", "x", "../no/such/file", [], {}, [1], ["a", 1],
                {"a": 1}, 10**30]

@@ -73,6 +73,8 @@ LEFT_OUT = {
     "metrics@metrics.fit_seconds": "the fit's own clock",
     "@created": "the time the file was written",
     "@command[-o]": "the output path in the recorded command",
+    "@environment.cwd": "the working directory of the process that wrote it (a worker's)",
+    "@environment.blas": "the BLAS libraries' threads in that process",
 }
 
 

@@ -59,6 +59,8 @@ def summary(run, path) -> dict:
         "metrics": run.metrics,
         "status": run.status,
         "versions": run.meta["versions"],
+        "environment": run.meta.get("environment"),
+        "resumed": run.meta.get("resumed", []),
         "compression": run.compression or None,
         "calibration": _calibration(run.calibration),
     }
@@ -174,6 +176,9 @@ def inspect(run_file, as_json):
         + f"{d['train']['rows']} rows x {d['train']['features']} features ({d['train']['format']})"
         + _left_out(d["train"]),
     ]
+    for earlier in s["resumed"]:
+        lines.append(f"resumed    at step {earlier.get('step')}, from a checkpoint slang {earlier.get('slang_version')} "
+                     f"wrote ({earlier.get('created')})")
     if d.get("schema"):
         lines.append(escape(_columns(d["schema"], s["model"]["sizes"][0])))
     t = d.get("test")

@@ -1,4 +1,4 @@
-"""Run files: one HDF5 file per fit or compression, format version 1.6 (described in ``docs/FORMAT.md``).
+"""Run files: one HDF5 file per fit or compression, format version 1.7 (described in ``docs/FORMAT.md``).
 
 Every group carries ``encoding-type`` and ``encoding-version`` attributes; the reader dispatches on them and
 refuses, with a :class:`FormatError`, files that are not slang runs, that a newer major format wrote, or whose
@@ -38,7 +38,7 @@ from slangcli.runfile.checked import RunChecks
 from slangcli.runfile.outputs import atomic_output, hdf5_image, temporary_beside  # noqa: F401  (temporary_beside: re-exported)
 from slangcli.gaussian.posteriors import COMPOSITES, MAX_ABS_VALUE, POSTERIORS
 
-FORMAT_VERSION = "1.6"
+FORMAT_VERSION = "1.7"
 RUN_TYPE = "slang-run"
 # the datasets of /calibration (its other fields are the JSON attribute "summary")
 CALIBRATION_ARRAYS = ("scores", "index")
@@ -147,6 +147,9 @@ def _write_file(tmp, run: Run) -> None:
         _json_attr(f, "command", list(run.command))
         _json_attr(f, "config", run.config)
         _json_attr(f, "versions", run.meta.get("versions", {}))
+        for name in ("environment", "resumed"):  # (1.7; a run made in Python before has neither)
+            if run.meta.get(name):
+                _json_attr(f, name, run.meta[name])
         f.attrs["seed"] = int(run.config.get("seed", 0))
         f.attrs["status"] = run.status
 
@@ -501,6 +504,13 @@ class _Reader:
         versions = self.json(f, "versions", "/")
         meta = {"slang_version": str(self.attr(f, "slang_version", "")), "created": str(self.attr(f, "created", "")),
                 "versions": versions}
+        if "environment" in f.attrs:
+            meta["environment"] = self.json(f, "environment", "/")
+        if "resumed" in f.attrs:
+            resumed = self.json(f, "resumed", "/", kind=None)
+            if not (isinstance(resumed, list) and all(isinstance(entry, dict) for entry in resumed)):
+                self.fail("/ attribute 'resumed' is not a JSON array of objects")
+            meta["resumed"] = resumed
         data, arrays = self._data(f)
         model, prior = self._model(f)
         posterior = self._posterior(f, model)

@@ -1,8 +1,11 @@
-"""What a run file records of the software that wrote it: versions and creation time."""
+"""What a run file records of the software and machine that wrote it: versions, the environment, the creation
+time, and the checkpoints a resumed fit continued."""
 
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
+import os
 import platform
 
 import h5py
@@ -11,12 +14,59 @@ import scipy
 
 from slangcli import __version__
 
+# the packages whose versions a run records besides slang, Python, NumPy, SciPy and h5py: the other requirements,
+# and the extras that are installed (read from the installed metadata: the engine never imports the command line's,
+# and a fit's record must not depend on what its process happened to import)
+OTHER_PACKAGES = ("click", "rich", "threadpoolctl", "pandas", "dask", "distributed")
+
+
+def _installed(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
 
 def versions() -> dict:
-    return {"slang": __version__, "python": platform.python_version(), "numpy": np.__version__,
-            "scipy": scipy.__version__, "h5py": h5py.__version__}
+    out = {"slang": __version__, "python": platform.python_version(), "numpy": np.__version__,
+           "scipy": scipy.__version__, "h5py": h5py.__version__}
+    out.update((name, _installed(name)) for name in OTHER_PACKAGES)
+    return {name: value for name, value in out.items() if value is not None}
 
 
-def meta() -> dict:
-    return {"slang_version": __version__, "versions": versions(),
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+def environment() -> dict:
+    """The machine and process a run was written in: the platform, the working directory (the recorded command's
+    relative paths are relative to it), and the BLAS libraries with their thread counts, on which the last bits of
+    a fit depend (the README's bit-for-bit promise is for the same BLAS threads)."""
+    from threadpoolctl import threadpool_info
+
+    blas = [{key: info.get(key) for key in ("internal_api", "version", "num_threads", "threading_layer",
+                                            "architecture")}
+            for info in threadpool_info() if info.get("user_api") == "blas"]
+    return {"platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
+            "cwd": os.getcwd(), "blas": blas}
+
+
+def meta(resumed: tuple = ()) -> dict:
+    """A run's ``meta``: its slang version, versions, environment and creation time; ``resumed``, the checkpoints a
+    resumed fit continued (``resume_record``), oldest first."""
+    out = {"slang_version": __version__, "versions": versions(), "environment": environment(),
+           "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    if resumed:
+        out["resumed"] = [dict(entry) for entry in resumed]
+    return out
+
+
+def resume_record(checkpoint_meta: dict, step: int) -> dict:
+    """What a fit resumed at ``step`` records of the checkpoint it continued: who wrote it, and when."""
+    return {"step": int(step), "slang_version": checkpoint_meta.get("slang_version", ""),
+            "versions": checkpoint_meta.get("versions", {}), "created": checkpoint_meta.get("created", "")}
+
+
+def version_change(checkpoint_meta: dict) -> str | None:
+    """The versions that differ between the software that wrote a checkpoint and this one (``numpy 2.1.0 ->
+    2.2.0``), or None."""
+    before, now = checkpoint_meta.get("versions") or {}, versions()
+    changed = [f"{name} {before[name]} -> {now.get(name, '(none)')}" for name in before
+               if before[name] != now.get(name)]
+    return ", ".join(changed) or None

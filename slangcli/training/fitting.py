@@ -33,7 +33,7 @@ from slangcli.predictive import metrics
 from slangcli.predictive.evaluation import score
 from slangcli.runfile.checks import recorded_options, stored_hyper
 from slangcli.runfile.io import Run
-from slangcli.runfile.provenance import meta
+from slangcli.runfile.provenance import meta, resume_record, version_change
 from slangcli.threads import blas_threads
 from slangcli.training import checkpoints
 from slangcli.training import learned
@@ -597,7 +597,11 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
     # starts every member after the one in progress from the plan's, which its config records
     model, prior = (run.model, run.prior_precision) if K == 1 else _planned_precisions(run, run_name)
     planned = Plan(method, module, hyper_obj, model, Problem(model, prior, len(prepared.X_train)), prepared, config,
-                   run.command, bool(flags.get("noise_precision")), bool(flags.get("prior_precision")))
+                   run.command, bool(flags.get("noise_precision")), bool(flags.get("prior_precision")),
+                   resumed=(*run.meta.get("resumed", ()), resume_record(run.meta, run.state["scalars"]["t"])))
+    if changed := version_change(run.meta):
+        notify(f"warning: {run_name} was written by other versions than these ({changed}): the resumed fit may "
+               "differ in its last bits from one never stopped; the run records both (/ attribute 'resumed')")
     with _naming_magnitude(prepared):
         if K == 1:
             state, history, learner = checkpoints.restore(run, run_name, planned)
@@ -664,4 +668,4 @@ def _finish(planned: Plan, outcome: Outcome) -> Run:
         scores["solver"] = outcome.solver
     return Run(model=model, prior_precision=problem.prior_precision, posterior=outcome.posterior,
                config=config, data=p.data, arrays=p.arrays, history=outcome.history, metrics=scores,
-               command=planned.command, meta=meta(), calibration=calibration)
+               command=planned.command, meta=meta(planned.resumed), calibration=calibration)

@@ -24,7 +24,8 @@ from slangcli.training import loop as train
 class Plan:
     """What to train and how: the method and its hyperparameters, the model and problem it starts from, the
     prepared data, the run's configuration record (``config``, as stored in the run file: read, never written),
-    the command line, and which precisions are learned along the way."""
+    the command line, which precisions are learned along the way, and the checkpoints a resumed fit continued
+    (``slangcli.runfile.provenance.resume_record``, recorded in every run written from the plan)."""
 
     method: str
     module: object
@@ -36,6 +37,7 @@ class Plan:
     command: list
     learn_noise: bool = False
     learn_prior: bool = False
+    resumed: tuple = ()
 
     def learner(self, problem: Problem | None = None) -> learned.Learner:
         """A fresh learner of this fit's learned precisions, from ``problem`` (default: the plan's)."""
