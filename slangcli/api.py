@@ -32,7 +32,7 @@ from typing import Callable
 import numpy as np
 
 from slangcli.compress.runs import check_finished, compressed_run
-from slangcli.data import columns
+from slangcli.data import columns, task
 from slangcli.data.prepare import calibration_split, prepare
 from slangcli.data.readers import check_distinct_names
 from slangcli.data.readers._common import _is_number
@@ -139,6 +139,7 @@ def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False, c
         missing = [_is_missing(v) for v in cells]
         kind = "text" if j in as_text else None if kinds is None else kinds[j]
         if kind is None:
+            _refuse_other_values(cells, missing, what, label(j))
             # a string that is a number is one, as the same cell of a file is (read_csv(dtype=str) gives such)
             is_number = [not gap and (isinstance(v, (int, float, np.number, np.bool_))
                                       or isinstance(v, str) and _is_number(v.strip()))
@@ -180,6 +181,20 @@ def _raw_features(X, what: str = "X", kinds=None, allow_missing: bool = False, c
                                 "one is None or NaN)")
             text[j] = np.array(values, dtype=str)
     return out, text, names
+
+
+def _refuse_other_values(cells: list, missing: list, what: str, column: str) -> None:
+    """Refuse a column whose kind a fit infers when it holds values that are neither numbers nor text (dates,
+    durations, other objects): read as text, each would become a category named by its ``str()``, every new date
+    unseen at prediction (a ``category`` dtype or ``categorical=`` makes such a column categories on purpose)."""
+    for i, (v, gap) in enumerate(zip(cells, missing)):
+        if not gap and not isinstance(v, (str, bytes, bool, int, float, np.number, np.bool_, np.str_, np.bytes_)):
+            kind = type(v).__name__
+            hint = ("numbers (days since a date, say) or text (.astype(str), each value then a category)"
+                    if kind in ("Timestamp", "datetime", "date", "datetime64", "Timedelta", "timedelta",
+                                "timedelta64") else "numbers or text")
+            raise DataTypeError(f"{what}: column {column} holds {kind} values ({v!r} in row {i}); slang reads numbers "
+                                f"and text (a column of categories too): convert the column to {hint}")
 
 
 def _declared_text(X) -> set:
@@ -239,6 +254,12 @@ def _targets(y, n: int, what: str = "y") -> np.ndarray:
             a = np.array(items, dtype=str)
         elif all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in items):
             a = np.array(items, dtype=np.float64)
+        elif items and all(isinstance(v, (bool, np.bool_)) for v in items):
+            a = np.array(items, dtype=bool).astype(np.int64)  # (as a bool array is: a Series left object by dropna)
+        elif items and not any(_is_missing(v) for v in items) and len({type(v) for v in items}) == 1:
+            # one kind, but neither text nor numbers (Decimal, Timestamp, ...): nothing to sort into classes
+            raise DataTypeError(f"{what}: the targets are {type(items[0]).__name__} values ({items[0]!r}, ...); "
+                                "pass numbers or strings")
         else:
             # labels of mixed kinds cannot be sorted into classes: name the first row that is missing or of
             # another kind than the first label, not NumPy's "'<' not supported between 'NoneType' and 'str'"
@@ -398,6 +419,10 @@ def _fit(X, y, options: dict, *, X_test=None, y_test=None, progress=None, notify
     if held is not None:
         calibration = (X[held], y[held], held)
         X, y = X[kept], y[kept]
+    # what slang fit says of a file's columns: identifiers, decimal commas read as text, a level per row
+    for warning in [*task.identifier_columns(X, schema.encoded_names), *task.decimal_commas(schema.columns),
+                    *task.one_level_per_row(schema.columns, len(X))]:
+        notify(warning)
     train["target"] = target_name if isinstance(target_name, str) else None
     # features known by name, as a header row names a file's: matched by name by every prediction
     train["header"] = given_names is not None

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 import slangcli
 from slangcli.cli import main
-from slangcli.errors import ConfigError, DataError
+from slangcli.errors import ConfigError, DataError, DataTypeError
 from slangcli.estimators import SLANGRegressor
 from slangcli.methods import METHODS
 from slangcli.methods.base import is_solver
@@ -533,3 +533,48 @@ def test_a_word_among_numbers_points_to_categorical_in_both_doors():
     with pytest.raises(DataError, match=r"categorical= reads every cell of a column as a category, as slang fit's "
                                         r"'--categorical' does$"):
         slangcli.fit(df, [0.0, 1.0, 0.0, 1.0], epochs=1)
+
+
+def test_dates_and_other_objects_in_a_dataframe_are_refused_not_made_categories():
+    """A column of dates was fitted as a category of each date's str() (60 one-hot levels, every later date unseen
+    at prediction), and a column of arbitrary objects as categories named by their memory addresses."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    y = (rng.normal(size=30) > 0).astype(int)
+    for column, kind in ((pd.date_range("2020-01-01", periods=30), "Timestamp"),
+                         (pd.to_timedelta(np.arange(30), unit="D"), "Timedelta"), ([object()] * 30, "object")):
+        with pytest.raises(DataTypeError, match=rf"^X: column 't' holds {kind} values \(.* in row 0\); slang reads "
+                                                r"numbers and text \(a column of categories too\): convert the column "
+                                                "to numbers"):
+            slangcli.fit(pd.DataFrame({"a": rng.normal(size=30), "t": column}), y, epochs=1)
+    # made categories on purpose, they are
+    dates = pd.DataFrame({"a": rng.normal(size=30), "t": pd.Categorical(pd.date_range("2020-01-01", periods=3)
+                                                                        .repeat(10))})
+    assert len(slangcli.fit(dates, y, epochs=1).feature_names) == 4
+
+
+def test_the_api_warns_of_a_column_with_a_level_per_row_as_slang_fit_does():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=60), "id": [f"row{i}" for i in range(60)]})
+    with pytest.warns(UserWarning, match="column 'id' is read as a category of 60 levels in 60 training rows"):
+        slangcli.fit(frame, (rng.normal(size=60) > 0).astype(int), epochs=1)
+
+
+def test_targets_of_one_kind_that_is_neither_text_nor_numbers():
+    """An object array of Python bools (a Series that dropna left of object dtype) raised a bare StopIteration;
+    it is read as a bool array is. Decimal or date targets are named."""
+    import decimal
+
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    labels = X[:, 0] > 0
+    as_objects = slangcli.fit(X, pd.Series([*labels, None]).dropna(), epochs=1)
+    np.testing.assert_array_equal(as_objects.posterior.mean, slangcli.fit(X, labels, epochs=1).posterior.mean)
+    with pytest.raises(DataTypeError, match=r"^y: the targets are Decimal values \(Decimal\('1'\), \.\.\.\); pass "
+                                            "numbers or strings$"):
+        slangcli.fit(X, np.array([decimal.Decimal(1)] * 40, dtype=object), epochs=1)
