@@ -618,6 +618,13 @@ class FitResult:
         warned about (``stacklevel``: the user's call)."""
         schema = schema_of(self.run)
         names = string_columns(X)
+        labels = list(names) if names is not None else None
+        if names is None and columns.named(self.run) and getattr(X, "columns", None) is not None:
+            # labels that are not all strings (0, 1, 2) name the columns of a fit that knew "0", "1", "2" by their
+            # text: matched so when they hold every feature's name, not by position
+            texts = tuple(str(label) for label in X.columns)
+            if len(set(texts)) == len(texts) and set(schema.names) <= set(texts):
+                names, labels = texts, list(X.columns)
         if names is not None and columns.named(self.run):
             match = columns.match_names(self.run, names, what)
             ignored = columns.unexpected(self.run, match)
@@ -625,7 +632,7 @@ class FitResult:
                 warnings.warn(f"{what}: {columns.ignored_message(ignored)}", UserWarning, stacklevel=stacklevel)
             if match.features != list(range(len(names))):
                 try:
-                    X = X[[names[j] for j in match.features]]  # only these columns need to be read
+                    X = X[[labels[j] for j in match.features]]  # only these columns need to be read
                 except (TypeError, KeyError, IndexError):  # an array-like with names but no column selection
                     X = np.asarray(X)[:, match.features]
         elif names is not None:
@@ -656,8 +663,8 @@ class FitResult:
     def predict(self, X, *, samples: int | None = None, seed: int | None = None, interval: float = 0.95,
                 missing: str | None = None) -> Predictions:
         """Predictions with their uncertainty for every row of ``X``, the same as ``slang predict`` (same
-        ``samples`` and ``seed``: the same numbers; by default the fit's ``eval_samples`` and ``seed``). Columns of text are read as the fit read them (categories,
-        booleans). ``missing``: ``"impute"`` fills a missing value (None, NaN) in with the training rows' mean or
+        ``samples`` and ``seed``: the same numbers; by default the fit's ``eval_samples`` and ``seed``). Columns of
+        text are read as the fit read them (categories, booleans). ``missing``: ``"impute"`` fills a missing value (None, NaN) in with the training rows' mean or
         most frequent value, as ``slang predict --missing impute``; ``"error"`` refuses it; by default, ``impute``
         when the fit imputed (``--missing impute``), else ``error``. ``interval`` is the level of the central
         predictive interval and, for a fit with ``calibrate``, of its calibrated intervals or prediction sets."""

@@ -578,3 +578,20 @@ def test_targets_of_one_kind_that_is_neither_text_nor_numbers():
     with pytest.raises(DataTypeError, match=r"^y: the targets are Decimal values \(Decimal\('1'\), \.\.\.\); pass "
                                             "numbers or strings$"):
         slangcli.fit(X, np.array([decimal.Decimal(1)] * 40, dtype=object), epochs=1)
+
+
+def test_a_dataframe_with_number_labels_is_matched_by_their_text_when_the_fit_knew_names(tmp_path):
+    """A run fitted on a file whose header is 0,1,2 predicted a DataFrame with integer columns 2,0,1 by position:
+    other probabilities than slang predict gave for the same file, with no word."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(60, 3)))
+    frame[3] = (frame[0] > 0).astype(int)
+    frame.to_csv(tmp_path / "numbered.csv", index=False)
+    result = slangcli.fit(pd.read_csv(tmp_path / "numbered.csv").drop(columns="3"), frame[3], epochs=2)
+    expected = result.predict(frame[[0, 1, 2]].rename(columns=str)).probabilities
+    np.testing.assert_array_equal(result.predict(frame[[2, 0, 1]]).probabilities, expected)
+    # labels that do not hold the fit's names: by position, as an array is
+    np.testing.assert_array_equal(result.predict(frame[[0, 1, 2]].rename(columns=lambda c: c + 10)).probabilities,
+                                  expected)
