@@ -188,6 +188,16 @@ def test_closed_stdout_exits_quietly_with_141(small, args):
     assert err.strip() == "" or "error" not in err.lower(), err
 
 
+@pytest.mark.parametrize("args", [["inspect", "linear.h5"], ["evaluate", "linear.h5"]])
+def test_closed_stderr_exits_with_141_as_a_closed_stdout_does(small, args):
+    """With its stderr's reader gone (``2>&1 | head -1``), a command exited with 1, "bad data": rich's console
+    exits so by itself on a broken pipe."""
+    proc = popen(*args, cwd=small, stdout=subprocess.DEVNULL)
+    proc.stderr.close()
+    proc.wait(timeout=120)
+    assert proc.returncode == 141
+
+
 # ------------------------------------------------------------------------ items 6 and 8: signals while writing
 
 

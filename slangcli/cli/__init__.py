@@ -3,8 +3,8 @@
 Exit codes: 0 success; 1 bad data, a bad or unreadable run file, a diverged fit, an output that cannot be written
 (disk full) or memory exhausted; 2 usage errors (unknown option, invalid value or combination, an unusable
 output path); 128 + the signal number when stopped by a signal (130 SIGINT, 129 SIGHUP, 143 SIGTERM), with no
-partial or temporary output left; 141 when the reader of stdout went away (a closed pipe, as ``head`` does:
-quietly, like a process killed by SIGPIPE). Messages go to stderr as one line (a newline or other unprintable
+partial or temporary output left; 141 when the reader of stdout or of stderr went away (a closed pipe, as ``head``
+does: quietly, like a process killed by SIGPIPE). Messages go to stderr as one line (a newline or other unprintable
 character in a file name or value is written as its escape); data (``--json``) to stdout.
 """
 

@@ -17,7 +17,16 @@ from rich.table import Table
 
 from slangcli.runfile.outputs import check_stdout, discard_stdout as stdout_gone, one_line, writing_stdout  # noqa: F401
 
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+class _Console(Console):
+    """rich's console, except where its reader went away: rich then exits with 1 itself (``SystemExit(1)``), which
+    said "bad data" of a fit whose run file was written; the BrokenPipeError goes to the command line's handler,
+    which exits with 141 as for a closed stdout."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError
+
+
+stderr = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 # Every message is one line: the paths, cells and names it quotes come from the user, and a newline or a terminal
