@@ -712,3 +712,26 @@ def test_the_fit_bar_shows_a_file_being_read_then_removes_it():
         assert [t.description for t in bar._progress.tasks] == ["slang"]
     with progress_bar(False, "slang") as off:
         off.reading("data.csv", 1000)(5)  # no display: a report that does nothing
+
+
+@pytest.mark.parametrize("what,tool", [("bzip2", "bunzip2"), ("xz", "unxz"), ("zip", "unzip")])
+def test_a_file_compressed_otherwise_than_with_gzip_is_named_so(tmp_path, what, tool):
+    """A bzip2, xz or zip file was read as text: "t.csv.bz2:1: not UTF-8 text (byte 0x8e)"."""
+    import bz2
+    import io
+    import lzma
+    import zipfile
+
+    text = b"a,b,y\n1,2,0\n3,4,1\n"
+    if what == "zip":
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            archive.writestr("t.csv", text)
+        packed = buffer.getvalue()
+    else:
+        packed = bz2.compress(text) if what == "bzip2" else lzma.compress(text)
+    path = tmp_path / "t.csv.packed"
+    path.write_bytes(packed)
+    with pytest.raises(DataError, match=rf"^{path}: compressed with {what}, which slang does not read \(it reads plain "
+                                        rf"text and gzip\): decompress it first \({tool}\)$"):
+        read_table(path)

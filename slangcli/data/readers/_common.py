@@ -39,6 +39,18 @@ import numpy as np
 from slangcli.errors import DataError
 
 _GZIP_MAGIC = b"\x1f\x8b"
+# compressions slang does not read, by their magic bytes: what they are and what decompresses them (read as text,
+# such a file failed as "not UTF-8 text (byte 0x8e)")
+_OTHER_COMPRESSIONS = ((b"BZh", "bzip2", "bunzip2"), (b"\xfd7zXZ\x00", "xz", "unxz"), (b"PK\x03\x04", "zip", "unzip"),
+                       (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"))
+
+
+def refuse_other_compression(head: bytes, name) -> None:
+    """A one-line error for a file compressed otherwise than with gzip, by its first bytes ``head``."""
+    for magic, what, tool in _OTHER_COMPRESSIONS:
+        if head.startswith(magic):
+            raise DataError(f"{name}: compressed with {what}, which slang does not read (it reads plain text and "
+                            f"gzip): decompress it first ({tool})")
 # gzip input is decompressed up to GZIP_RATIO times its compressed size, and at least GZIP_FLOOR bytes (deflate
 # compresses at most about 1030 to 1, which only a run of one repeated byte reaches; CSV text compresses 3 to 30
 # to 1). Module attributes, read at each call, so that a test can lower them and use a small bomb.
@@ -286,6 +298,7 @@ class Input:
                         and self.size >= PROGRESS_MIN_BYTES else None)
         self.head = self._read()
         self.compressed = self.head[:2] == _GZIP_MAGIC
+        refuse_other_compression(self.head, self.name)
 
     def _read(self) -> bytes:
         try:
@@ -487,6 +500,7 @@ def _text_lines(raw, name):
     """Real 1-based line numbers and texts of all the lines of ``raw`` (bytes as stored, gzip or not) that are
     neither blank nor ``#`` comments (:func:`text_batches` of the whole file, for the small files of a UCI
     folder)."""
+    refuse_other_compression(raw[:8], name)
     blocks = gzip_blocks(raw, name) if raw[:2] == _GZIP_MAGIC else _raw_blocks(raw)
     linenos, texts = [], []
     for more_linenos, more_texts in text_batches(blocks, name):
