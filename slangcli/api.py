@@ -93,7 +93,7 @@ def _features(X, what: str = "X", allow_missing: bool = False,
 
 
 # what slangcli.fit says of a missing cell it was not told what to do with
-FIT_MISSING = "missing='impute' fills such cells in, missing='drop' leaves such rows out, as slang fit's --missing does"
+FIT_MISSING = "missing='impute' fills such cells in, missing='drop' leaves such rows out, as slang fit's '--missing' does"
 
 
 def _is_missing(value) -> bool:

@@ -103,7 +103,10 @@ def _init(likelihood: str):
     declared = [(name, options.estimator_default(f)) for name, f in options.estimator_fields(likelihood)]
     names = {name for name, _ in declared}
 
-    def __init__(self, **params):
+    def __init__(self, *args, **params):
+        if args:  # (keyword-only, as scikit-learn's estimators are; Python's own message named "_init.<locals>")
+            raise TypeError(f"{type(self).__name__}() takes keyword arguments only, as scikit-learn's estimators "
+                            f"do (method=..., epochs=...); got {len(args)} positional ({args[0]!r})")
         unknown = sorted(set(params) - names)
         if unknown:
             raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument {unknown[0]!r}")

@@ -595,3 +595,11 @@ def test_a_dataframe_with_number_labels_is_matched_by_their_text_when_the_fit_kn
     # labels that do not hold the fit's names: by position, as an array is
     np.testing.assert_array_equal(result.predict(frame[[0, 1, 2]].rename(columns=lambda c: c + 10)).probabilities,
                                   expected)
+
+
+def test_the_missing_value_hint_names_the_command_lines_option_intact():
+    """The hint said "as slang fit's missing does": the renaming of flags to keywords reached the flag it quoted."""
+    X = np.array([[1.0, 2.0], [np.nan, 1.0], [0.5, 0.2]])
+    with pytest.raises(DataError, match=r"missing='impute' fills such cells in, missing='drop' leaves such rows out, "
+                                        r"as slang fit's '--missing' does$"):
+        slangcli.fit(X, [0, 1, 0], epochs=1)

@@ -287,3 +287,10 @@ def test_scikit_learns_filter_on_data_conversion_warning_applies():
         warnings.simplefilter("error", DataConversionWarning)
         with pytest.raises(DataConversionWarning, match="A column-vector y was passed"):
             SLANGRegressor(epochs=1).fit(X, X[:, :1])
+
+
+def test_a_positional_argument_is_named_as_scikit_learn_users_expect():
+    """SLANGClassifier("slang") raised "_init.<locals>.__init__() takes 1 positional argument but 2 were given"."""
+    with pytest.raises(TypeError, match=r"^SLANGClassifier\(\) takes keyword arguments only, as scikit-learn's "
+                                        r"estimators do \(method=\.\.\., epochs=\.\.\.\); got 1 positional \('slang'\)$"):
+        SLANGClassifier("slang")
