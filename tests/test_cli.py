@@ -672,3 +672,19 @@ def test_an_unseen_label_is_named_by_its_line(tmp_path, how):
     assert_ok(invoke("fit", train, "-o", run, *FAST))
     args = ("evaluate", run, other) if how == "evaluate" else ("predict", run, other, "-o", "-")
     assert_error(invoke(*args), 1, f"{other}:4: label 'maybe' not seen in training data")
+
+
+def test_a_regression_target_that_is_not_a_number_is_named_by_its_line(tmp_path):
+    """One typo in a numeric target gave "a regression target must be numeric", with no line, column or cell."""
+    rng = np.random.default_rng(0)
+    lines = ["a,b,mass"] + [f"{a:.4f},{b:.4f},{a - b:.4f}" for a, b in rng.normal(size=(30, 2))]
+    good = tmp_path / "good.csv"
+    good.write_text("\n".join(lines) + "\n")
+    lines[12] = lines[12].rsplit(",", 1)[0] + ",heavy"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(lines) + "\n")
+    said = f"{bad}:13: the target 'heavy' is not a number (a regression target must be numeric)"
+    assert_error(invoke("fit", bad, "--likelihood", "gaussian", "-o", tmp_path / "r.h5", *FAST), 1, said)
+    assert_ok(invoke("fit", good, "-o", tmp_path / "r.h5", *FAST))
+    assert_error(invoke("evaluate", tmp_path / "r.h5", bad), 1, said)
+    assert_error(invoke("predict", tmp_path / "r.h5", bad, "-o", tmp_path / "p.csv"), 1, said)

@@ -21,7 +21,7 @@ import numpy as np
 
 from slangcli import streams
 from slangcli.blocks import pairwise_sum, row_blocks
-from slangcli.data.readers._common import _fmt_label, _listing
+from slangcli.data.readers._common import _fmt_label, _is_number, _listing
 from slangcli.errors import DataError
 
 __all__ = [
@@ -386,12 +386,25 @@ class Prepared:
     whole_targets: tuple | None = None
 
 
+def numeric_target(y_raw: np.ndarray, name, where: Callable[[int], str] | None = None) -> None:
+    """Refuse a regression target that holds a value that is not a number, naming it and where it stands
+    (``where(i)``: a file's ``path:line``; by default ``name: row i``)."""
+    if y_raw.dtype.kind in "fiu":
+        return
+    for i, value in enumerate(y_raw.tolist()):
+        if not (isinstance(value, (int, float)) or _is_number(str(value).strip())):
+            at = where(i) if where is not None else f"{name}: row {i}"
+            raise DataError(f"{at}: the target {value!r} is not a number (a regression target must be numeric)")
+    raise DataError(f"{name}: a regression target must be numeric")
+
+
 def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: str = "auto",
             standardize: bool = False, name: str = "training data", test_name: str = "test data",
             train_provenance: dict | None = None, test_provenance: dict | None = None, feature_names=(),
             options: dict | None = None, features_name: str | None = None,
             test_features_name: str | None = None, overwrite: bool = False,
-            calibration: tuple | None = None, test_where: Callable[[int], str] | None = None) -> Prepared:
+            calibration: tuple | None = None, test_where: Callable[[int], str] | None = None,
+            train_where: Callable[[int], str] | None = None) -> Prepared:
     """Code the targets and standardise the features of raw arrays: the one preparation behind the files of
     ``slang fit`` and the arrays of ``slangcli.fit``.
 
@@ -404,7 +417,8 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
     ``features_name`` and ``test_features_name`` their features when these are apart (arrays ``X`` and ``y``).
     ``calibration``: ``(X, y_raw, index)`` of the rows ``--calibrate`` held out of the training rows
     (:func:`calibration_split`), prepared as the test rows are, with the statistics of the training rows left.
-    ``test_where(i)``: where test row ``i`` stands, for a message about its label (a file's ``path:line``).
+    ``test_where(i)``: where test row ``i`` stands, for a message about its label (a file's ``path:line``);
+    ``train_where(i)`` where training row ``i`` does, for a regression target that is not a number.
     """
     features_name = features_name or name
     test_features_name = test_features_name or test_name
@@ -412,8 +426,9 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
     likelihood = choose_likelihood(likelihood, y_train_raw, name)
     arrays, targets = {}, {"likelihood": likelihood}
     if likelihood == "gaussian":
-        if y_train_raw.dtype.kind not in "fiu" or (y_test_raw is not None and y_test_raw.dtype.kind not in "fiu"):
-            raise DataError(f"{name}: a regression target must be numeric")
+        numeric_target(y_train_raw, name, train_where)
+        if y_test_raw is not None:
+            numeric_target(y_test_raw, test_name, test_where)
         y = y_train_raw.astype(float)
         if y.max() == y.min():
             raise DataError(f"{name}: the regression target is constant in the training data")

@@ -19,7 +19,7 @@ import numpy as np
 from slangcli.data import task
 from slangcli.data.columns import file_layout
 from slangcli.data.prepare import (LabelMap, Prepared, Standardizer, TooFewClasses, UnseenLabel, calibration_split,
-                                   prepare, train_test_split)
+                                   numeric_target, prepare, train_test_split)
 from slangcli.declare import DELIMITERS, MAX_SEED, check_value, option
 from slangcli.errors import ConfigError, DataError
 from slangcli.data.readers import (ARRAYS, MISSING_POLICIES, NA_VALUES, STDIN, Table, TargetNameWithoutHeader,
@@ -343,7 +343,8 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
                            test_provenance=_test_provenance(opts, test_table, test_index),
                            feature_names=schema.encoded_names, options=opts.record(),
                            overwrite=True,  # the table is read for this preparation alone: standardised in place
-                           calibration=calibration, test_where=test_where)
+                           calibration=calibration, test_where=test_where,
+                           train_where=_row_where(opts.path, table, fit_rows))
     except UnseenLabel as exc:
         if opts.test_fraction is None:
             raise
@@ -473,8 +474,7 @@ def transform(run: Run, X, y_raw, path, *, text=None, where=None, row_where=None
     if y_raw is None:
         return X, None
     if run.model.likelihood == "gaussian":
-        if y_raw.dtype.kind not in "fiu":
-            raise DataError(f"{path}: a regression target must be numeric")
+        numeric_target(y_raw, path, row_where)
         target = Standardizer(mean=run.arrays["target_mean"], scale=run.arrays["target_scale"])
         y = target.apply(y_raw.astype(float)[:, None], path=path)[:, 0]
     else:
@@ -749,8 +749,7 @@ def _target_values(run: Run, y_raw: np.ndarray, path, where: Callable[[int], str
     values (a file's "1" and the class 1.0 are the same label, as in the predicted column); a missing one (kept by
     ``impute``) stays empty: NaN, or "" among text labels."""
     if run.model.likelihood == "gaussian":
-        if y_raw.dtype.kind not in "fiu":
-            raise DataError(f"{path}: a regression target must be numeric")
+        numeric_target(y_raw, path, where)
         values = y_raw.astype(float)
         # (a value that overflows once standardised as in the fit is refused, as when it is scored)
         target = Standardizer(mean=run.arrays["target_mean"], scale=run.arrays["target_scale"])
