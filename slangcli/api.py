@@ -73,6 +73,13 @@ def _features(X, what: str = "X", allow_missing: bool = False,
     try:
         A = np.ascontiguousarray(A, dtype=np.float64)
     except TypeError as exc:
+        if A.dtype.kind == "O":  # a missing value of pandas (pd.NA in an Int64 column, NaT) is one, not a non-number
+            gaps = [(i, j) for (i, j), v in np.ndenumerate(A) if _is_missing(v)]
+            if gaps:
+                i, j = gaps[0]
+                column = repr(names[j]) if names is not None else str(j)
+                raise DataError(f"{what}: row {i}, column {column}: missing value ({A[i, j]!r})"
+                                + (f"; {nan_hint}" if nan_hint else "")) from None
         raise DataTypeError(f"{what}: the features must be numbers ({exc})") from None
     except ValueError as exc:
         raise DataError(f"{what}: the features must be numbers ({exc})") from None

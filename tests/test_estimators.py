@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from slangcli import SLANGClassifier, SLANGRegressor
+from slangcli.errors import DataError
 
 sklearn = pytest.importorskip("sklearn")
 from sklearn.model_selection import GridSearchCV, cross_val_score  # noqa: E402
@@ -294,3 +295,13 @@ def test_a_positional_argument_is_named_as_scikit_learn_users_expect():
     with pytest.raises(TypeError, match=r"^SLANGClassifier\(\) takes keyword arguments only, as scikit-learn's "
                                         r"estimators do \(method=\.\.\., epochs=\.\.\.\); got 1 positional \('slang'\)$"):
         SLANGClassifier("slang")
+
+
+def test_a_missing_value_of_a_nullable_column_is_called_one():
+    """pd.NA in an Int64 column gave "the features must be numbers (float() argument must be a string or a real
+    number, not 'NAType')": a missing value, named as one."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"a": pd.array([1, 2, None, 4] * 10, dtype="Int64"), "b": np.arange(40.0)})
+    with pytest.raises(DataError, match=r"^X: row 2, column 'a': missing value \(<NA>\)"):
+        SLANGClassifier(epochs=1).fit(frame, [0, 1] * 20)
