@@ -23,6 +23,7 @@ import numpy as np
 
 from slangcli import streams
 from slangcli.data.prepare import LabelMap
+from slangcli.data.readers import ARRAYS
 from slangcli.data.sources import load_inputs, load_test, load_train
 from slangcli.errors import ConfigError, DataError, FormatError
 from slangcli.gaussian import divergence
@@ -171,15 +172,24 @@ def check_comparable(run: Run, run_name: str, reference: Run, reference_name: st
         if x != z:
             raise DataError(f"{reference_name}: not comparable with {run_name}: different model ({what} {z} vs {x})")
     train_a, train_b = run.data["train"], reference.data["train"]
-    if train_a.get("sha256") != train_b.get("sha256"):
-        why = "the training files' sha256 differ"
+    arrays = [train.get("format") == ARRAYS for train in (train_a, train_b)]
+    if arrays[0] != arrays[1]:
+        # a file's sha256 is of its bytes, arrays' of their values: the same rows give two digests
+        if notify is not None:
+            notify(f"{reference_name}: one run was fitted to a file and the other to arrays from Python, whose "
+                   "digests cannot be compared: that they were fitted to the same rows is not checked")
+        why = None
+    elif train_a.get("sha256") != train_b.get("sha256"):
+        why = "the training files' sha256 differ" if not arrays[0] else "the training arrays' sha256 differ"
     elif not _same_rows(run.arrays.get("train_index"), reference.arrays.get("train_index")):
         why = "different rows of the training file (another split)"
     elif not _same_rows(run.calibration.get("index"), reference.calibration.get("index")):
         why = "different rows of the training file held out by --calibrate"
-    elif bool(run.data.get("standardize")) != bool(reference.data.get("standardize")):
-        why = "features standardised in one run only"
     else:
+        why = None
+    if why is None and bool(run.data.get("standardize")) != bool(reference.data.get("standardize")):
+        why = "features standardised in one run only"
+    if why is None:
         return
     raise DataError(f"{reference_name}: not comparable with {run_name}: fitted to different training data ({why})")
 
