@@ -7,9 +7,11 @@ regression network, 2 epochs each); the predictions are read back from CSV and H
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import re
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -109,12 +111,16 @@ def test_hdf5_output(runs, tmp_path):
     assert_ok(invoke("predict", runs["lr"], runs["data"], "-o", out))
     _, cols = predict_csv(runs["lr"], runs["data"])
     with h5py.File(out, "r") as f:
-        assert f.attrs["encoding-type"] == "slang-predictions" and f.attrs["encoding-version"] == "1.1"
+        assert f.attrs["encoding-type"] == "slang-predictions" and f.attrs["encoding-version"] == "1.2"
         assert json.loads(f.attrs["columns"]) == ["row", "probabilities", "predicted", "entropy_total",
                                                   "entropy_aleatoric", "entropy_epistemic", "target"]
         assert f["row"].dtype == np.int64 and f["row"][()].tolist() == list(range(40))
         info = json.loads(f.attrs["info"])
         assert info["predictive"] == "quadrature" and info["data"]["has_target"] is True
+        # which run made them (its bytes: a path can be refitted), by which command and versions
+        assert info["run_sha256"] == hashlib.sha256(Path(runs["lr"]).read_bytes()).hexdigest()
+        assert info["command"] == ["slang", "predict", str(runs["lr"]), str(runs["data"]), "-o", str(out)]
+        assert json.loads(f.attrs["versions"])["numpy"] == np.__version__
         assert [c.decode() for c in f["classes"][()]] == ["no", "yes"]
         probs = f["probabilities"][()]
         assert probs.shape == (40, 2) and probs.dtype == np.float64

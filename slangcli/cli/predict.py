@@ -5,9 +5,10 @@ from __future__ import annotations
 import click
 import numpy as np
 
-from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_output
+from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_output, invocation
 from slangcli.cli.output import check_stdout, checkpoint_note, emit_json, needs_stdout, note, progress_bar
 from slangcli.data.columns import LAYOUTS
+from slangcli.data.readers import sha256_file
 from slangcli.data.sources import PREDICT_MISSING
 from slangcli.predictive import conformal
 from slangcli.predictive.evaluation import predict as predict_run
@@ -69,6 +70,8 @@ def predict(run_file, data, output, samples, seed, interval, missing, header, la
     with progress_bar(None, "predict"):
         predictions = predict_run(run, run_file, data, samples=samples, seed=seed, interval=interval,
                                   missing=missing, layout=layout, header=header, notify=note)
+    # which run made them, by its bytes (its path may be refitted or overwritten), and how
+    predictions.info.update(run_sha256=sha256_file(run_file), command=invocation())
     write_predictions(output, predictions)
     info, arrays = predictions.info, predictions.arrays
     how = info["predictive"] + (f", {info['samples']} samples, seed {info['seed']}" if info["samples"] else "")

@@ -28,9 +28,10 @@ import numpy as np
 from slangcli import __version__
 from slangcli.data.prepare import LabelMap
 from slangcli.runfile.outputs import atomic_output, hdf5_image, writing_stdout
+from slangcli.runfile.provenance import versions
 
 PREDICTIONS_TYPE = "slang-predictions"
-PREDICTIONS_VERSION = "1.1"  # 1.1: the calibrated intervals and sets of a --calibrate run
+PREDICTIONS_VERSION = "1.2"  # 1.1: the calibrated intervals and sets of a --calibrate run; 1.2: versions
 HDF5_SUFFIXES = (".h5", ".hdf5")
 GZIP_SUFFIX = ".gz"
 # 12 significant digits: see the module docstring
@@ -122,6 +123,7 @@ def _write_h5(path, predictions) -> None:
         f.attrs["encoding-version"] = PREDICTIONS_VERSION
         f.attrs["slang_version"] = __version__
         f.attrs["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        f.attrs["versions"] = json.dumps(versions(), sort_keys=True)
         f.attrs["info"] = json.dumps(predictions.info, sort_keys=True)
         f.attrs["columns"] = json.dumps(list(predictions.arrays))
         if predictions.classes is not None:
