@@ -587,6 +587,8 @@ def test_uci_folder_regression_fit_and_reevaluation(tmp_path, monkeypatch):
     assert_ok(fitted)
     test = json.loads(fitted.stdout)["metrics"]["test"]
     assert set(test) >= {"rmse", "loglik"} and test["n"] == 10
+    # the constant predictor's scores, which the run stores beside them and inspect --json shows
+    assert json.loads(fitted.stdout)["metrics"]["constant"] == read_run(out).metrics["constant"]
     monkeypatch.chdir(tmp_path.parent)
     again = invoke("evaluate", out, "--samples", "50", "--json")
     assert_ok(again)

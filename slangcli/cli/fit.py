@@ -279,7 +279,7 @@ def _report(output: str, run, as_json: bool) -> None:
         done = f"{run.config['members']} members of {done}"
     metrics_table(f"{output}: {run.config['method']}, {done} in {m['fit_seconds']:.1f} s", metric_rows(m))
     if as_json:
-        out = {"output": output, "metrics": {k: m[k] for k in ("test", "train") if k in m},
+        out = {"output": output, "metrics": {k: m[k] for k in ("test", "train", "constant") if k in m},
                "predictive": m["predictive"], "steps": m["steps"], "fit_seconds": m["fit_seconds"],
                "config": run.config}
         if "solver" in m:
