@@ -17,6 +17,7 @@ within SIGNAL_SECONDS. About 160 commands, 5-8 minutes.
 from __future__ import annotations
 
 import argparse
+import bz2
 import gzip
 import html
 import json
@@ -417,6 +418,8 @@ CASES = [
     csv_fit("not UTF-8 (Latin-1 byte)", "a,b,label\n1,2,no\n1,2,caf\xe9\n".encode("latin-1")),
     csv_fit("binary file (NUL bytes)", b"a,b,label\n\x00\x01\x02\n"),
     csv_fit("corrupt gzip stream", gzip.compress(GOOD_CSV.encode(), mtime=0)[:40], name="train.csv.gz"),
+    csv_fit("a file compressed with bzip2 (slang reads plain text and gzip)", bz2.compress(GOOD_CSV.encode()),
+            name="train.csv.bz2"),
     csv_fit("a 30 KB gzip file of 30 MB of blank lines (read in blocks: the memory of an empty file)",
             gzip.compress(b"\n" * (30 << 20), mtime=0), name="blank.csv.gz"),
     Case("CSV data", "gzip data expanding beyond the limit, max(1 GiB, 1000 x the compressed size) (lowered to 1 MiB "
