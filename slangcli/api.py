@@ -315,6 +315,9 @@ def _encoded_test(X_test, y_test, schema: Schema, width: int, given_names, names
         absent = [n for n in given_names if n not in test_names]
         if absent:
             raise DataError(f"X_test: column {absent[0]!r} of X is missing")
+        extra = [n for n in test_names if n not in given_names]
+        if extra:  # (as FitResult.predict warns of the same frame)
+            warnings.warn(f"X_test: {columns.ignored_message(extra)}", UserWarning, stacklevel=_caller_level())
         X_test = X_test[list(given_names)]
     X_test, test_text, _ = _raw_features(X_test, "X_test", kinds=[column.kind for column in schema.columns],
                                          allow_missing=missing != "error")

@@ -603,3 +603,13 @@ def test_the_missing_value_hint_names_the_command_lines_option_intact():
     with pytest.raises(DataError, match=r"missing='impute' fills such cells in, missing='drop' leaves such rows out, "
                                         r"as slang fit's '--missing' does$"):
         slangcli.fit(X, [0, 1, 0], epochs=1)
+
+
+def test_an_extra_column_of_x_test_is_warned_of_as_predict_warns_of_it():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(size=30), "b": rng.normal(size=30)})
+    y = (X["a"] > 0).astype(int)
+    with pytest.warns(UserWarning, match=r"^X_test: column 'extra' ignored: not among the model's features$"):
+        slangcli.fit(X, y, X_test=X.assign(extra=1.0), y_test=y, epochs=1)
