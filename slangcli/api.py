@@ -430,8 +430,9 @@ def _fit(X, y, options: dict, *, X_test=None, y_test=None, progress=None, notify
         calibration = (X[held], y[held], held)
         X, y = X[kept], y[kept]
     # what slang fit says of a file's columns: identifiers, decimal commas read as text, a level per row
-    for warning in [*task.identifier_columns(X, schema.encoded_names), *task.decimal_commas(schema.columns),
-                    *task.one_level_per_row(schema.columns, len(X))]:
+    for warning in [*task.identifier_columns(X, schema.encoded_names, frame=True),
+                    *task.decimal_commas(schema.columns, frame=True),
+                    *task.one_level_per_row(schema.columns, len(X), frame=True)]:
         notify(warning)
     train["target"] = target_name if isinstance(target_name, str) else None
     # features known by name, as a header row names a file's: matched by name by every prediction

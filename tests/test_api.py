@@ -613,3 +613,25 @@ def test_an_extra_column_of_x_test_is_warned_of_as_predict_warns_of_it():
     y = (X["a"] > 0).astype(int)
     with pytest.warns(UserWarning, match=r"^X_test: column 'extra' ignored: not among the model's features$"):
         slangcli.fit(X, y, X_test=X.assign(extra=1.0), y_test=y, epochs=1)
+
+
+def test_the_api_warnings_give_python_advice_not_command_line_flags():
+    """The column warnings of slang fit, raised by slangcli.fit, advised 'drop_columns id' and 'delimiter', keywords
+    that slangcli.fit does not take."""
+    import warnings
+
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=60), "id": [f"r{i}" for i in range(60)],
+                          "n": np.arange(60) * 1000 + 7, "c": [f"{i % 3},5" for i in range(60)]})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        slangcli.fit(frame, (rng.normal(size=60) > 0).astype(int), epochs=1)
+    said = [str(w.message) for w in caught]
+    assert ("feature 'n' looks like a row identifier (distinct integers from 7 to 59007) and is used as a feature; "
+            "X.drop(columns='n') leaves it out") in said
+    assert ("column 'id' is read as a category of 60 levels in 60 training rows, about one a row, which a fit cannot "
+            "learn from (is it an identifier or free text? X.drop(columns='id') leaves it out)") in said
+    assert any(m.endswith("convert them (X['c'].str.replace(',', '.').astype(float))") for m in said)
+    assert not any("drop_columns" in m or "delimiter" in m for m in said)

@@ -136,17 +136,20 @@ def whole_number_regression_hint(whole, target) -> str | None:
 _DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")
 
 
-def decimal_commas(columns, classes=None) -> list[str]:
+def decimal_commas(columns, classes=None, frame: bool = False) -> list[str]:
     """Warnings naming each column of text among the schema's ``columns`` (``slangcli.data.schema.Column``), and the
     target's ``classes``, whose every value (two at least) is a number with a decimal comma: read as a category
-    of that many levels (or as that many classes), which no fit of the numbers would be."""
+    of that many levels (or as that many classes), which no fit of the numbers would be. ``frame``: the fix for a
+    DataFrame passed from Python."""
     fix = "slang reads numbers with a decimal point: write them so (sed 's/\\([0-9]\\),\\([0-9]\\)/\\1.\\2/g')"
     out = []
     for column in columns:
         levels = [str(level) for level in getattr(column, "levels", ())]
         if len(levels) >= 2 and all(_DECIMAL_COMMA.fullmatch(level) for level in levels):
+            how = (f"slang reads numbers with a decimal point: convert them "
+                   f"(X[{column.name!r}].str.replace(',', '.').astype(float))" if frame else fix)
             out.append(f"warning: column {column.name!r} is read as a category of {len(levels)} levels, but its "
-                       f"cells look like numbers with a decimal comma ({levels[0]!r}, ...); {fix}")
+                       f"cells look like numbers with a decimal comma ({levels[0]!r}, ...); {how}")
     if classes is not None and len(classes) >= 2 and all(isinstance(c, str) and _DECIMAL_COMMA.fullmatch(c)
                                                          for c in classes):
         out.append(f"warning: the target is fitted as {len(classes)} classes, but its values look like numbers with "
@@ -154,11 +157,12 @@ def decimal_commas(columns, classes=None) -> list[str]:
     return out
 
 
-def one_level_per_row(columns, n: int, classes=None) -> list[str]:
+def one_level_per_row(columns, n: int, classes=None, frame: bool = False) -> list[str]:
     """Warnings naming each column of text among the schema's ``columns``, and the target's ``classes``, that has
     nearly as many distinct values as the ``n`` training rows (at least ``ID_DISTINCT`` of them): each value is
     then seen about once, and a fit cannot learn from it. An identifier or free text does that, and so do numbers
-    that the delimiter did not separate (``0.3 1.2`` read as one cell)."""
+    that the delimiter did not separate (``0.3 1.2`` read as one cell). ``frame``: the advice for a DataFrame
+    passed from Python (no delimiter; ``X.drop``)."""
     if n < ID_MIN_ROWS:
         return []
     why = "is it an identifier, free text, or cells holding several values? --delimiter sets how a line is split"
@@ -166,16 +170,17 @@ def one_level_per_row(columns, n: int, classes=None) -> list[str]:
     for column in columns:
         levels = getattr(column, "levels", ())
         if len(levels) >= ID_DISTINCT * n:
+            advice = (f"is it an identifier or free text? X.drop(columns={column.name!r}) leaves it out" if frame
+                      else f"{why}, --drop-columns leaves a column out")
             out.append(f"warning: column {column.name!r} is read as a category of {len(levels)} levels in {n} "
-                       f"training rows, about one a row, which a fit cannot learn from ({why}, --drop-columns "
-                       "leaves a column out)")
+                       f"training rows, about one a row, which a fit cannot learn from ({advice})")
     if classes is not None and len(classes) >= ID_DISTINCT * n:
         out.append(f"warning: the target is fitted as {len(classes)} classes in {n} training rows, about one a row, "
                    f"which a fit cannot learn from ({why}, --likelihood gaussian fits a quantity)")
     return out
 
 
-def identifier_columns(X: np.ndarray, feature_names, positions=None) -> list[str]:
+def identifier_columns(X: np.ndarray, feature_names, positions=None, frame: bool = False) -> list[str]:
     """Warnings naming each feature column of ``X : (N, P)`` (raw values) that looks like a row identifier;
     ``positions``: each feature's 0-based column in the file, which the advice gives where a name cannot be
     (empty, as the header cell of a pandas index column is, or holding a comma)."""
@@ -203,9 +208,10 @@ def identifier_columns(X: np.ndarray, feature_names, positions=None) -> list[str
             if (not name.strip() or "," in name) and positions is not None:
                 option = str(positions[j])
             kind = "row numbers" if row_number else "distinct integers"
+            leave_out = f"X.drop(columns={name!r})" if frame else f"--drop-columns {option}"
             warnings.append(f"warning: feature {name!r} looks like a row identifier ({kind} from "
                             f"{_fmt_label(lo[j])} to {_fmt_label(hi[j])}) and is used as a feature; "
-                            f"--drop-columns {option} leaves it out")
+                            f"{leave_out} leaves it out")
     return warnings
 
 
