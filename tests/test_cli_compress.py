@@ -105,6 +105,9 @@ def test_evaluate_scores_source_and_every_rank(bbb_run, out_dir):
         assert read_run(entry["path"]).metrics["test"] == m["test"]
         again = ok_json("evaluate", entry["path"], "--samples", "50")["metrics"]
         assert again["test"]["nll"] == pytest.approx(m["test"]["nll"], rel=1e-12)
+        # by default too: evaluate draws as the stored scores were made (compress's --samples and --seed, which
+        # the file records), not as the source's fit scored
+        assert ok_json("evaluate", entry["path"])["metrics"]["test"] == m["test"]
     full = out["outputs"][1]["metrics"]  # rank 3: exact, so the same scores as the source (common samples)
     assert full["test"]["nll"] == pytest.approx(out["source"]["scores"]["test"]["nll"], rel=1e-9)
     ref = ok_json("evaluate", out_dir / "c-k1.h5", "--reference", bbb_run, "--samples", "10")["metrics"]["reference"]

@@ -80,3 +80,25 @@ def test_a_checkpoint_of_other_versions_is_resumed_with_a_warning(data_csv, tmp_
                     "the run records both (/ attribute 'resumed')"]
     assert done.meta["resumed"][0]["versions"]["numpy"] == "1.0.0"
     assert done.meta["versions"]["numpy"] == versions()["numpy"]
+
+
+@pytest.mark.parametrize("key,value", [("seed", None), ("seed", -3), ("seed", 1.5), ("eval_samples", "abc"),
+                                       ("eval_samples", 0)])
+def test_a_damaged_seed_or_sample_count_is_a_format_error(data_csv, tmp_path, key, value):
+    """evaluate and predict default to the fit's seed and samples: a damaged one gave a traceback (TypeError,
+    ValueError from NumPy) or was used rounded (1.5 as 1)."""
+    import json
+
+    import h5py
+
+    from slangcli.errors import FormatError
+
+    path = tmp_path / "run.h5"
+    done = CliRunner().invoke(main, ["fit", str(data_csv), "-o", str(path), "--epochs", "1"])
+    assert done.exit_code == 0, done.output
+    with h5py.File(path, "r+") as f:
+        config = json.loads(f.attrs["config"])
+        config[key] = value
+        f.attrs["config"] = json.dumps(config)
+    with pytest.raises(FormatError, match=f"/ attribute 'config' '{key}' must be a whole number"):
+        read_run(path)

@@ -51,10 +51,11 @@ APPLIES_TO = {"data": ("calibration",), "bins": ("calibration",), "samples": ("c
               help="calibration: score on this data file (default: each run's own test data).")
 @click.option("--bins", type=BINS, default=None,
               help="calibration: equal-width confidence bins (default: the 15 stored at fit time).")
-@click.option("--samples", "-S", type=SAMPLES, default=1000, show_default=True,
-              help="calibration: Monte-Carlo weight samples when predictions are recomputed.")
-@click.option("--seed", type=SEED, default=0, show_default=True,
-              help="calibration: seed of those samples (as slang evaluate --seed).")
+@click.option("--samples", "-S", type=SAMPLES, default=None,
+              help="calibration: Monte-Carlo weight samples when predictions are recomputed.  [default: as slang "
+                   "evaluate's, those of each run's stored scores]")
+@click.option("--seed", type=SEED, default=None,
+              help="calibration: seed of those samples.  [default: as slang evaluate's]")
 @click.option("--metric", default=None,
               help="sweep: nll, accuracy, error, ece, rmse, loglik, elbo, fit_seconds, or a dotted path into the "
                    "run's metrics (e.g. test.coverage.0.9). Default: nll, or rmse for regression.")

@@ -141,7 +141,7 @@ def compress(run: Run, run_name: str, ranks: list[int], outputs: list[str], *, e
             source["scores"] = scores(run.posterior)
             for item in results:
                 item.scores = scores(item.run.posterior)
-                item.run.metrics = dict(item.scores)
+                item.run.metrics = dict(item.scores, seed=seed)  # (the draws evaluate then defaults to)
         check_finite([source["scores"], *(item.scores for item in results)], "scores", run_name)
     return source, results
 

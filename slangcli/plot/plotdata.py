@@ -39,7 +39,7 @@ from slangcli.methods import METHODS
 from slangcli.methods.base import display_name, rank_symbol
 from slangcli.methods.exact import closed_form
 from slangcli.predictive import metrics
-from slangcli.predictive.evaluation import check_finite, computing_with
+from slangcli.predictive.evaluation import check_finite, computing_with, fit_draws
 from slangcli.runfile.io import RUN_TYPE, Run, read_run
 
 # central intervals whose coverage the regression calibration figure shows: 5 %, 10 %, ..., 95 % and 99 %
@@ -237,13 +237,15 @@ def _classes(run: Run) -> int:
     return 2 if run.model.likelihood == "bernoulli" else int(run.model.sizes[-1])
 
 
-def calibration(run: Run, run_name: str, label: str, data=None, *, bins=None, samples=1000, seed=0):
+def calibration(run: Run, run_name: str, label: str, data=None, *, bins=None, samples=None, seed=None):
     """A :class:`Reliability` (classification) or :class:`Coverage` (regression) of ``run``.
 
     Classification uses the bins stored at fit time unless ``data`` or ``bins`` asks for others (or the run
     predates them); then it scores the run as ``slang evaluate`` does. Regression always predicts the test data
-    (``data``, else the run's own): the stored coverage has only three levels.
+    (``data``, else the run's own): the stored coverage has only three levels. ``samples`` and ``seed`` default to
+    those of the run's stored scores, as ``slang evaluate``'s do (``slangcli.predictive.evaluation.fit_draws``).
     """
+    samples, seed = fit_draws(run, samples, seed)
     if run.model.likelihood == "gaussian":
         return _coverage(run, run_name, label, data, samples=samples, seed=seed)
     stored = (run.metrics.get("test") or {}).get("calibration")

@@ -238,12 +238,20 @@ def _scoring_data(run: Run, run_name: str, data_path, notify, without_train: str
 
 
 def fit_draws(run: Run, samples: int | None = None, seed: int | None = None) -> tuple[int, int]:
-    """``(samples, seed)`` of a predictive of ``run``: as given, or (None) the fit's own, ``--eval-samples`` and
-    ``--seed`` (1000 and 0 when the run records none), so that scoring a run on its test data by default gives the
-    scores its fit stored, and predictions come from the draws its calibration was made with."""
-    config = run.config or {}
-    return (int(config.get("eval_samples", 1000)) if samples is None else samples,
-            int(config.get("seed", 0)) if seed is None else seed)
+    """``(samples, seed)`` of a predictive of ``run``: as given, or (None) those its stored scores were made with,
+    so that scoring a run on its test data by default gives the scores it stores, and predictions come from the
+    draws its calibration was made with: ``slang compress --evaluate``'s ``--samples`` and ``--seed`` (recorded in
+    its ``metrics``), else the fit's ``--eval-samples`` and ``--seed`` (1000 and 0 when the run records none; the
+    reader has checked them)."""
+    config, metrics = run.config or {}, run.metrics or {}
+
+    def recorded(key, fallback):
+        value = metrics.get(key)
+        counts = isinstance(value, int) and not isinstance(value, bool) and value >= (1 if key == "samples" else 0)
+        return value if counts else fallback
+
+    return (recorded("samples", config.get("eval_samples", 1000)) if samples is None else samples,
+            recorded("seed", config.get("seed", 0)) if seed is None else seed)
 
 
 def evaluate(run: Run, run_name: str, data_path=None, *, predictive="auto", samples=None, seed=None, bins=15,

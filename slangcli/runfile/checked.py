@@ -13,6 +13,7 @@ import numpy as np
 from slangcli.data.prepare import LabelMap
 from slangcli.data.readers import ARRAYS
 from slangcli.data.schema import check_record
+from slangcli.declare import MAX_SEED
 from slangcli.errors import DataError
 
 
@@ -219,6 +220,15 @@ class RunChecks:
                 self.fail(f"/posterior is a mixture of {count} members, but the checkpoint is at member "
                           f"{expected} of {K} (it holds members 1 to {expected})")
             self.fail(f"/posterior is a mixture of {count} members, but / attribute 'config' 'members' says {K}")
+
+    def draws(self, config) -> None:
+        """The fit's seed and its scoring's Monte-Carlo samples, from which evaluate and predict draw by default
+        (``slangcli.predictive.evaluation.fit_draws``): whole numbers in range where present."""
+        seed, samples = config.get("seed", 0), config.get("eval_samples", 1)
+        if not (_is_count(seed) and seed <= MAX_SEED):
+            self.fail(f"/ attribute 'config' 'seed' must be a whole number from 0 to 2**63 - 1, got {seed!r}")
+        if not (_is_count(samples) and samples >= 1):
+            self.fail(f"/ attribute 'config' 'eval_samples' must be a whole number >= 1, got {samples!r}")
 
     def metrics(self, metrics) -> None:
         """A complete run's scores: the training -ELBO per example, and the test scores of its likelihood."""

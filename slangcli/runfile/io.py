@@ -526,6 +526,7 @@ class _Reader:
             self.checks.metrics(metrics)
         state = self._state(f) if status == "checkpoint" else None
         self.checks.members(config, posterior, state)
+        self.checks.draws(config)
         compression, compression_arrays = self._compression(f) if "compression" in f else ({}, {})
         calibration = self._calibration(f) if "calibration" in f else {}
         if calibration:
