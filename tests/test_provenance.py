@@ -102,3 +102,22 @@ def test_a_damaged_seed_or_sample_count_is_a_format_error(data_csv, tmp_path, ke
         f.attrs["config"] = json.dumps(config)
     with pytest.raises(FormatError, match=f"/ attribute 'config' '{key}' must be a whole number"):
         read_run(path)
+
+
+def test_inspect_prints_the_files_strings_as_text_not_markup(data_csv, tmp_path):
+    """A run's strings were printed as rich markup: "[/bold]" in a resume record ended inspect with a MarkupError
+    traceback, and "[red]x" lost its brackets."""
+    import json
+
+    import h5py
+
+    path = tmp_path / "run.h5"
+    assert CliRunner().invoke(main, ["fit", str(data_csv), "-o", str(path), "--epochs", "1"]).exit_code == 0
+    with h5py.File(path, "r+") as f:
+        f.attrs["resumed"] = json.dumps([{"step": "[/bold]", "slang_version": "[red]x", "created": "[b]"}])
+        f.attrs["slang_version"] = "[red]0.1"
+    done = CliRunner().invoke(main, ["inspect", str(path)])
+    assert done.exit_code == 0, done.output
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith(f"{path}  (slang [red]0.1, ")
+    assert "resumed    at step [/bold], from a checkpoint slang [red]x wrote ([b])" in lines

@@ -7,7 +7,7 @@ import shlex
 
 import click
 import numpy as np
-from rich.markup import escape
+from rich.text import Text
 
 from slangcli.cli.output import emit_json, needs_stdout, stderr
 from slangcli.methods.exact import closed_form
@@ -154,8 +154,8 @@ def inspect(run_file, as_json):
         return
     c, d, m = s["config"], s["data"], s["metrics"]
     lines = [
-        f"[bold]{escape(run_file)}[/bold]  (slang {s['slang_version']}, {s['created']})",
-        f"command    {escape(shlex.join(s['command'])) or '(none: made in Python)'}",
+        Text.assemble((run_file, "bold"), f"  (slang {s['slang_version']}, {s['created']})"),
+        f"command    {shlex.join(s['command']) or '(none: made in Python)'}",
         f"method     {s['method']}  {c.get('hyper', {})}",
         *_posterior_lines(s["posterior"], s["model"]["likelihood"], "noise_weights" in s["model"]),
         f"model      sizes {tuple(s['model']['sizes'])}, "
@@ -177,10 +177,10 @@ def inspect(run_file, as_json):
         + _left_out(d["train"]),
     ]
     for earlier in s["resumed"]:
-        lines.append(f"resumed    at step {earlier.get('step')}, from a checkpoint slang {earlier.get('slang_version')} "
-                     f"wrote ({earlier.get('created')})")
+        lines.append(f"resumed    at step {earlier.get('step')}, from a checkpoint slang "
+                     f"{earlier.get('slang_version')} wrote ({earlier.get('created')})")
     if d.get("schema"):
-        lines.append(escape(_columns(d["schema"], s["model"]["sizes"][0])))
+        lines.append(_columns(d["schema"], s["model"]["sizes"][0]))
     t = d.get("test")
     if t:
         lines.append(f"test data  {t['path']} ({t['rows']} rows)" if t["source"] == "file"
@@ -215,12 +215,13 @@ def inspect(run_file, as_json):
         member = f" of member {m['member'] + 1} of {m['members']}" if "member" in m else ""
         # (a checkpoint at its last step was trained; its scoring was stopped, and --resume scores it)
         trained = m.get("steps") == m.get("n_steps") and ("member" not in m or m["member"] + 1 == m["members"])
-        lines.append(f"[bold]status     checkpoint at step {m.get('steps')} of {m.get('n_steps')}{member}"
-                     f"{', trained, not yet scored' if trained else ''}[/bold] "
-                     f"({m.get('fit_seconds', 0.0):.1f} s so far); " + escape(
-                         "its data came from standard input: --resume cannot read them again"
-                         if (d.get("train") or {}).get("path") == "-"
-                         else f"{'score it' if trained else 'continue'} with: slang fit --resume "
-                              f"{shlex.quote(run_file)}"))
+        lines.append(Text.assemble(
+            (f"status     checkpoint at step {m.get('steps')} of {m.get('n_steps')}{member}"
+             f"{', trained, not yet scored' if trained else ''}", "bold"),
+            f" ({m.get('fit_seconds', 0.0):.1f} s so far); "
+            + ("its data came from standard input: --resume cannot read them again"
+               if (d.get("train") or {}).get("path") == "-"
+               else f"{'score it' if trained else 'continue'} with: slang fit --resume {shlex.quote(run_file)}")))
+    # (the file's own strings are text, never markup: only these two parts are bold)
     for line in lines:
-        stderr.print(line, markup=True)
+        stderr.print(line if isinstance(line, Text) else Text(line))

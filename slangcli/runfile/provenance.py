@@ -40,11 +40,18 @@ def environment() -> dict:
     a fit depend (the README's bit-for-bit promise is for the same BLAS threads)."""
     from threadpoolctl import threadpool_info
 
-    blas = [{key: info.get(key) for key in ("internal_api", "version", "num_threads", "threading_layer",
-                                            "architecture")}
-            for info in threadpool_info() if info.get("user_api") == "blas"]
+    try:
+        cwd = os.getcwd()
+    except OSError:  # (a working directory removed under the process: a record must never cost the fit)
+        cwd = None
+    try:
+        blas = [{key: info.get(key) for key in ("internal_api", "version", "num_threads", "threading_layer",
+                                                "architecture")}
+                for info in threadpool_info() if info.get("user_api") == "blas"]
+    except Exception:  # noqa: BLE001 - threadpoolctl inspects the loaded libraries; a failure there is no error of ours
+        blas = None
     return {"platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
-            "cwd": os.getcwd(), "blas": blas}
+            "cwd": cwd, "blas": blas}
 
 
 def meta(resumed: tuple = ()) -> dict:
