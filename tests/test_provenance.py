@@ -121,3 +121,13 @@ def test_inspect_prints_the_files_strings_as_text_not_markup(data_csv, tmp_path)
     lines = done.stderr.splitlines()
     assert lines[0].startswith(f"{path}  (slang [red]0.1, ")
     assert "resumed    at step [/bold], from a checkpoint slang [red]x wrote ([b])" in lines
+
+
+def test_the_environment_of_a_process_whose_working_directory_is_gone(monkeypatch):
+    from slangcli.runfile import provenance
+
+    def gone():
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(provenance.os, "getcwd", gone)
+    assert provenance.environment()["cwd"] is None
