@@ -687,6 +687,12 @@ def test_a_regression_target_that_is_not_a_number_is_named_by_its_line(tmp_path)
     bad.write_text("\n".join(lines) + "\n")
     said = f"{bad}:13: the target 'heavy' is not a number (a regression target must be numeric)"
     assert_error(invoke("fit", bad, "--likelihood", "gaussian", "-o", tmp_path / "r.h5", *FAST), 1, said)
+    # the row held out by a split (or by --calibrate) is named too: the training rows left are all numbers
+    from slangcli.data.prepare import train_test_split
+
+    seed = next(s for s in range(100) if 11 in train_test_split(30, 0.3, s)[1])
+    assert_error(invoke("fit", bad, "--likelihood", "gaussian", "--test-fraction", "0.3", "--split-seed", seed,
+                        "-o", tmp_path / "r.h5", *FAST), 1, said)
     assert_ok(invoke("fit", good, "-o", tmp_path / "r.h5", *FAST))
     assert_error(invoke("evaluate", tmp_path / "r.h5", bad), 1, said)
     assert_error(invoke("predict", tmp_path / "r.h5", bad, "-o", tmp_path / "p.csv"), 1, said)

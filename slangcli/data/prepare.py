@@ -388,14 +388,14 @@ class Prepared:
 
 def numeric_target(y_raw: np.ndarray, name, where: Callable[[int], str] | None = None) -> None:
     """Refuse a regression target that holds a value that is not a number, naming it and where it stands
-    (``where(i)``: a file's ``path:line``; by default ``name: row i``)."""
+    (``where(i)``: a file's ``path:line``; by default ``name: row i``). Text that is every bit numbers passes (the
+    rows of a file left once the one that was not are held out)."""
     if y_raw.dtype.kind in "fiu":
         return
     for i, value in enumerate(y_raw.tolist()):
         if not (isinstance(value, (int, float)) or _is_number(str(value).strip())):
             at = where(i) if where is not None else f"{name}: row {i}"
             raise DataError(f"{at}: the target {value!r} is not a number (a regression target must be numeric)")
-    raise DataError(f"{name}: a regression target must be numeric")
 
 
 def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: str = "auto",

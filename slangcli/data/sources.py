@@ -296,6 +296,8 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
     standardisation are those of the rows left, and the rows held out are prepared as test rows are."""
     notes = []
     table, test_table, train_index, test_index = _read_sources(opts, notes.append)
+    if likelihood == "gaussian" and table.y is not None:  # (every row, before a split holds any out)
+        numeric_target(table.y, opts.path, _row_where(opts.path, table))
     fit_rows, held = train_index, None  # the rows the fit trains on (None: every row of the table)
     if calibrate is not None:
         rows = train_index if train_index is not None else np.arange(len(table.X), dtype=np.int64)
