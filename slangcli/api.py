@@ -70,16 +70,20 @@ def _features(X, what: str = "X", allow_missing: bool = False,
         raise DataError(f"{what}: expected a 2-D array of shape (examples, features), got {A.ndim} dimension(s). "
                         "Reshape your data: X.reshape(-1, 1) for a single feature, X.reshape(1, -1) for a single "
                         "example")
+    if A.dtype.kind == "O" and A.ndim == 2 and A.size:
+        # a missing value of pandas (pd.NA in an Int64 column, NaT) is one, not a non-number: NaN where missing
+        # values are allowed (to impute), else named
+        gaps = np.frompyfunc(_is_missing, 1, 1)(A).astype(bool)
+        if gaps.any():
+            if not allow_missing:
+                i, j = (int(k) for k in np.argwhere(gaps)[0])
+                column = repr(names[j]) if names is not None else str(j)
+                raise DataError(f"{what}: row {i}, column {column}: missing value ({A[i, j]!r})"
+                                + (f"; {nan_hint}" if nan_hint else ""))
+            A = np.where(gaps, np.nan, A)
     try:
         A = np.ascontiguousarray(A, dtype=np.float64)
     except TypeError as exc:
-        if A.dtype.kind == "O":  # a missing value of pandas (pd.NA in an Int64 column, NaT) is one, not a non-number
-            gaps = [(i, j) for (i, j), v in np.ndenumerate(A) if _is_missing(v)]
-            if gaps:
-                i, j = gaps[0]
-                column = repr(names[j]) if names is not None else str(j)
-                raise DataError(f"{what}: row {i}, column {column}: missing value ({A[i, j]!r})"
-                                + (f"; {nan_hint}" if nan_hint else "")) from None
         raise DataTypeError(f"{what}: the features must be numbers ({exc})") from None
     except ValueError as exc:
         raise DataError(f"{what}: the features must be numbers ({exc})") from None

@@ -635,3 +635,14 @@ def test_the_api_warnings_give_python_advice_not_command_line_flags():
             "learn from (is it an identifier or free text? X.drop(columns='id') leaves it out)") in said
     assert any(m.endswith("convert them (X['c'].str.replace(',', '.').astype(float))") for m in said)
     assert not any("drop_columns" in m or "delimiter" in m for m in said)
+
+
+def test_pandas_na_is_imputed_at_prediction_as_at_the_fit():
+    """pd.NA in an Int64 column was imputed by slangcli.fit(missing="impute") and then refused by predict, whose
+    default is to impute when the fit did: it went through the numeric path, which did not know pandas' NA."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"a": pd.array([1, 2, None, 4] * 10, dtype="Int64"), "b": np.arange(40.0)})
+    result = slangcli.fit(frame, [0, 1] * 20, missing="impute", epochs=1)
+    as_floats = frame.astype({"a": float})
+    np.testing.assert_array_equal(result.predict(frame).probabilities, result.predict(as_floats).probabilities)
