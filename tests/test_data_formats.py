@@ -735,3 +735,23 @@ def test_a_file_compressed_otherwise_than_with_gzip_is_named_so(tmp_path, what, 
     with pytest.raises(DataError, match=rf"^{path}: compressed with {what}, which slang does not read \(it reads plain "
                                         rf"text and gzip\): decompress it first \({tool}\)$"):
         read_table(path)
+
+
+def test_evaluate_refuses_an_idx_test_file_whose_labels_file_changed(tmp_path):
+    """A run's --test IDX file was checked by its images' sha256 alone: labels changed since the fit were scored
+    by evaluate with no word, where the training files' labels were checked."""
+    from click.testing import CliRunner
+
+    from slangcli.cli import main
+
+    train, _, _ = make_idx(tmp_path, shape=(40, 3, 3), stem="train", seed=1)
+    test, _, labels = make_idx(tmp_path, shape=(20, 3, 3), stem="test", seed=2)
+    run = tmp_path / "run.h5"
+    done = CliRunner().invoke(main, ["fit", str(train), "--test", str(test), "--epochs", "1", "-o", str(run)])
+    assert done.exit_code == 0, done.output
+    labels_file = tmp_path / "test-labels-idx1-ubyte"
+    write(labels_file, idx_bytes((labels + 1) % 10))
+    done = CliRunner().invoke(main, ["evaluate", str(run)])
+    assert done.exit_code == 1
+    assert done.stderr.splitlines()[-1] == (f"slang: error: {run}: its test data {labels_file} changed since the fit "
+                                            "(sha256 differs); pass the data explicitly")

@@ -661,6 +661,9 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
         raise ConfigError(f"{run_name}: its test data were arrays passed from Python; pass {data_option}")
     if test["source"] == "file":
         _verify(run_name, "test", test["path"], test["sha256"])
+        for path, digest in recorded_files(test):  # (an IDX test file's labels file)
+            if path != test["path"]:
+                _verify(run_name, "test", path, digest)
         table = _read(test["path"], opts, n_features=test.get("widened_from") and test["features"],
                       text_columns=_schema_text_columns(run))
         X, y = _transform_table(run, _without_missing_targets(table, test["path"]), test["path"], impute=impute)
