@@ -305,3 +305,17 @@ def test_a_missing_value_of_a_nullable_column_is_called_one():
     frame = pd.DataFrame({"a": pd.array([1, 2, None, 4] * 10, dtype="Int64"), "b": np.arange(40.0)})
     with pytest.raises(DataError, match=r"^X: row 2, column 'a': missing value \(<NA>\)"):
         SLANGClassifier(epochs=1).fit(frame, [0, 1] * 20)
+
+
+def test_bool_labels_in_an_object_array_stay_bools():
+    """A Series of bools left of object dtype (by dropna) gave classes_ [0, 1] and integer predictions, where the
+    same labels as a bool array give [False, True]."""
+    import pandas as pd
+
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    labels = X[:, 0] > 0
+    as_objects = SLANGClassifier(epochs=1).fit(X, pd.Series(list(labels), dtype=object))
+    as_bools = SLANGClassifier(epochs=1).fit(X, labels)
+    assert as_objects.classes_.tolist() == as_bools.classes_.tolist() == [False, True]
+    assert as_objects.predict(X).dtype == bool
+    np.testing.assert_array_equal(as_objects.predict(X), as_bools.predict(X))
