@@ -239,9 +239,13 @@ def test_a_run_another_version_of_slang_wrote_is_not_complete(data, tmp_path):
     point = points_of([{"data": [str(data / "a.csv")], "epochs": ["2"]}])[0]
     path = str(tmp_path / point.name)
     assert run_fit(make_task(point, path))["status"] == "complete" and is_complete(path, point.args)
+    from slangcli.sweep.results import other_fits
+
+    assert list(other_fits(tmp_path, set(), {})) == [point.name]
     with h5py.File(path, "r+") as f:
         f.attrs["slang_version"] = "0.0.1"
     assert not is_complete(path, point.args)
+    assert other_fits(tmp_path, set(), {}) == {}  # (nor tabled beside this version's fits)
     assert run_fit(make_task(point, path))["status"] == "complete" and is_complete(path, point.args)
     with h5py.File(path, "r") as f:
         assert f.attrs["slang_version"] == slangcli.__version__

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Iterable
 
+from slangcli import __version__
 from slangcli.errors import SlangError
 from slangcli.runfile.outputs import atomic_output
 from slangcli.sweep.grid import Point, name_end, parameters, params_of
@@ -77,8 +78,9 @@ def complete_record(path) -> dict:
 def other_fits(directory, names: set, earlier: dict) -> dict:
     """``{name: record}`` of the complete fits of a sweep in ``directory`` besides ``names`` (those of earlier
     sweeps with other grids), sorted by name: the record in ``earlier`` (the previous table) if it has one,
-    else one made from the run file. A run file counts when its status is complete and its name is the one a
-    sweep gives its recorded arguments; a fit that failed has no run file and is not kept."""
+    else one made from the run file. A run file counts when its status is complete, its name is the one a sweep
+    gives its recorded arguments and this version of slang wrote it; a fit that failed has no run file and is not
+    kept."""
     directory = Path(directory)
     if not directory.is_dir():
         return {}
@@ -88,6 +90,8 @@ def other_fits(directory, names: set, earlier: dict) -> dict:
             continue
         found = stored(path)
         if found is None or found[0] != "complete" or found[1] is None or not path.name.endswith(name_end(found[1])):
+            continue
+        if found[4] != __version__:  # (another version's fit: a table must not mix them, as a rerun refits them)
             continue
         old = earlier.get(path.name)
         if old is not None and old.get("status") == "complete":
