@@ -131,3 +131,17 @@ def test_the_environment_of_a_process_whose_working_directory_is_gone(monkeypatc
 
     monkeypatch.setattr(provenance.os, "getcwd", gone)
     assert provenance.environment()["cwd"] is None
+
+
+def test_a_version_change_counts_only_what_the_arithmetic_depends_on():
+    """A newer click or pandas warned that a resumed fit "may differ in its last bits"; a newer BLAS did not."""
+    from slangcli.runfile.provenance import environment, version_change
+
+    now = {"versions": versions(), "environment": environment()}
+    assert version_change(now) is None
+    assert version_change(dict(now, versions=dict(now["versions"], click="0.1", pandas="0.1"))) is None
+    assert version_change(dict(now, versions=dict(now["versions"], scipy="0.1"))).startswith("scipy 0.1 -> ")
+    if now["environment"]["blas"]:
+        older = [dict(lib, version="0.0.1") for lib in now["environment"]["blas"]]
+        said = version_change(dict(now, environment=dict(now["environment"], blas=older)))
+        assert said.startswith("BLAS ") and "0.0.1 -> " in said

@@ -34,7 +34,10 @@ stderr = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def error(message: str) -> None:
-    click.echo(f"slang: error: {one_line(message)}", err=True)
+    try:
+        click.echo(f"slang: error: {one_line(message)}", err=True)
+    except BrokenPipeError:  # (stderr's reader went away: the error's exit code still says what happened)
+        pass
 
 
 def note(message: str) -> None:

@@ -70,10 +70,28 @@ def resume_record(checkpoint_meta: dict, step: int) -> dict:
             "versions": checkpoint_meta.get("versions", {}), "created": checkpoint_meta.get("created", "")}
 
 
+# the software a fit's arithmetic depends on (click, rich or pandas do not change a number of it)
+ARITHMETIC = ("slang", "python", "numpy", "scipy")
+
+
 def version_change(checkpoint_meta: dict) -> str | None:
-    """The versions that differ between the software that wrote a checkpoint and this one (``numpy 2.1.0 ->
-    2.2.0``), or None."""
+    """What differs, of the software and BLAS libraries a fit's arithmetic depends on, between the process that
+    wrote a checkpoint and this one (``numpy 2.1.0 -> 2.2.0``, ``BLAS openblas 0.3.27 -> openblas 0.3.28``), or
+    None."""
     before, now = checkpoint_meta.get("versions") or {}, versions()
-    changed = [f"{name} {before[name]} -> {now.get(name, '(none)')}" for name in before
-               if before[name] != now.get(name)]
+    changed = [f"{name} {before[name]} -> {now.get(name, '(none)')}" for name in ARITHMETIC
+               if name in before and before[name] != now.get(name)]
+    # (the libraries and versions; not their threads, which a checkpoint written inside a training step records as
+    # the step's limit)
+    old_blas, new_blas = _blas_text((checkpoint_meta.get("environment") or {}).get("blas")), _blas_text(
+        environment()["blas"])
+    if old_blas is not None and new_blas is not None and old_blas != new_blas:
+        changed.append(f"BLAS {old_blas} -> {new_blas}")
     return ", ".join(changed) or None
+
+
+def _blas_text(libraries) -> str | None:
+    if not isinstance(libraries, list):
+        return None
+    return "; ".join(f"{lib.get('internal_api')} {lib.get('version')}" for lib in libraries
+                     if isinstance(lib, dict)) or "none"
