@@ -433,6 +433,9 @@ def test_an_interrupted_fit_of_members_resumes_to_the_same_bits(tmp_path, regres
     resumed = resume(stored, str(path))
     _same_posterior(resumed.posterior, reference.posterior)
     assert resumed.metrics["test"] == reference.metrics["test"]
+    # the run records where it was resumed: the step within the member in progress, and that member
+    assert [(r["step"], r["member"]) for r in resumed.meta["resumed"]] == [
+        (int(stored.state["scalars"]["t"]), int(stored.state["scalars"]["member"]))]
     for name, values in reference.history.items():
         if not name.endswith("seconds"):
             assert resumed.history[name].tobytes() == values.tobytes(), name

@@ -177,7 +177,8 @@ def inspect(run_file, as_json):
         + _left_out(d["train"]),
     ]
     for earlier in s["resumed"]:
-        lines.append(f"resumed    at step {earlier.get('step')}, from a checkpoint slang "
+        member = f" of member {earlier['member'] + 1}" if isinstance(earlier.get("member"), int) else ""
+        lines.append(f"resumed    at step {earlier.get('step')}{member}, from a checkpoint slang "
                      f"{earlier.get('slang_version')} wrote ({earlier.get('created')})")
     if d.get("schema"):
         lines.append(_columns(d["schema"], s["model"]["sizes"][0]))

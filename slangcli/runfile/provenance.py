@@ -64,10 +64,14 @@ def meta(resumed: tuple = ()) -> dict:
     return out
 
 
-def resume_record(checkpoint_meta: dict, step: int) -> dict:
-    """What a fit resumed at ``step`` records of the checkpoint it continued: who wrote it, and when."""
-    return {"step": int(step), "slang_version": checkpoint_meta.get("slang_version", ""),
-            "versions": checkpoint_meta.get("versions", {}), "created": checkpoint_meta.get("created", "")}
+def resume_record(checkpoint_meta: dict, step: int, member: int | None = None) -> dict:
+    """What a fit resumed at ``step`` (of ``member``, counted from 0, in a fit of several) records of the
+    checkpoint it continued: who wrote it, and when."""
+    out = {"step": int(step), "slang_version": checkpoint_meta.get("slang_version", ""),
+           "versions": checkpoint_meta.get("versions", {}), "created": checkpoint_meta.get("created", "")}
+    if member is not None:
+        out["member"] = int(member)
+    return out
 
 
 # the software a fit's arithmetic depends on (click, rich or pandas do not change a number of it)

@@ -598,7 +598,8 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
     model, prior = (run.model, run.prior_precision) if K == 1 else _planned_precisions(run, run_name)
     planned = Plan(method, module, hyper_obj, model, Problem(model, prior, len(prepared.X_train)), prepared, config,
                    run.command, bool(flags.get("noise_precision")), bool(flags.get("prior_precision")),
-                   resumed=(*run.meta.get("resumed", ()), resume_record(run.meta, run.state["scalars"]["t"])))
+                   resumed=(*run.meta.get("resumed", ()), resume_record(run.meta, run.state["scalars"]["t"],
+                                                                      run.state["scalars"].get("member"))))
     if changed := version_change(run.meta):
         notify(f"warning: {run_name} was written by other versions than these ({changed}): the resumed fit may "
                "differ in its last bits from one never stopped; the run records both (/ attribute 'resumed')")
