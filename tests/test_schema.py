@@ -572,3 +572,16 @@ def test_python_categorical_equals_the_command_lines(tmp_path):
     assert np.array_equal(by_position.posterior.mean, api.posterior.mean)
     with pytest.raises(DataError, match="X: categorical 'area' names no column"):
         slangcli.fit(frame, y, categorical=["area"], epochs=1)
+
+
+def test_two_inputs_of_one_name_are_refused(tmp_path):
+    """A category 'a' with the level 'b' beside a column named 'a=b' gave two features named 'a=b': a prediction
+    file's or a DataFrame's columns, matched by name, could not tell them apart."""
+    from slangcli.cli import main
+
+    data = tmp_path / "names.csv"
+    data.write_text("a,a=b,y\nb,1,0\nc,2,1\nb,3,0\nc,4,1\n")
+    done = CliRunner().invoke(main, ["fit", str(data), "-o", str(tmp_path / "r.h5"), "--epochs", "1"])
+    assert done.exit_code == 1 and not (tmp_path / "r.h5").exists()
+    assert done.stderr.splitlines()[-1] == (f"slang: error: {data}: the level 'b' of column 'a' and column 'a=b' "
+                                            "would both be the model's input 'a=b'; rename the column")

@@ -212,6 +212,7 @@ class Schema:
                 raise DataError(f"{path}: column {name!r}: no training row has a value to impute from; "
                                 f"--drop-columns {name} leaves it out")
             columns.append(Column(name, position, CATEGORICAL, levels, levels[fill]))
+        _refuse_shared_input_names(columns, path)
         return cls(columns=tuple(columns), target=target, left_out=tuple(left_out), missing=missing,
                    na_values=tuple(na_values), standardize=bool(standardize))
 
@@ -496,3 +497,16 @@ def _level_codes(values: np.ndarray, levels: tuple) -> np.ndarray:
         block[values[rows] == ""] = -1
         codes[rows] = block
     return codes
+
+
+def _refuse_shared_input_names(columns, path) -> None:
+    """Refuse two model inputs of one name: a column ``a=b`` beside the level ``b`` of a category ``a`` (the run's
+    feature names, by which predictions match a file's columns and the API a DataFrame's, must tell them apart)."""
+    seen = {}
+    for column in columns:
+        for level, encoded in zip(column.levels or (None,), column.encoded_names):
+            owner = f"column {column.name!r}" if level is None else f"the level {level!r} of column {column.name!r}"
+            if encoded in seen:
+                raise DataError(f"{path}: {seen[encoded]} and {owner} would both be the model's input {encoded!r}; "
+                                "rename the column")
+            seen[encoded] = owner
