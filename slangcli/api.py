@@ -104,7 +104,8 @@ def _features(X, what: str = "X", allow_missing: bool = False,
 
 
 # what slangcli.fit says of a missing cell it was not told what to do with
-FIT_MISSING = "missing='impute' fills such cells in, missing='drop' leaves such rows out, as slang fit's '--missing' does"
+FIT_MISSING = ("missing='impute' fills such cells in, missing='drop' leaves such rows out, as slang fit's "
+               "'--missing' does")
 
 
 def _is_missing(value) -> bool:
@@ -244,6 +245,13 @@ def string_columns(X) -> tuple[str, ...] | None:
     return tuple(names) if names and all(isinstance(n, str) for n in names) else None
 
 
+def bool_labels(y) -> bool:
+    """Whether the labels ``y`` are booleans: a bool array, or an object array of bools only."""
+    a = np.asarray(y)
+    return a.dtype.kind == "b" or (a.dtype.kind == "O" and a.size > 0
+                                   and all(isinstance(v, (bool, np.bool_)) for v in a.ravel()))
+
+
 def _targets(y, n: int, what: str = "y") -> np.ndarray:
     """``y`` as a 1-D array of ``n`` label values or numbers."""
     if y is None:
@@ -257,16 +265,14 @@ def _targets(y, n: int, what: str = "y") -> np.ndarray:
         raise DataError(f"{what}: {len(a)} targets for {n} examples")
     if a.dtype.kind == "c":
         raise DataTypeError(f"{what}: Complex data not supported")
-    if a.dtype.kind == "b":
-        a = a.astype(np.int64)
+    if bool_labels(a):  # (coded 0, 1; an object array of bools too: a Series that dropna left of object dtype)
+        a = a.astype(bool).astype(np.int64)
     if a.dtype.kind == "O":
         items = a.tolist()
         if all(isinstance(v, str) for v in items):
             a = np.array(items, dtype=str)
         elif all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in items):
             a = np.array(items, dtype=np.float64)
-        elif items and all(isinstance(v, (bool, np.bool_)) for v in items):
-            a = np.array(items, dtype=bool).astype(np.int64)  # (as a bool array is: a Series left object by dropna)
         elif items and not any(_is_missing(v) for v in items) and len({type(v) for v in items}) == 1:
             # one kind, but neither text nor numbers (Decimal, Timestamp, ...): nothing to sort into classes
             raise DataTypeError(f"{what}: the targets are {type(items[0]).__name__} values ({items[0]!r}, ...); "
@@ -679,10 +685,11 @@ class FitResult:
                 missing: str | None = None) -> Predictions:
         """Predictions with their uncertainty for every row of ``X``, the same as ``slang predict`` (same
         ``samples`` and ``seed``: the same numbers; by default the fit's ``eval_samples`` and ``seed``). Columns of
-        text are read as the fit read them (categories, booleans). ``missing``: ``"impute"`` fills a missing value (None, NaN) in with the training rows' mean or
-        most frequent value, as ``slang predict --missing impute``; ``"error"`` refuses it; by default, ``impute``
-        when the fit imputed (``--missing impute``), else ``error``. ``interval`` is the level of the central
-        predictive interval and, for a fit with ``calibrate``, of its calibrated intervals or prediction sets."""
+        text are read as the fit read them (categories, booleans). ``missing``: ``"impute"`` fills a missing value
+        (None, NaN) in with the training rows' mean or most frequent value, as ``slang predict --missing impute``;
+        ``"error"`` refuses it; by default, ``impute`` when the fit imputed (``--missing impute``), else ``error``.
+        ``interval`` is the level of the central predictive interval and, for a fit with ``calibrate``, of its
+        calibrated intervals or prediction sets."""
         samples, seed = fit_draws(self.run, samples, seed)
         check_samples(samples, "samples")  # (named as passed: the predictive would name --samples)
         inputs = self._inputs(X, missing=missing)
@@ -716,9 +723,9 @@ class FitResult:
 
     def sample(self, n: int, *, seed: int | None = None) -> np.ndarray:
         """``n`` parameter vectors ``theta ~ q`` as rows ``(n, D)``: the draws behind :meth:`predict` with the same
-        ``seed`` (by default the fit's, as :meth:`predict`'s; the flat layout is ``model.layout``). A mixture of K posteriors (``members``) gives its members'
-        draws one member after the other, ``ceil(n / K)`` each as :meth:`predict` draws them, the last member's cut
-        to make ``n``."""
+        ``seed`` (by default the fit's, as :meth:`predict`'s; the flat layout is ``model.layout``). A mixture of K
+        posteriors (``members``) gives its members' draws one member after the other, ``ceil(n / K)`` each as
+        :meth:`predict` draws them, the last member's cut to make ``n``."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             # (a float is no count of draws, not one to round: sample(2.5) gave 2)
             raise ConfigError(f"n must be a positive whole number, got {n!r}")

@@ -195,10 +195,7 @@ class _SLANGEstimator:
         # values), not the text or categories slangcli.fit would make of them
         if likelihood != "gaussian":
             self._check_labels(y_arr)
-            given_y = np.asarray(y)
-            # (bools as a bool array, or as an object array of them: what dropna leaves of a Series with None)
-            if y_arr.dtype.kind == "i" and (given_y.dtype.kind == "b" or given_y.dtype.kind == "O" and given_y.size
-                                            and all(isinstance(v, (bool, np.bool_)) for v in given_y.ravel())):
+            if y_arr.dtype.kind == "i" and api.bool_labels(y):
                 self.classes_ = self.classes_.astype(bool)  # (coded 0, 1 as the fit codes them; False < True)
         # (the labels as given: the fit codes them, as slang fit codes a file's, and the run file keeps their values)
         X_named = _NamedNumbers(X_arr, names) if names is not None else X_arr

@@ -403,8 +403,7 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
             train_provenance: dict | None = None, test_provenance: dict | None = None, feature_names=(),
             options: dict | None = None, features_name: str | None = None,
             test_features_name: str | None = None, overwrite: bool = False,
-            calibration: tuple | None = None, test_where: Callable[[int], str] | None = None,
-            train_where: Callable[[int], str] | None = None) -> Prepared:
+            calibration: tuple | None = None, test_where: Callable[[int], str] | None = None) -> Prepared:
     """Code the targets and standardise the features of raw arrays: the one preparation behind the files of
     ``slang fit`` and the arrays of ``slangcli.fit``.
 
@@ -417,8 +416,8 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
     ``features_name`` and ``test_features_name`` their features when these are apart (arrays ``X`` and ``y``).
     ``calibration``: ``(X, y_raw, index)`` of the rows ``--calibrate`` held out of the training rows
     (:func:`calibration_split`), prepared as the test rows are, with the statistics of the training rows left.
-    ``test_where(i)``: where test row ``i`` stands, for a message about its label (a file's ``path:line``);
-    ``train_where(i)`` where training row ``i`` does, for a regression target that is not a number.
+    ``test_where(i)``: where test row ``i`` stands, for a message about its label or a regression target that is
+    not a number (a file's ``path:line``; a file's training rows are checked whole before it is split).
     """
     features_name = features_name or name
     test_features_name = test_features_name or test_name
@@ -426,7 +425,7 @@ def prepare(X_train, y_train_raw, X_test=None, y_test_raw=None, *, likelihood: s
     likelihood = choose_likelihood(likelihood, y_train_raw, name)
     arrays, targets = {}, {"likelihood": likelihood}
     if likelihood == "gaussian":
-        numeric_target(y_train_raw, name, train_where)
+        numeric_target(y_train_raw, name)
         if y_test_raw is not None:
             numeric_target(y_test_raw, test_name, test_where)
         y = y_train_raw.astype(float)

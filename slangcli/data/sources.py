@@ -345,8 +345,7 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
                            test_provenance=_test_provenance(opts, test_table, test_index),
                            feature_names=schema.encoded_names, options=opts.record(),
                            overwrite=True,  # the table is read for this preparation alone: standardised in place
-                           calibration=calibration, test_where=test_where,
-                           train_where=_row_where(opts.path, table, fit_rows))
+                           calibration=calibration, test_where=test_where)
     except UnseenLabel as exc:
         if opts.test_fraction is None:
             raise
@@ -574,6 +573,16 @@ def _verify(run_name: str, what: str, path: str, expected: str | None) -> None:
                         "pass the data explicitly")
 
 
+def _verify_source(run_name: str, what: str, info: dict) -> None:
+    """:func:`_verify` of a recorded data source: its data file first (standard input, or a file gone, said as
+    such), then every other file it names with a digest (an IDX labels file, a UCI folder's index and column
+    files: :func:`recorded_files`)."""
+    _verify(run_name, what, info["path"], info.get("sha256"))
+    for path, digest in recorded_files(info):
+        if path != info["path"]:
+            _verify(run_name, what, path, digest)
+
+
 def _read_uci_given(run: Run, folder: str, split: int):
     """A UCI folder given to a run fitted on one: its split, refused when its column files choose other features
     or another target than the fit's (the inputs would be other columns under the same count)."""
@@ -594,10 +603,7 @@ def _reread_training(run: Run, run_name: str):
     info = run.data["train"]
     if info["format"] == ARRAYS:
         raise DataError(f"{run_name}: fitted to arrays from Python, so there is no training file to re-read")
-    _verify(run_name, "training", info["path"], info.get("sha256"))
-    for path, digest in recorded_files(info):  # (a UCI folder's index and column files, an IDX labels file)
-        if path != info["path"]:
-            _verify(run_name, "training", path, digest)
+    _verify_source(run_name, "training", info)
     if info["format"] == "uci":
         return read_uci_folder(info["folder"], opts.uci_split)[0]
     table = _read(info["path"], opts, n_features=info.get("widened_from") and info["features"],
@@ -660,10 +666,7 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
     if test["source"] == ARRAYS:
         raise ConfigError(f"{run_name}: its test data were arrays passed from Python; pass {data_option}")
     if test["source"] == "file":
-        _verify(run_name, "test", test["path"], test["sha256"])
-        for path, digest in recorded_files(test):  # (an IDX test file's labels file)
-            if path != test["path"]:
-                _verify(run_name, "test", path, digest)
+        _verify_source(run_name, "test", test)
         table = _read(test["path"], opts, n_features=test.get("widened_from") and test["features"],
                       text_columns=_schema_text_columns(run))
         X, y = _transform_table(run, _without_missing_targets(table, test["path"]), test["path"], impute=impute)

@@ -311,16 +311,15 @@ class Predictions:
 
 
 def predict(run: Run, run_name: str, data_path, *, samples: int | None = None, seed: int | None = None,
-            interval: float = 0.95,
-            missing: str | None = None, layout: str | None = None, header: bool | None = None,
+            interval: float = 0.95, missing: str | None = None, layout: str | None = None, header: bool | None = None,
             notify: Callable[[str], None] = lambda msg: None) -> Predictions:
     """Per-example predictions with their uncertainty (``slangcli.predictive.predict``) of the run on ``data_path``.
 
     Logistic regression uses the exact 1-D quadrature predictive (``samples`` and ``seed`` are then unused);
     every other model ``samples`` Monte-Carlo weight samples drawn from ``seed``'s own stream (``streams.PREDICT``),
-    by default the fit's (:func:`fit_draws`). ``missing``, ``layout`` and ``header`` are those of :func:`slangcli.data.sources.load_inputs`: by default a row
-    with a missing value keeps its place, its predictions empty (NaN, and "" for string labels); the ``row`` array
-    says which data row each prediction is of.
+    by default the fit's (:func:`fit_draws`). ``missing``, ``layout`` and ``header`` are those of
+    :func:`slangcli.data.sources.load_inputs`: by default a row with a missing value keeps its place, its
+    predictions empty (NaN, and "" for string labels); the ``row`` array says which data row each prediction is of.
     """
     samples, seed = fit_draws(run, samples, seed)
     metrics.check_samples(samples)

@@ -126,7 +126,8 @@ def snapshot(plan: Plan, state, history: train.History, fit_seconds: float, lear
     return Run(model=learner.problem.model, prior_precision=learner.problem.prior_precision,
                posterior=plan.module.posterior(state), config=plan.config, data=plan.prepared.data,
                arrays=plan.prepared.arrays, history={**history.as_arrays(), **learner.history()}, metrics=metrics,
-               command=plan.command, meta=meta(plan.resumed), status="checkpoint", state={"arrays": arrays, "scalars": scalars})
+               command=plan.command, meta=meta(plan.resumed), status="checkpoint",
+               state={"arrays": arrays, "scalars": scalars})
 
 
 def restore(run: Run, run_name: str, plan: Plan):
