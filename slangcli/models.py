@@ -21,10 +21,12 @@ likelihood: sigmoid with Bernoulli, softmax with categorical, identity with Gaus
 - ``gaussian``: one output, noise precision tau, ``NLL = tau (f - y)^2 / 2 - log(tau) / 2 + log(2 pi) / 2``,
   ``delta = tau (f - y)``
 
-A Gaussian model may also carry a noise model (``noise_weights``, ``slang fit --noise-model linear``): the noise
-precision of a prediction ``f`` at input ``x`` is ``tau(x, f) = exp(c + w . x + w_f f)``. It is fitted to a trained
-posterior (``slangcli.training.learned.fit_noise_model``) and used by the predictive; training and its objective use
-the constant ``noise_precision``.
+A Gaussian model may also carry a noise model (``noise_weights``, ``slang fit --noise-model``): the noise precision
+of a prediction ``f`` at input ``x`` is ``tau(x, f) = exp(c + w . x + w_f f)`` (``linear``), or for a network
+``exp(c + w . x + v . h + w_f f)`` with ``h`` the last hidden layer's activations of the same weight draw
+(``hidden``: a second, log-precision readout of the hidden layer, as a deep ensemble's variance head is). It is
+fitted to a trained posterior (``slangcli.training.learned.fit_noise_model``) and used by the predictive; training
+and its objective use the constant ``noise_precision``.
 """
 
 from __future__ import annotations
@@ -130,7 +132,8 @@ class MLP:
     activation: str = "relu"
     likelihood: str = "bernoulli"
     noise_precision: float = 1.0
-    # the noise model ``(c, w_1 .. w_{n_0}, w_f)`` of :meth:`noise_precisions`; None: the constant noise_precision
+    # the noise model ``(c, w_1 .. w_{n_0}, w_f)`` of :meth:`noise_precisions`, or ``(c, w_1 .. w_{n_0}, v_1 .. v_H,
+    # w_f)`` over the last hidden layer's H units too; None: the constant noise_precision
     noise_weights: tuple | None = None
 
     def __post_init__(self):
@@ -147,18 +150,34 @@ class MLP:
         if self.noise_weights is not None:
             if self.likelihood != "gaussian":
                 raise ConfigError(f"a noise model needs a gaussian likelihood, not {self.likelihood}")
-            if len(self.noise_weights) != self.sizes[0] + 2 or not np.isfinite(self.noise_weights).all():
-                raise ConfigError(f"a noise model of {self.sizes[0]} inputs has {self.sizes[0] + 2} finite weights, "
-                                  f"not {len(self.noise_weights)}")
+            sizes = {self.sizes[0] + 2: "linear"}
+            if len(self.sizes) > 2:
+                sizes[self.sizes[0] + self.sizes[-2] + 2] = "hidden"
+            if len(self.noise_weights) not in sizes or not np.isfinite(self.noise_weights).all():
+                raise ConfigError(f"a noise model of {self.sizes[0]} inputs"
+                                  + (f" and {self.sizes[-2]} last hidden units" if len(self.sizes) > 2 else "")
+                                  + f" has {' or '.join(map(str, sizes))} finite weights, not "
+                                  f"{len(self.noise_weights)}")
 
-    def noise_precisions(self, X: np.ndarray, f: np.ndarray):
+    @property
+    def noise_model(self) -> str:
+        """The kind of noise model: ``constant`` (none), ``linear`` or ``hidden`` (:meth:`noise_precisions`)."""
+        if self.noise_weights is None:
+            return "constant"
+        return "linear" if len(self.noise_weights) == self.sizes[0] + 2 else "hidden"
+
+    def noise_precisions(self, X: np.ndarray, f: np.ndarray, hidden: np.ndarray | None = None):
         """The noise precision of the predictions ``f : (S, n)`` at the inputs ``X : (n, n_0)``: without a noise
-        model the constant ``noise_precision`` (a float), else ``tau = exp(c + X w + w_f f) : (S, n)``, within
-        :data:`NOISE_BOUNDS`."""
+        model the constant ``noise_precision`` (a float), else ``tau = exp(c + X w + w_f f) : (S, n)``, and with the
+        ``hidden`` noise model ``+ hidden v``, ``hidden : (S, n, H)`` the last hidden layer of the draws that made
+        ``f`` (:meth:`forward`'s last layer input), within :data:`NOISE_BOUNDS`."""
         if self.noise_weights is None:
             return self.noise_precision
         w = np.asarray(self.noise_weights, dtype=float)
-        eta = w[0] + (X @ w[1:-1])[None, :] + w[-1] * f
+        n0 = self.sizes[0]
+        eta = w[0] + (X @ w[1 : n0 + 1])[None, :] + w[-1] * f
+        if len(w) > n0 + 2:
+            eta = eta + hidden @ w[n0 + 1 : -1]
         return np.exp(np.clip(eta, *LOG_NOISE_BOUNDS))
 
     @property

@@ -102,7 +102,7 @@ def test_every_group_carries_encoding_attributes(run_file):
 
 def test_newer_minor_version_is_read(run_file):
     with h5py.File(run_file, "r+") as f:
-        f.attrs["encoding-version"] = "1.7"
+        f.attrs["encoding-version"] = "1.9"
         f["posterior"].attrs["encoding-version"] = "1.3"
     assert read_run(run_file).posterior.mean.shape == (4,)
 

@@ -92,6 +92,12 @@ _SCORE_TEXT = {conformal.SCORES["regression"]: "|y - mean| / std_total",
                conformal.SCORES["classification"]: "1 - p(true class)"}
 
 
+def _noise_model_text(model: dict) -> str:
+    if len(model["noise_weights"]) == model["sizes"][0] + 2:
+        return ", noise precision log-linear in the features and the output (--noise-model linear)"
+    return ", noise precision log-linear in the features, the last hidden layer and the output (--noise-model hidden)"
+
+
 def _posterior_lines(p: dict, likelihood: str, noise_model: bool = False) -> list[str]:
     """``posterior  lowrank-gaussian, D = 41, mean (41,), ...``; a mixture on one line, then one per member (with
     its noise precision for a regression: its training's only, when a noise model predicts)."""
@@ -161,8 +167,7 @@ def inspect(run_file, as_json):
         f"model      sizes {tuple(s['model']['sizes'])}, "
         + (f"{s['model']['activation']} hidden units, " if len(s["model"]["sizes"]) > 2 else "no hidden layer, ")
         + f"{s['model']['likelihood']} likelihood"
-        + (", noise precision log-linear in the features and the output (--noise-model linear)"
-           if "noise_weights" in s["model"] else ""),
+        + (_noise_model_text(s["model"]) if "noise_weights" in s["model"] else ""),
         f"prior      precision {c.get('prior_precision')}, bias {c.get('bias_prior_precision')}"
         + (f", hidden biases {c['hidden_bias_prior_precision']}" if len(s["model"]["sizes"]) > 2
            and "hidden_bias_prior_precision" in c else ""),

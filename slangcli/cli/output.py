@@ -174,7 +174,7 @@ def checkpoint_note(run, run_file: str, what: str = "scores") -> str | None:
     text = f"{run_file} is a checkpoint, not a finished fit ({where}): these are the {what} of its posterior so far"
     if run.config.get("calibrate"):
         text += "; its calibration comes with the finished fit (no calibrated intervals yet)"
-    if run.config.get("noise_model") == "linear" and getattr(run.model, "noise_weights", None) is None:
+    if run.config.get("noise_model") in ("linear", "hidden") and getattr(run.model, "noise_weights", None) is None:
         text += "; its noise model comes with the finished fit (the constant noise precision predicts here)"
     if ((run.data or {}).get("train") or {}).get("path") == "-":
         return text + "; its data came from standard input, which --resume cannot read again"

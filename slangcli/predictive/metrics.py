@@ -324,8 +324,9 @@ def regression_scores(posterior, model: MLP, X, y, *, samples=1000, rng=None, se
         draws = weight_samples(part, part_seed, n) if seed is not None else _sample_chunks(part, rng, n)
         for theta in draws:
             for rows in row_chunks(part_model, X.shape[0], theta.shape[0]):
-                f = part_model.forward(theta, X[rows])[0][..., 0]  # (S, n)
-                tau = part_model.noise_precisions(X[rows], f)  # a number, or (S, n) with a noise model
+                f, inputs = part_model.forward(theta, X[rows])
+                f = f[..., 0]  # (S, n)
+                tau = part_model.noise_precisions(X[rows], f, inputs[-1])  # a number, or (S, n) with a noise model
                 total_f[rows] += f.sum(0)
                 logp = 0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (y[rows] - f) ** 2
                 log_sum[rows] = np.logaddexp(log_sum[rows], scipy.special.logsumexp(logp, axis=0))

@@ -136,9 +136,10 @@ def regress(posterior, model: MLP, X: np.ndarray, *, samples: int = 1000, seed: 
         for part, part_model, part_seed, part_samples in parts:
             for theta in weight_samples(part, part_seed, part_samples):
                 for rows in metrics.row_chunks(part_model, Xb.shape[0], theta.shape[0]):
-                    f[s : s + theta.shape[0], rows] = part_model.forward(theta, Xb[rows])[0][..., 0]
+                    out_f, inputs = part_model.forward(theta, Xb[rows])
+                    f[s : s + theta.shape[0], rows] = out_f[..., 0]
                     if modelled:
-                        tau = part_model.noise_precisions(Xb[rows], f[s : s + theta.shape[0], rows])
+                        tau = part_model.noise_precisions(Xb[rows], f[s : s + theta.shape[0], rows], inputs[-1])
                         sigma[s : s + theta.shape[0], rows] = 1.0 / np.sqrt(tau)
                 s += theta.shape[0]
         rows = slice(lo, lo + Xb.shape[0])

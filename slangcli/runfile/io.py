@@ -1,4 +1,4 @@
-"""Run files: one HDF5 file per fit or compression, format version 1.7 (described in ``docs/FORMAT.md``).
+"""Run files: one HDF5 file per fit or compression, format version 1.8 (described in ``docs/FORMAT.md``).
 
 Every group carries ``encoding-type`` and ``encoding-version`` attributes; the reader dispatches on them and
 refuses, with a :class:`FormatError`, files that are not slang runs, that a newer major format wrote, or whose
@@ -38,7 +38,7 @@ from slangcli.runfile.checked import RunChecks
 from slangcli.runfile.outputs import atomic_output, hdf5_image, temporary_beside  # noqa: F401  (temporary_beside: re-exported)
 from slangcli.gaussian.posteriors import COMPOSITES, MAX_ABS_VALUE, POSTERIORS
 
-FORMAT_VERSION = "1.7"
+FORMAT_VERSION = "1.8"
 RUN_TYPE = "slang-run"
 # the datasets of /calibration (its other fields are the JSON attribute "summary")
 CALIBRATION_ARRAYS = ("scores", "index")
@@ -174,7 +174,7 @@ def _write_file(tmp, run: Run) -> None:
         g.attrs["likelihood"] = run.model.likelihood
         g.attrs["noise_precision"] = float(run.model.noise_precision)
         _array(g, "prior_precision", run.prior_precision)
-        if run.model.noise_weights is not None:  # slang fit --noise-model linear (1.6)
+        if run.model.noise_weights is not None:  # slang fit --noise-model linear (1.6) or hidden (1.8)
             _array(g, "noise_weights", np.asarray(run.model.noise_weights, dtype=float))
 
         _write_posterior(f.create_group("posterior"), run.posterior)
@@ -563,7 +563,11 @@ class _Reader:
         if "noise_weights" in g:  # the noise model (1.6)
             if model.likelihood != "gaussian":
                 self.fail(f"/model/noise_weights belongs to a gaussian likelihood, not {model.likelihood}")
-            weights = self.array(g, "noise_weights", (model.sizes[0] + 2,))
+            weights = self.array(g, "noise_weights")
+            lengths = [model.sizes[0] + 2] + ([model.sizes[0] + model.sizes[-2] + 2] if len(model.sizes) > 2 else [])
+            if weights.ndim != 1 or len(weights) not in lengths:  # linear (1.6), or over the hidden layer too (1.8)
+                self.fail(f"/model/noise_weights has shape {weights.shape}, expected "
+                          + " or ".join(f"({n},)" for n in lengths))
             model = replace(model, noise_weights=tuple(float(v) for v in weights))
         prior = self.array(g, "prior_precision", (model.n_params,))
         if not (prior > 0).all():

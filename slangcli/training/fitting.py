@@ -454,8 +454,8 @@ def plan(prepared: Prepared, options: FitOptions, *, command: list | None = None
     }
     if options.calibrate is not None:  # (recorded only when given: a fit without it records what it always did)
         config["calibrate"] = options.calibrate
-    if options.noise_model_for(prepared.likelihood) == "linear":  # (recorded the same way)
-        config["noise_model"] = "linear"
+    if options.noise_model_for(prepared.likelihood) != "constant":  # (recorded the same way)
+        config["noise_model"] = options.noise_model_for(prepared.likelihood)
     return Plan(method, module, hyper, model, problem, prepared, config, list(command or []),
                 learn["noise_precision"], learn["prior_precision"])
 
@@ -643,9 +643,9 @@ def _finish(planned: Plan, outcome: Outcome) -> Run:
     p, problem = planned.prepared, outcome.problem
     config = {**planned.config, "model": {**planned.config["model"], "noise_precision": problem.model.noise_precision}}
     model = problem.model
-    if config.get("noise_model") == "linear":
+    if config.get("noise_model") in ("linear", "hidden"):
         model = replace(model, noise_weights=learned.fit_noise_model(model, outcome.posterior, p.X_train, p.y_train,
-                                                                     config["seed"]))
+                                                                     config["seed"], config["noise_model"]))
     if outcome.restarts is not None:
         config["restarts"] = outcome.restarts
     target_scale = float(p.arrays["target_scale"][0]) if "target_scale" in p.arrays else 1.0

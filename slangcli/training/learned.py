@@ -67,6 +67,8 @@ BOUNDS = NOISE_BOUNDS
 # the noise model's fit: weight draws from q, and at most this many training rows (a seeded subset beyond)
 NOISE_MODEL_DRAWS = 50
 NOISE_MODEL_ROWS = 20_000
+# and at most this many numbers of the draws' last hidden layers for the hidden noise model (64 MiB)
+NOISE_MODEL_ENTRIES = 2**23
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -304,39 +306,70 @@ def solve_em(method, problem: Problem, X: np.ndarray, y: np.ndarray, hyper, nois
     return posterior, info, problem, history
 
 
-def fit_noise_model(model, posterior, X: np.ndarray, y: np.ndarray, seed: int) -> tuple:
+def fit_noise_model(model, posterior, X: np.ndarray, y: np.ndarray, seed: int, kind: str = "linear") -> tuple:
     """The weights ``(c, w_1 .. w_{n_0}, w_f)`` of the noise model ``tau(x, f) = exp(c + w . x + w_f f)`` that
     maximise ``sum_n mean_s [eta_sn / 2 - exp(eta_sn) r_sn^2 / 2] - (|w|^2 + w_f^2) / 2``, ``eta_sn = log tau(x_n,
     f_sn)`` and ``r_sn = y_n - f_sn``, over weight draws ``theta_s ~ q`` (a mixture's members share them equally)
     and the training rows ``(X, y)`` (at most :data:`NOISE_MODEL_ROWS`, drawn without replacement, from the stream
-    ``(seed, NOISE_MODEL)``)."""
+    ``(seed, NOISE_MODEL)``).
+
+    ``kind="hidden"`` (a network): ``eta_sn`` has the further term ``v . h_sn``, ``h_sn`` draw s's last hidden
+    layer at ``x_n``, and the weights are ``(c, w, v, w_f)``. The prior is a standard Gaussian on each weight of
+    the hidden units *standardised* (by their mean and standard deviation over the draws and rows), so that it
+    weighs a unit the same whatever the scale of its activations; the weights returned act on the raw units. The
+    rows are fewer where the draws' hidden layers would pass :data:`NOISE_MODEL_ENTRIES` numbers."""
     rng = streams.derive_rng(seed, streams.NOISE_MODEL)
-    if len(X) > NOISE_MODEL_ROWS:
-        rows = np.sort(rng.choice(len(X), NOISE_MODEL_ROWS, replace=False))
-        X, y = X[rows], y[rows]
     parts = components(posterior, model, None)
     each = -(-NOISE_MODEL_DRAWS // len(parts))
+    H = model.sizes[-2] if kind == "hidden" else 0
+    most = NOISE_MODEL_ROWS if not H else max(1, min(NOISE_MODEL_ROWS, NOISE_MODEL_ENTRIES // (each * len(parts) * H)))
+    if len(X) > most:
+        rows = np.sort(rng.choice(len(X), most, replace=False))
+        X, y = X[rows], y[rows]
     F = np.empty((each * len(parts), len(X)))
+    Hs = np.empty((each * len(parts), len(X), H)) if H else None
     for k, (part, part_model, _) in enumerate(parts):
         theta = part.sample(rng, each)
         for rows in row_chunks(part_model, len(X), each):  # the activations of all rows at once may not fit
-            F[k * each : (k + 1) * each, rows] = part_model.forward(theta, X[rows])[0][..., 0]
+            f, inputs = part_model.forward(theta, X[rows])
+            F[k * each : (k + 1) * each, rows] = f[..., 0]
+            if H:
+                Hs[k * each : (k + 1) * each, rows] = inputs[-1]
     R2 = (y - F) ** 2
     p = X.shape[1]
-    start = np.zeros(p + 2)
+    if H:  # standardised units (a unit that never varies, say a dead ReLU, gets no weight: its column is 0)
+        centre = Hs.mean(axis=(0, 1))
+        spread = Hs.std(axis=(0, 1))
+        spread[spread == 0] = 1.0
+        Hs -= centre
+        Hs /= spread
+    start = np.zeros(p + H + 2)
     start[0] = -math.log(max(float(R2.mean()), NOISE_BOUNDS[0]))  # the constant noise model's optimum
-    found = scipy.optimize.minimize(noise_model_objective, start, args=(X, F, R2), jac=True, method="L-BFGS-B")
-    return tuple(float(v) for v in found.x)
+    found = scipy.optimize.minimize(noise_model_objective, start, args=(X, F, R2, Hs), jac=True, method="L-BFGS-B")
+    v = found.x
+    if H:  # back to the raw units: v . (h - centre) / spread = (v / spread) . h - v . centre / spread
+        scaled = v[p + 1 : p + 1 + H] / spread
+        v = np.concatenate([[v[0] - scaled @ centre], v[1 : p + 1], scaled, [v[-1]]])
+    return tuple(float(w) for w in v)
 
 
-def noise_model_objective(v: np.ndarray, X: np.ndarray, F: np.ndarray, R2: np.ndarray) -> tuple[float, np.ndarray]:
+def noise_model_objective(v: np.ndarray, X: np.ndarray, F: np.ndarray, R2: np.ndarray,
+                          Hs: np.ndarray | None = None) -> tuple[float, np.ndarray]:
     """What :func:`fit_noise_model` minimises, and its gradient, at the weights ``v = (c, w, w_f)``: ``mean_s
     sum_n [exp(eta_sn) R2_sn / 2 - eta_sn / 2] + (|w|^2 + w_f^2) / 2``, ``eta_sn = c + x_n . w + w_f F_sn`` (within
-    the noise bounds), for inputs ``X : (n, p)``, draws' outputs ``F : (S, n)`` and squared residuals ``R2``."""
+    the noise bounds), for inputs ``X : (n, p)``, draws' outputs ``F : (S, n)`` and squared residuals ``R2``. With
+    hidden units ``Hs : (S, n, H)``, ``v = (c, w, v_h, w_f)`` and ``eta_sn`` adds ``Hs_sn . v_h``."""
     S, p = F.shape[0], X.shape[1]
-    eta = np.clip(v[0] + (X @ v[1 : p + 1])[None, :] + v[p + 1] * F, *LOG_NOISE_BOUNDS)
+    H = 0 if Hs is None else Hs.shape[2]
+    eta = v[0] + (X @ v[1 : p + 1])[None, :] + v[-1] * F
+    if H:
+        eta = eta + Hs @ v[p + 1 : p + 1 + H]
+    eta = np.clip(eta, *LOG_NOISE_BOUNDS)
     tau_r2 = np.exp(eta) * R2
     g = (0.5 * tau_r2 - 0.5) / S  # the derivative in eta, per draw and row
     w = v[1:]
     value = float((0.5 * tau_r2 - 0.5 * eta).sum() / S + 0.5 * w @ w)
-    return value, np.concatenate([[g.sum()], X.T @ g.sum(axis=0) + v[1 : p + 1], [(g * F).sum() + v[p + 1]]])
+    parts = [[g.sum()], X.T @ g.sum(axis=0) + v[1 : p + 1]]
+    if H:
+        parts.append(np.einsum("snh,sn->h", Hs, g) + v[p + 1 : p + 1 + H])
+    return value, np.concatenate([*parts, [(g * F).sum() + v[-1]]])

@@ -126,9 +126,10 @@ class FitOptions:
     # and yacht, every split better.
     noise_model: str = option(AUTO, "Gaussian likelihood: constant, one noise precision; linear, a noise precision "
                               "per prediction, log-linear in the standardised features and the network's output, "
-                              "fitted to the trained posterior on the training rows; auto: linear for a regression "
-                              "network whose noise precision is learned (not tuned), else constant.", kind="choice",
-                              choices=(AUTO, "constant", "linear"),
+                              "fitted to the trained posterior on the training rows; hidden (a network), the same "
+                              "with the network's last hidden layer as further features; auto: linear for a "
+                              "regression network whose noise precision is learned (not tuned), else constant.",
+                              kind="choice", choices=(AUTO, "constant", "linear", "hidden"),
                               applied="linear for a regression network with --noise-precision auto (not tuned), "
                                       "else constant")
     method: str | None = option(None, _method_help, kind="choice", choices=_methods, applied=_default_methods())
@@ -246,8 +247,12 @@ class FitOptions:
         return "linear" if learned and parse_hidden(self.hidden) else "constant"
 
     def _check_method(self) -> None:
-        if self.noise_model == "linear" and self.likelihood not in (AUTO, "gaussian"):
-            raise ConfigError(f"--noise-model linear needs a regression (a gaussian likelihood), not {self.likelihood}")
+        if self.noise_model in ("linear", "hidden") and self.likelihood not in (AUTO, "gaussian"):
+            raise ConfigError(f"--noise-model {self.noise_model} needs a regression (a gaussian likelihood), not "
+                              f"{self.likelihood}")
+        if self.noise_model == "hidden" and not parse_hidden(self.hidden):
+            raise ConfigError("--noise-model hidden needs a network: give --hidden (or --noise-model linear for a "
+                              "linear model)")
         method = self.resolved_method
         module = METHODS[method]
         solver = is_solver(module)
