@@ -55,6 +55,7 @@ from slangcli.gaussian.posteriors import components
 from slangcli.methods.base import Problem
 from slangcli.models import LOG_NOISE_BOUNDS, NOISE_BOUNDS
 from slangcli.predictive.metrics import expected_squared_residual, row_chunks
+from slangcli.threads import blas_threads
 
 # The smoothing window of the expected squared residual, in steps: one epoch, but at most this many steps, so that
 # on large training sets tau still follows the posterior within a fraction of the first epoch.
@@ -328,13 +329,14 @@ def fit_noise_model(model, posterior, X: np.ndarray, y: np.ndarray, seed: int, k
         X, y = X[rows], y[rows]
     F = np.empty((each * len(parts), len(X)))
     Hs = np.empty((each * len(parts), len(X), H)) if H else None
-    for k, (part, part_model, _) in enumerate(parts):
-        theta = part.sample(rng, each)
-        for rows in row_chunks(part_model, len(X), each):  # the activations of all rows at once may not fit
-            f, inputs = part_model.forward(theta, X[rows])
-            F[k * each : (k + 1) * each, rows] = f[..., 0]
-            if H:
-                Hs[k * each : (k + 1) * each, rows] = inputs[-1]
+    with blas_threads(model.n_params, len(F), len(X)):  # (as a training step of that many draws and rows)
+        for k, (part, part_model, _) in enumerate(parts):
+            theta = part.sample(rng, each)
+            for rows in row_chunks(part_model, len(X), each):  # the activations of all rows at once may not fit
+                f, inputs = part_model.forward(theta, X[rows])
+                F[k * each : (k + 1) * each, rows] = f[..., 0]
+                if H:
+                    Hs[k * each : (k + 1) * each, rows] = inputs[-1]
     R2 = (y - F) ** 2
     p = X.shape[1]
     if H:  # standardised units (a unit that never varies, say a dead ReLU, gets no weight: its column is 0)
@@ -345,7 +347,9 @@ def fit_noise_model(model, posterior, X: np.ndarray, y: np.ndarray, seed: int, k
         Hs /= spread
     start = np.zeros(p + H + 2)
     start[0] = -math.log(max(float(R2.mean()), NOISE_BOUNDS[0]))  # the constant noise model's optimum
-    found = scipy.optimize.minimize(noise_model_objective, start, args=(X, F, R2, Hs), jac=True, method="L-BFGS-B")
+    with blas_threads(p + H + 2, F.shape[0], len(X)):  # (matrix-vector products, which threads only slow down)
+        found = scipy.optimize.minimize(noise_model_objective, start, args=(X, F, R2, Hs), jac=True,
+                                        method="L-BFGS-B")
     v = found.x
     if H:  # back to the raw units: v . (h - centre) / spread = (v / spread) . h - v . centre / spread
         scaled = v[p + 1 : p + 1 + H] / spread
@@ -362,8 +366,9 @@ def noise_model_objective(v: np.ndarray, X: np.ndarray, F: np.ndarray, R2: np.nd
     S, p = F.shape[0], X.shape[1]
     H = 0 if Hs is None else Hs.shape[2]
     eta = v[0] + (X @ v[1 : p + 1])[None, :] + v[-1] * F
-    if H:
-        eta = eta + Hs @ v[p + 1 : p + 1 + H]
+    if H:  # (as one matrix of S n rows: a BLAS matrix-vector product each way)
+        Hs = Hs.reshape(-1, H)
+        eta = eta + (Hs @ v[p + 1 : p + 1 + H]).reshape(F.shape)
     eta = np.clip(eta, *LOG_NOISE_BOUNDS)
     tau_r2 = np.exp(eta) * R2
     g = (0.5 * tau_r2 - 0.5) / S  # the derivative in eta, per draw and row
@@ -371,5 +376,5 @@ def noise_model_objective(v: np.ndarray, X: np.ndarray, F: np.ndarray, R2: np.nd
     value = float((0.5 * tau_r2 - 0.5 * eta).sum() / S + 0.5 * w @ w)
     parts = [[g.sum()], X.T @ g.sum(axis=0) + v[1 : p + 1]]
     if H:
-        parts.append(np.einsum("snh,sn->h", Hs, g) + v[p + 1 : p + 1 + H])
+        parts.append(g.ravel() @ Hs + v[p + 1 : p + 1 + H])
     return value, np.concatenate([*parts, [(g * F).sum() + v[-1]]])
