@@ -138,19 +138,21 @@ def test_the_fit_recovers_a_known_log_linear_noise():
 @pytest.fixture(scope="module")
 def network():
     X, y, _ = _heteroscedastic(300, 3)
-    return slangcli.fit(X, y, hidden=4, iterations=60, eval_samples=10, seed=1), X, y
+    return slangcli.fit(X, y, hidden=4, iterations=60, eval_samples=10, seed=1, noise_model="linear"), X, y
 
 
 def test_a_regression_network_gets_the_noise_model_by_default(network):
-    result, X, y = network
-    assert result.model.noise_weights is not None and result.config["noise_model"] == "linear"
-    for options, expected in (({"hidden": 4}, "linear"), ({}, "constant"), ({"hidden": 4, "noise_precision": 2.0},
+    _, X, y = network
+    result = slangcli.fit(X, y, hidden=4, iterations=5, eval_samples=4)
+    assert result.model.noise_model == "hidden" and result.config["noise_model"] == "hidden"
+    for options, expected in (({"hidden": 4}, "hidden"), ({}, "constant"), ({"hidden": 4, "noise_precision": 2.0},
                               "constant"), ({"noise_precision": 2.0, "noise_model": "linear"}, "linear"),
                               ({"hidden": 4, "noise_model": "constant"}, "constant"),
                               # a noise precision chosen by --tune is one constant, which predictions use (the noise
                               # model replaced it in every prediction, unsaid)
                               ({"hidden": 4, "tune": "prior-precision, noise-precision"}, "constant"),
-                              ({"hidden": 4, "tune": "prior-precision"}, "linear")):
+                              ({"hidden": 4, "tune": "prior-precision"}, "hidden"),
+                              ({"hidden": 4, "noise_model": "linear"}, "linear")):
         chosen = FitOptions.of(likelihood="gaussian", **options).resolved_noise_model
         assert chosen == expected, options
     assert FitOptions.of(hidden=4, likelihood="bernoulli").resolved_noise_model == "constant"
@@ -200,7 +202,7 @@ def test_a_mixture_shares_one_noise_model_fitted_to_its_pooled_draws():
 
 def test_the_noise_model_is_reproducible_and_survives_the_run_file(network, tmp_path):
     result, X, y = network
-    again = slangcli.fit(X, y, hidden=4, iterations=60, eval_samples=10, seed=1)
+    again = slangcli.fit(X, y, hidden=4, iterations=60, eval_samples=10, seed=1, noise_model="linear")
     assert again.model.noise_weights == result.model.noise_weights
     result.save(tmp_path / "r.h5")
     assert read_run(tmp_path / "r.h5").model == result.model
@@ -228,7 +230,7 @@ def test_the_command_line_writes_and_uses_the_noise_model(tmp_path):
     run = tmp_path / "h.h5"
     assert_ok(invoke("fit", data, "-o", run, "--hidden", "4", "--iterations", "40", "--eval-samples", "8"))
     with h5py.File(run, "r") as f:
-        assert f["model/noise_weights"].shape == (5,)
+        assert f["model/noise_weights"].shape == (3 + 4 + 2,)
     out = tmp_path / "p.csv"
     assert_ok(invoke("predict", run, data, "-o", out, "--samples", "20"))
     aleatoric = np.genfromtxt(out, delimiter=",", names=True)["std_aleatoric"]
