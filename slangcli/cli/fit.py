@@ -19,7 +19,7 @@ from slangcli.methods import METHODS
 from slangcli.methods.base import rank_symbol
 from slangcli.methods.exact import closed_form
 from slangcli.runfile.io import read_run, write_run
-from slangcli.runfile.outputs import Terminated
+from slangcli.runfile.outputs import Terminated, catch_signals
 from slangcli.training import checkpoints
 from slangcli.training.checkpoints import Checkpointing
 from slangcli.training.fitting import fit as fit_run, resume as resume_run
@@ -230,7 +230,7 @@ def _checkpointing(output: str, checkpoint: dict | None, from_stdin: bool = Fals
     # signal handlers can only be set from the main thread; a fit run in another thread (a slang sweep task on a
     # Dask worker) checkpoints on time and step counts only, and its process's own signals stop it
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS} if main_thread else {}
+    previous = catch_signals(STOP_SIGNALS, handler) if main_thread else {}
     try:
         yield Checkpointing(write=write, stop=lambda: bool(received), urgent=urgent, keep=write_last.append,
                             **checkpoint)

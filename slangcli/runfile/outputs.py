@@ -350,6 +350,17 @@ def _h5py_converters() -> None:
     _converters_made = True
 
 
+def catch_signals(signums, handler) -> dict:
+    """Set ``handler`` for each of ``signums`` (main thread) that is not ignored, and return the handlers it
+    replaced. A signal the process started with ignored stays ignored: that is how ``nohup`` keeps a command
+    running when its terminal closes, and how a shell's background job ignores the terminal's Ctrl-C."""
+    previous = {}
+    for sig in signums:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            previous[sig] = signal.signal(sig, handler)
+    return previous
+
+
 @contextlib.contextmanager
 def signals_raise(signums=(signal.SIGTERM, signal.SIGHUP)):
     """While the block runs (main thread only), turn each of ``signums`` into :class:`Terminated` and ``SIGINT``
@@ -378,9 +389,7 @@ def signals_raise(signums=(signal.SIGTERM, signal.SIGHUP)):
     written.clear()  # a command called in-process after another names only its own outputs
     try:
         sys.unraisablehook = _keep_swallowed_signals(previous_hook)
-        previous[signal.SIGINT] = signal.signal(signal.SIGINT, handler)
-        for sig in signums:
-            previous[sig] = signal.signal(sig, handler)
+        previous.update(catch_signals((signal.SIGINT, *signums), handler))
         if hasattr(signal, "SIGXFSZ"):
             previous[signal.SIGXFSZ] = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         yield

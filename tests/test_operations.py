@@ -1,0 +1,60 @@
+"""The command line as an operations user drives it: signals a command started with ignored (``nohup``, a shell's
+background job), outputs named by a descriptor (``-o /dev/stdout``), replaced files' permissions, data read once
+from a descriptor's name or a closed standard input, empty output names, narrow or zero COLUMNS, the BLAS libraries
+listed in any order, and a diverging fit whose checkpoint slang must be able to read back."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from slangcli.runfile import provenance
+from slangcli.runfile.io import read_run
+from slangcli.runfile.outputs import signals_raise
+from test_reliability import ENV, leftovers, one_error, slang, small  # noqa: F401  (small: a fixture)
+
+
+def test_a_signal_ignored_at_start_stays_ignored():
+    """``nohup`` ignores SIGHUP, and a non-interactive shell's background job SIGINT, before the command starts:
+    the command's handlers replaced them, so a closed terminal or the terminal's Ctrl-C stopped the job."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with signals_raise():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_IGN, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGHUP)  # ignored: nothing is raised
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def test_a_fit_started_with_sighup_and_sigint_ignored_survives_them(small, tmp_path):
+    """Through the whole command (reading, training with its checkpoint handlers, scoring, writing), SIGHUP and
+    SIGINT every 20 ms: the fit completes, exit 0."""
+    def ignore():
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    proc = subprocess.Popen([sys.executable, "-m", "slangcli", "fit", small / "train.csv", "--hidden", "8",
+                             "--epochs", "300", "--checkpoint-every", "50", "-o", tmp_path / "r.h5", "--no-progress"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV,
+                            preexec_fn=ignore)
+    sent = 0
+    while proc.poll() is None:
+        time.sleep(0.02)
+        try:
+            proc.send_signal(signal.SIGHUP)
+            proc.send_signal(signal.SIGINT)
+            sent += 1
+        except ProcessLookupError:
+            break
+    err = proc.stderr.read()
+    proc.wait()
+    assert proc.returncode == 0 and sent > 10, err
+    assert read_run(tmp_path / "r.h5").status == "complete"
