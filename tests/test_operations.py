@@ -58,3 +58,17 @@ def test_a_fit_started_with_sighup_and_sigint_ignored_survives_them(small, tmp_p
     proc.wait()
     assert proc.returncode == 0 and sent > 10, err
     assert read_run(tmp_path / "r.h5").status == "complete"
+
+
+def test_an_output_named_by_a_descriptor_is_refused_and_the_file_behind_it_kept(small, tmp_path):
+    """``-o /dev/stdout >> log.txt`` renamed the predictions onto log.txt: what it held was gone, exit 0."""
+    log = tmp_path / "log.txt"
+    log.write_text("precious\n")
+    (tmp_path / "out").symlink_to("/dev/fd/1")
+    for target in ("/dev/stdout", "/proc/self/fd/1", "out"):
+        with open(log, "a") as stdout:
+            result = slang("predict", small / "linear.h5", small / "train.csv", "-o", target, cwd=tmp_path,
+                           stdout=stdout)
+        one_error(result, 2, "a descriptor this process has open", "-o -")
+        assert log.read_text() == "precious\n", target
+    assert leftovers(tmp_path) == []

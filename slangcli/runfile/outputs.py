@@ -77,6 +77,14 @@ def check_output_path(output) -> None:
         # (an empty path resolves to the working directory, which is found only when the finished fit is written)
         raise UnusableOutput("the output path is empty; give a file name")
     _check_path_length(text)
+    # (imported here: the command line imports this module for every command, --version too, which loads no NumPy)
+    from slangcli.data.readers._common import names_a_descriptor
+
+    if names_a_descriptor(text):
+        # /dev/stdout leads to the file the shell opened (for appending, say): renaming the finished output onto
+        # that file's name would replace the file, and what was written to it before
+        raise UnusableOutput(f"{shown} is a descriptor this process has open (a standard stream), not a file name; "
+                             "give the file's own name (predict writes to standard output with -o -)")
     if text.endswith(os.sep) or os.path.isdir(text):
         raise UnusableOutput(f"{shown} is a directory; give a file name")
     if os.path.islink(text) and not os.path.exists(text):

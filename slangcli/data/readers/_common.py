@@ -171,6 +171,22 @@ def _data_kind(mode) -> str | None:
             else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
 
 
+_DESCRIPTOR = re.compile(r"/(dev|proc/(self|thread-self|[0-9]+))/fd/[0-9]+|/dev/std(in|out|err)")
+
+
+def names_a_descriptor(path) -> bool:
+    """Whether ``path`` is, or leads by symbolic links to, the name of an open descriptor of the process that
+    uses it (``/dev/stdin``, ``/dev/fd/N``, ``/proc/self/fd/N``): another process finds another file under it."""
+    path = os.fspath(path)
+    for _ in range(40):  # (the system's own limit on a chain of links)
+        if _DESCRIPTOR.fullmatch(os.path.normpath(os.path.abspath(path))):
+            return True
+        if not os.path.islink(path):
+            return False
+        path = os.path.join(os.path.dirname(path), os.readlink(path))
+    return False
+
+
 def _stdin_kind() -> str | None:
     """What standard input is when it is not data: a device other than a terminal (``< /dev/urandom``)."""
     try:
