@@ -72,3 +72,22 @@ def test_an_output_named_by_a_descriptor_is_refused_and_the_file_behind_it_kept(
         one_error(result, 2, "a descriptor this process has open", "-o -")
         assert log.read_text() == "precious\n", target
     assert leftovers(tmp_path) == []
+
+
+def test_a_replaced_output_keeps_its_permissions(small, tmp_path):
+    for name, command in (("p.csv", ["predict", small / "linear.h5", small / "train.csv"]),
+                          ("r.h5", ["fit", small / "train.csv", "--epochs", "2", "--no-progress"])):
+        path = tmp_path / name
+        path.write_text("old\n")
+        path.chmod(0o600)
+        assert slang(*command, "-o", path, cwd=tmp_path).returncode == 0
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, name
+    fresh = tmp_path / "new.csv"
+    assert slang("predict", small / "linear.h5", small / "train.csv", "-o", fresh, cwd=tmp_path).returncode == 0
+    assert stat.S_IMODE(os.stat(fresh).st_mode) == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

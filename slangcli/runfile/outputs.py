@@ -153,6 +153,19 @@ def _create(tmp: str) -> None:
     os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
 
 
+def _keep_permissions(target, tmp) -> None:
+    """Give ``tmp`` the permission bits of the file ``target`` it is about to replace, and its owner and group
+    where this process may: a private file (0600) stays private when a command rewrites it."""
+    try:
+        st = os.stat(target)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    os.chmod(tmp, stat.S_IMODE(st.st_mode))
+    if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+        with contextlib.suppress(PermissionError):  # (only the superuser may give a file away)
+            os.chown(tmp, st.st_uid, st.st_gid)
+
+
 def temporary_beside(path) -> str:
     """A new empty file in ``path``'s directory (so renaming it onto ``path`` is atomic), named ``.NAME.*.tmp``,
     with the permissions of any new file."""
@@ -200,6 +213,7 @@ def atomic_output(path):
         raise_swallowed_signal()  # a signal whose exception was lost before the output was begun
         yield tmp
         raise_swallowed_signal()  # a signal whose exception was lost during the block still stops the rename
+        _keep_permissions(target, tmp)
         renaming = True
         os.replace(tmp, target)
         if os.fspath(path) not in written:  # (a file rewritten, as a sweep's table is, is named once)
