@@ -91,3 +91,15 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_diverging_fit_writes_no_checkpoint_slang_cannot_read(small, tmp_path):
+    """Bayes by Backprop at --lr 1000: its log standard deviations reached 1e8 at the first step, finite, and the
+    checkpoint of that step replaced the output; every command then refused the file (``log_sigma must lie in
+    [-300, 300]``). That step is now the divergence, and the file before the fit is kept."""
+    run = tmp_path / "r.h5"
+    run.write_bytes((small / "linear.h5").read_bytes())
+    result = slang("fit", small / "train.csv", "--method", "bbb", "--lr", "1000", "--epochs", "20",
+                   "--checkpoint-every", "1", "-o", run, "--no-progress", cwd=tmp_path)
+    one_error(result, 1, "diverged", "beyond 300", "log_sigma")
+    assert run.read_bytes() == (small / "linear.h5").read_bytes()

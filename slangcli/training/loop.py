@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from slangcli.errors import DivergenceError
-from slangcli.gaussian.posteriors import MAX_ABS_VALUE
+from slangcli.gaussian.posteriors import MAX_ABS_LOG_SIGMA, MAX_ABS_VALUE
 from slangcli.methods.base import Problem, describe
 from slangcli.methods.reparam import snr
 from slangcli.streams import INIT, SNR, STEP, Minibatches, derive_rng
@@ -135,17 +135,24 @@ def _check_finite(names: tuple, state, step: int, epoch: int) -> None:
     """O(D) per step: the state arrays ``names`` the method declares (its ``finite_fields``): the mean and the
     diagonal precision (a non-finite U reaches d through its correction), or the log standard deviations (Bayes by
     Backprop) or log scales (k-tied). A non-finite dense precision fails its Cholesky factorisation, which is
-    reported as a failed linear-algebra routine. Values beyond ``MAX_ABS_VALUE``, which a run file may not hold
-    (``slangcli.runfile.io``), are a divergence too: no checkpoint or run is written that slang could not read back."""
+    reported as a failed linear-algebra routine. Values a run file may not hold (``slangcli.runfile.io``) are a
+    divergence too, so that no checkpoint or run is written that slang could not read back: beyond
+    ``MAX_ABS_VALUE`` in magnitude, a log standard deviation or log scale beyond ``MAX_ABS_LOG_SIGMA`` (its square's
+    exponential must stay finite), a diagonal precision ``d`` below ``1 / MAX_ABS_VALUE``."""
     for name in names:
         value = getattr(state, name, None)
+        if value is None:
+            continue
+        bound = MAX_ABS_LOG_SIGMA if name.startswith("log") else MAX_ABS_VALUE
         # one reduction per array (NaN makes the maximum NaN, which fails the test); compared as a Python float, since
         # a float32 state would turn the bound into infinity
-        if value is None or float(np.abs(value).max(initial=0.0)) <= MAX_ABS_VALUE:
+        if float(np.abs(value).max(initial=0.0)) <= bound:
+            if name == "d" and value.size and not float(value.min()) >= 1.0 / MAX_ABS_VALUE:
+                raise DivergenceError(_diverged(step, epoch, f"a precision below {1.0 / MAX_ABS_VALUE:g} ({name})"))
             continue
         if not np.isfinite(value).all():
             raise DivergenceError(_diverged(step, epoch, f"non-finite parameters ({name})"))
-        raise DivergenceError(_diverged(step, epoch, f"parameters beyond {MAX_ABS_VALUE:g} in magnitude ({name})"))
+        raise DivergenceError(_diverged(step, epoch, f"parameters beyond {bound:g} in magnitude ({name})"))
 
 
 def run(
