@@ -229,6 +229,26 @@ def _checkpoint_file(tmp_path, data_csv, name="ck.h5"):
     return path
 
 
+@pytest.mark.skipif(os.geteuid() == 0 and not os.path.exists("/usr/bin/setpriv"),
+                    reason="as root, the permission bits bind only without its capabilities (setpriv)")
+def test_a_resume_that_cannot_write_is_refused_before_training(tmp_path, data_csv):
+    """--resume of a checkpoint in a read-only directory trained to the end, then failed to write (probe 14)."""
+    directory = tmp_path / "ro"
+    directory.mkdir()
+    path = _checkpoint_file(directory, data_csv)
+    directory.chmod(0o555)
+    try:
+        as_user = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"] if os.geteuid() == 0 else []
+        started = time.perf_counter()
+        result = subprocess.run([*as_user, sys.executable, "-m", "slangcli", "fit", "--resume", str(path)],
+                                capture_output=True, text=True, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert f"directory {directory} is not writable" in result.stderr and "Traceback" not in result.stderr
+        assert read_run(path).status == "checkpoint" and time.perf_counter() - started < 60
+    finally:
+        directory.chmod(0o755)
+
+
 def test_evaluate_and_predict_say_a_checkpoint_is_not_a_finished_fit(tmp_path, data_csv):
     """A checkpoint was scored and predicted like a finished run, with no sign that it was not (probe 8)."""
     path = _checkpoint_file(tmp_path, data_csv)

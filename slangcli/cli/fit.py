@@ -19,7 +19,7 @@ from slangcli.methods import METHODS
 from slangcli.methods.base import rank_symbol
 from slangcli.methods.exact import closed_form
 from slangcli.runfile.io import read_run, write_run
-from slangcli.runfile.outputs import Terminated, catch_signals
+from slangcli.runfile.outputs import Terminated, UnusableOutput, catch_signals, check_output_path
 from slangcli.training import checkpoints
 from slangcli.training.checkpoints import Checkpointing
 from slangcli.training.fitting import fit as fit_run, resume as resume_run
@@ -259,6 +259,10 @@ def _checkpointing(output: str, checkpoint: dict | None, from_stdin: bool = Fals
 
 def _resume(path: str, checkpoint: dict, progress, as_json) -> None:
     run = read_run(path)
+    try:  # the checkpoint is replaced by the fit: a directory or file that cannot be written is found now, not after
+        check_output_path(path)
+    except UnusableOutput as exc:
+        raise click.BadParameter(str(exc), param_hint="'--resume'") from None
     label = f"{run.config.get('method')} (resumed at step {run.metrics.get('steps')})"
     with progress_bar(progress, label) as bar, _checkpointing(path, checkpoint) as checkpointing:
         run = resume_run(run, path, progress=bar, notify=note, checkpointing=checkpointing)
