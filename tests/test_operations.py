@@ -93,6 +93,17 @@ def _umask() -> int:
     return mask
 
 
+def test_the_blas_libraries_compare_in_any_order():
+    """threadpoolctl lists the loaded BLAS libraries in an order that varies between processes: half the resumes
+    in one environment warned that the BLAS had changed."""
+    libraries = [{"internal_api": "openblas", "version": "0.3.30"}, {"internal_api": "openblas", "version": "0.3.31"}]
+    assert provenance._blas_text(libraries) == provenance._blas_text(libraries[::-1])
+    now = provenance.environment()["blas"]
+    meta = {"versions": provenance.versions(), "environment": {"blas": now[::-1]}}
+    assert provenance.version_change(meta) is None
+    assert now == sorted(now, key=lambda lib: provenance.json.dumps(lib, sort_keys=True, default=str))
+
+
 def test_a_diverging_fit_writes_no_checkpoint_slang_cannot_read(small, tmp_path):
     """Bayes by Backprop at --lr 1000: its log standard deviations reached 1e8 at the first step, finite, and the
     checkpoint of that step replaced the output; every command then refused the file (``log_sigma must lie in

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import importlib.metadata
+import json
 import os
 import platform
 
@@ -48,6 +49,8 @@ def environment() -> dict:
         blas = [{key: info.get(key) for key in ("internal_api", "version", "num_threads", "threading_layer",
                                                 "architecture")}
                 for info in threadpool_info() if info.get("user_api") == "blas"]
+        # (threadpoolctl lists the loaded libraries in an order that varies from one process to the next)
+        blas.sort(key=lambda lib: json.dumps(lib, sort_keys=True, default=str))
     except Exception:  # noqa: BLE001 - threadpoolctl inspects the loaded libraries; a failure there is no error of ours
         blas = None
     return {"platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
@@ -97,5 +100,5 @@ def version_change(checkpoint_meta: dict) -> str | None:
 def _blas_text(libraries) -> str | None:
     if not isinstance(libraries, list):
         return None
-    return "; ".join(f"{lib.get('internal_api')} {lib.get('version')}" for lib in libraries
-                     if isinstance(lib, dict)) or "none"
+    return "; ".join(sorted(f"{lib.get('internal_api')} {lib.get('version')}" for lib in libraries
+                            if isinstance(lib, dict))) or "none"  # (in any order: a set of libraries)
