@@ -547,8 +547,8 @@ def test_the_resume_hint_is_a_command_that_works(tmp_path, reference_fit, stdin)
         pytest.skip(f"the fit ended before the signal (exit {proc.returncode})")
     inspected = subprocess.run([sys.executable, "-m", "slangcli", "inspect", out], capture_output=True, text=True)
     if stdin:
-        assert "its data came from standard input, which --resume cannot read again" in err, err
-        assert "its data came from standard input: --resume cannot read them again" in inspected.stderr
+        assert "its data came from standard input or a pipe, which --resume cannot read again" in err, err
+        assert "its data came from standard input or a pipe: --resume cannot read them again" in inspected.stderr
     else:
         hint = f"continue with: slang fit --resume {shlex.quote(str(out))}"
         assert hint in err and hint in inspected.stderr, err

@@ -93,6 +93,19 @@ def _umask() -> int:
     return mask
 
 
+def test_data_read_from_a_descriptors_name_is_recorded_as_read_once(small, tmp_path):
+    """``slang fit /dev/stdin < file`` recorded /dev/stdin as the training file: evaluate then compared the sha256
+    of whatever its own standard input was (or waited on the terminal)."""
+    with open(small / "train.csv") as data:
+        fitted = slang("fit", "/dev/stdin", "--epochs", "2", "--test-fraction", "0.3", "-o", "r.h5",
+                       "--no-progress", cwd=tmp_path, stdin=data)
+    assert fitted.returncode == 0, fitted.stderr
+    assert read_run(tmp_path / "r.h5").data["train"]["stream"] is True
+    evaluated = slang("evaluate", "r.h5", cwd=tmp_path, stdin=subprocess.DEVNULL)
+    one_error(evaluated, 2, "read from a pipe or stream (/dev/stdin)", "pass the data explicitly")
+    assert slang("evaluate", "r.h5", small / "train.csv", cwd=tmp_path).returncode == 0
+
+
 def test_the_blas_libraries_compare_in_any_order():
     """threadpoolctl lists the loaded BLAS libraries in an order that varies between processes: half the resumes
     in one environment warned that the BLAS had changed."""

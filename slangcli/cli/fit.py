@@ -11,6 +11,7 @@ from dataclasses import fields
 
 import click
 
+from slangcli.data.readers import is_stream_path
 from slangcli.cli.options import FloatRange, check_output, fit_options, invocation
 from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
 from slangcli.data.sources import DataOptions
@@ -135,7 +136,7 @@ def fit(data, output, scheduler, checkpoint_every, checkpoint_seconds, resume_pa
     rank = options.hyper.get("rank")
     label = (resolved or "fit") + (f" {rank_symbol(METHODS[resolved])}={rank}" if rank is not None and resolved
                                    else "")
-    with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint, data == "-",
+    with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint, is_stream_path(data),
                            checkpoints.unchecked(options, scheduler is not None)) as checkpointing, \
             _cluster_map(scheduler) as map_jobs:
         run = fit_run(opts, options, command=invocation(), progress=bar, notify=note, checkpointing=checkpointing,
@@ -218,7 +219,7 @@ def _checkpointing(output: str, checkpoint: dict | None, from_stdin: bool = Fals
     def stopped(signum: int, what: str, hint: str | None = None, at_once: bool = False):
         name = signal.Signals(signum).name
         if written:
-            resume = ("its data came from standard input, which --resume cannot read again" if from_stdin
+            resume = ("its data came from standard input or a pipe, which --resume cannot read again" if from_stdin
                       else f"continue with: slang fit --resume {shlex.quote(output)}")
             error(f"{what} ({name}); the fit so far (step {written[-1]}) is in {output}; {resume}")
         elif at_once:
@@ -247,7 +248,7 @@ def _checkpointing(output: str, checkpoint: dict | None, from_stdin: bool = Fals
                 write_last[-1]()
                 error(f"{verb} while {stopped_during[0]} ({signal.Signals(exc.signum).name}); the trained fit (step "
                       f"{written[-1]}, its last) is in {output}; "
-                      + ("its data came from standard input, which --resume cannot read again" if from_stdin
+                      + ("its data came from standard input or a pipe, which --resume cannot read again" if from_stdin
                          else f"score it with: slang fit --resume {shlex.quote(output)}"))
                 sys.exit(128 + exc.signum)
             stopped(exc.signum, f"{verb} while {stopped_during[0]}", at_once=True)

@@ -9,6 +9,7 @@ import click
 import numpy as np
 from rich.text import Text
 
+from slangcli.data.readers import read_once
 from slangcli.cli.output import emit_json, needs_stdout, stderr
 from slangcli.methods.exact import closed_form
 from slangcli.predictive import conformal
@@ -225,8 +226,8 @@ def inspect(run_file, as_json):
             (f"status     checkpoint at step {m.get('steps')} of {m.get('n_steps')}{member}"
              f"{', trained, not yet scored' if trained else ''}", "bold"),
             f" ({m.get('fit_seconds', 0.0):.1f} s so far); "
-            + ("its data came from standard input: --resume cannot read them again"
-               if (d.get("train") or {}).get("path") == "-"
+            + ("its data came from standard input or a pipe: --resume cannot read them again"
+               if read_once(d.get("train") or {})
                else f"{'score it' if trained else 'continue'} with: slang fit --resume {shlex.quote(run_file)}")))
     # (the file's own strings are text, never markup: only these two parts are bold)
     for line in lines:

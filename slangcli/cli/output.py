@@ -176,8 +176,11 @@ def checkpoint_note(run, run_file: str, what: str = "scores") -> str | None:
         text += "; its calibration comes with the finished fit (no calibrated intervals yet)"
     if run.config.get("noise_model") in ("linear", "hidden") and getattr(run.model, "noise_weights", None) is None:
         text += "; its noise model comes with the finished fit (the constant noise precision predicts here)"
-    if ((run.data or {}).get("train") or {}).get("path") == "-":
-        return text + "; its data came from standard input, which --resume cannot read again"
+    from slangcli.data.readers import read_once  # (here: every command imports this module, --version too,
+    # which loads no NumPy)
+
+    if read_once((run.data or {}).get("train") or {}):
+        return text + "; its data came from standard input or a pipe, which --resume cannot read again"
     return text + f"; slang fit --resume {shlex.quote(run_file)} finishes it"
 
 

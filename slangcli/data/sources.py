@@ -23,7 +23,8 @@ from slangcli.data.prepare import (LabelMap, Prepared, Standardizer, TooFewClass
 from slangcli.declare import DELIMITERS, MAX_SEED, check_value, option
 from slangcli.errors import ConfigError, DataError
 from slangcli.data.readers import (ARRAYS, MISSING_POLICIES, NA_VALUES, STDIN, Table, TargetNameWithoutHeader,
-                                   is_uci_folder, line_of_row, read_table, read_uci_folder, sha256_file, widen)
+                                   is_uci_folder, line_of_row, read_once, read_table, read_uci_folder, sha256_file,
+                                   widen)
 from slangcli.data.readers._common import _fmt_label
 from slangcli.data.schema import CLASSES, TARGET_NUMERIC, Column, Schema, Target, schema_of
 
@@ -555,6 +556,8 @@ def recorded_files(info: dict) -> list[tuple[str, str]]:
     files = []
     for key, value in info.items():
         digest = info.get(key[: -len("path")] + "sha256") if key.endswith("path") else None
+        if key == "path" and read_once(info):
+            continue
         if isinstance(value, str) and isinstance(digest, str) and value != STDIN:
             files.append((value, digest))
     return files
@@ -574,9 +577,12 @@ def _verify(run_name: str, what: str, path: str, expected: str | None) -> None:
 
 
 def _verify_source(run_name: str, what: str, info: dict) -> None:
-    """:func:`_verify` of a recorded data source: its data file first (standard input, or a file gone, said as
-    such), then every other file it names with a digest (an IDX labels file, a UCI folder's index and column
-    files: :func:`recorded_files`)."""
+    """:func:`_verify` of a recorded data source: its data file first (standard input or another stream, or a file
+    gone, said as such), then every other file it names with a digest (an IDX labels file, a UCI folder's index
+    and column files: :func:`recorded_files`)."""
+    if info.get("stream") is True:
+        raise ConfigError(f"{run_name}: its {what} data were read from a pipe or stream ({info['path']}), which "
+                          "cannot be read again; pass the data explicitly")
     _verify(run_name, what, info["path"], info.get("sha256"))
     for path, digest in recorded_files(info):
         if path != info["path"]:

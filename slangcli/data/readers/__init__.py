@@ -19,7 +19,8 @@ import os
 import numpy as np
 
 from slangcli.data.readers._common import (ARRAYS, STDIN, Input, Table, check_distinct_names, line_of_row,
-                                          reading_progress, sha256_file, text_batches)
+                                          is_stream_path, read_once, reading_progress, sha256_file,
+                                          text_batches)
 from slangcli.data.readers.idx import _looks_like_idx, _read_idx, read_idx
 from slangcli.errors import DataError
 from slangcli.data.readers.text import (MISSING_POLICIES, NA_VALUES, _looks_like_libsvm, _parse_csv, _parse_libsvm,
@@ -34,7 +35,9 @@ __all__ = [
     "Table",
     "TargetNameWithoutHeader",
     "check_distinct_names",
+    "is_stream_path",
     "line_of_row",
+    "read_once",
     "read_table",
     "read_idx",
     "read_uci_folder",
@@ -138,6 +141,8 @@ def read_table(path, *, format="auto", target=None, delimiter=None, header=None,
 
     provenance = _text_provenance(name, digest, fmt, X, header_used, delimiter_used, target_used,
                                   source.compressed, info)
+    if source.stream and name != STDIN:  # (read once, as standard input is: nothing can read it again)
+        provenance["stream"] = True
     return Table(X=X, y=y, feature_names=feature_names, provenance=provenance, rows=info.get("rows"),
                  text=info.get("text"), lines=info.get("lines"), columns=info.get("feature_columns"),
                  target_column=info.get("target_column"))

@@ -187,6 +187,22 @@ def names_a_descriptor(path) -> bool:
     return False
 
 
+def is_stream_path(name) -> bool:
+    """Whether the data argument ``name`` is read once: standard input (``-``), a pipe, or a descriptor's name."""
+    if name == STDIN or names_a_descriptor(name):
+        return True
+    try:
+        return stat.S_ISFIFO(os.stat(name).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def read_once(info: dict) -> bool:
+    """Whether a recorded data source (a run's ``data["train"]`` or ``data["test"]``) was read from standard input
+    or another stream (a pipe, ``/dev/stdin``), which cannot be read again."""
+    return info.get("path") == STDIN or info.get("stream") is True
+
+
 def _stdin_kind() -> str | None:
     """What standard input is when it is not data: a device other than a terminal (``< /dev/urandom``)."""
     try:
@@ -282,6 +298,9 @@ class Input:
     def __init__(self, name):
         self.name = name
         self._stored = None  # a stream's blocks
+        # read once: standard input, a pipe (a FIFO, a shell's <(...)), or a descriptor's name (/dev/stdin), which
+        # names another file, or none, in a later process
+        self.stream = name == STDIN or names_a_descriptor(name)
         if name == STDIN:
             kind = _stdin_kind()
             if kind is not None:
@@ -289,6 +308,7 @@ class Input:
             self._stored = _read_stream(sys.stdin.buffer, name)
         else:
             file, is_stream = _open(name)
+            self.stream = self.stream or is_stream
             if is_stream:
                 with file:
                     self._stored = _read_stream(file, name)
