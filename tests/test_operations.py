@@ -106,6 +106,16 @@ def test_data_read_from_a_descriptors_name_is_recorded_as_read_once(small, tmp_p
     assert slang("evaluate", "r.h5", small / "train.csv", cwd=tmp_path).returncode == 0
 
 
+def test_standard_input_closed_is_said_in_one_line(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "slangcli", "fit", "-", "-o", "x.h5"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            preexec_fn=lambda: os.close(0))
+    out, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err
+    one_error(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), 1, "standard input is closed")
+    assert not (tmp_path / "x.h5").exists()
+
+
 def test_the_blas_libraries_compare_in_any_order():
     """threadpoolctl lists the loaded BLAS libraries in an order that varies between processes: half the resumes
     in one environment warned that the BLAS had changed."""

@@ -302,6 +302,8 @@ class Input:
         # names another file, or none, in a later process
         self.stream = name == STDIN or names_a_descriptor(name)
         if name == STDIN:
+            if sys.stdin is None:  # (the process started with descriptor 0 closed: <&-)
+                raise DataError(f"{name}: standard input is closed; give the data's file name")
             kind = _stdin_kind()
             if kind is not None:
                 raise DataError(f"{name}: standard input is {kind}, not a data file or a pipe")
