@@ -116,6 +116,16 @@ def test_standard_input_closed_is_said_in_one_line(tmp_path):
     assert not (tmp_path / "x.h5").exists()
 
 
+@pytest.mark.parametrize("command", [["sweep", "{data}", "--epochs", "2"], ["compress", "{mlp}", "--rank", "1,2"]])
+@pytest.mark.parametrize("output, words", [("", "empty"), ("-", "'-'")])
+def test_an_empty_or_dash_output_is_refused(small, tmp_path, command, output, words):
+    """An unset $OUT made ``sweep -o ''`` write its table and runs into the working directory, and ``compress
+    --rank 1,2 -o ''`` files named -k1 and -k2."""
+    args = [a.format(data=small / "train.csv", mlp=small / "mlp.h5") for a in command]
+    one_error(slang(*args, "-o", output, cwd=tmp_path), 2, words)
+    assert sorted(os.listdir(tmp_path)) == []
+
+
 def test_the_blas_libraries_compare_in_any_order():
     """threadpoolctl lists the loaded BLAS libraries in an order that varies between processes: half the resumes
     in one environment warned that the BLAS had changed."""

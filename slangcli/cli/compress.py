@@ -93,6 +93,8 @@ def compress(run_file, ranks, output, evaluate, samples, seed, as_json):
     relative reconstruction error per layer, and the variational parameter counts before and after.
     """
     rank_list = parse_ranks(ranks)
+    if output in ("", "-"):  # (the names of several ranks are made from it: -k1, -k2 would be written instead)
+        check_output(output, [run_file])
     outputs = rank_outputs(output, rank_list)
     for path in outputs:
         check_output(path, [run_file])

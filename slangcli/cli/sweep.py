@@ -84,6 +84,11 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
     points = points_of(grids)
     for line in not_applied(grids):
         note(line)
+    if not directory.strip():  # (an unset variable, -o "$OUT": the working directory is not what was meant)
+        raise click.BadParameter("the output directory is empty; give a directory name", param_hint="'-o'")
+    if directory == "-":
+        raise click.BadParameter("'-' is standard output; give a directory name (./- for a directory named '-')",
+                                 param_hint="'-o'")
     directory = os.path.abspath(directory)
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise click.BadParameter(f"{directory} is not a directory", param_hint="'-o'")
