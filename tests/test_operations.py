@@ -126,6 +126,15 @@ def test_an_empty_or_dash_output_is_refused(small, tmp_path, command, output, wo
     assert sorted(os.listdir(tmp_path)) == []
 
 
+@pytest.mark.parametrize("columns", ["0", "20"])
+def test_a_small_columns_loses_no_output(small, tmp_path, columns):
+    """COLUMNS=0 printed nothing of evaluate's table (exit 0), and COLUMNS=20 cut its numbers to ``0.4…`` in a log."""
+    result = subprocess.run([sys.executable, "-m", "slangcli", "evaluate", small / "linear.h5", small / "train.csv"],
+                            cwd=tmp_path, capture_output=True, text=True, env={**ENV, "COLUMNS": columns})
+    assert result.returncode == 0 and "nll" in result.stderr.lower(), result.stderr
+    assert "…" not in result.stderr
+
+
 def test_the_blas_libraries_compare_in_any_order():
     """threadpoolctl lists the loaded BLAS libraries in an order that varies between processes: half the resumes
     in one environment warned that the BLAS had changed."""

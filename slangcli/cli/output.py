@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import shlex
 import sys
 import time
@@ -26,7 +27,19 @@ class _Console(Console):
         raise BrokenPipeError
 
 
-stderr = _Console(stderr=True, highlight=False, soft_wrap=True)
+def _width() -> int | None:
+    """The messages' width where rich's own choice would lose text: written to a file or a pipe, 80 columns at
+    least (a small COLUMNS cut the tables' numbers to ``0.4…``); on a terminal at least 40 (``COLUMNS=0`` printed
+    nothing at all). None: rich's choice (the terminal's width, or COLUMNS)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        return None
+    least = 40 if sys.stderr is not None and sys.stderr.isatty() else 80
+    return least if columns < least else None
+
+
+stderr = _Console(stderr=True, highlight=False, soft_wrap=True, width=_width())
 
 
 # Every message is one line: the paths, cells and names it quotes come from the user, and a newline or a terminal
