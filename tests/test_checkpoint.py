@@ -229,6 +229,18 @@ def _checkpoint_file(tmp_path, data_csv, name="ck.h5"):
     return path
 
 
+def test_a_fit_that_replaces_a_checkpoint_says_so(tmp_path, data_csv):
+    """The stopped fit's command run again started from step 0 over its checkpoint, without a word (probe 14)."""
+    path = _checkpoint_file(tmp_path, data_csv)
+    again = CliRunner().invoke(main, ["fit", str(data_csv), "-o", str(path), "--epochs", "2", "--no-progress"])
+    assert again.exit_code == 0, again.output
+    assert (f"slang: {path} holds the checkpoint of a stopped fit (step 4 of 48), which this fit replaces; slang fit "
+            f"--resume {path} continues it instead") in again.stderr.splitlines()
+    assert read_run(path).status == "complete"
+    once_more = CliRunner().invoke(main, ["fit", str(data_csv), "-o", str(path), "--epochs", "2", "--no-progress"])
+    assert once_more.exit_code == 0 and "checkpoint" not in once_more.stderr  # a finished run: replaced unsaid
+
+
 @pytest.mark.skipif(os.geteuid() == 0 and not os.path.exists("/usr/bin/setpriv"),
                     reason="as root, the permission bits bind only without its capabilities (setpriv)")
 def test_a_resume_that_cannot_write_is_refused_before_training(tmp_path, data_csv):

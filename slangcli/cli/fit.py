@@ -15,7 +15,7 @@ from slangcli.data.readers import is_stream_path
 from slangcli.cli.options import FloatRange, check_output, fit_options, invocation
 from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
 from slangcli.data.sources import DataOptions
-from slangcli.errors import ConfigError, DivergenceError, Interrupted
+from slangcli.errors import ConfigError, DivergenceError, Interrupted, SlangError
 from slangcli.methods import METHODS
 from slangcli.methods.base import rank_symbol
 from slangcli.methods.exact import closed_form
@@ -115,6 +115,7 @@ def fit(data, output, scheduler, checkpoint_every, checkpoint_seconds, resume_pa
     data_names = {f.name for f in fields(DataOptions) if f.metadata}
     read = {name: value for name, value in given.items() if name in data_names}
     check_output(output, [data, read["test"]])
+    _note_replaced_checkpoint(output)
     if data == "-" and read["test"] == "-":
         raise click.UsageError("standard input (-) can be read only once: give it as DATA or as --test, not both")
     # the fit's own options and the methods' (not given: None, the method's default), and the data's, checked once,
@@ -256,6 +257,22 @@ def _checkpointing(output: str, checkpoint: dict | None, from_stdin: bool = Fals
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def _note_replaced_checkpoint(output: str) -> None:
+    """Say so when OUTPUT holds the checkpoint of a stopped fit, which this fit replaces (the command that made it,
+    run again, starts from step 0; --resume would have continued it)."""
+    try:
+        with open(output, "rb") as f:
+            if f.read(8) != b"\x89HDF\r\n\x1a\n":
+                return
+        run = read_run(output)
+    except (OSError, SlangError):  # (no file, or none slang reads: replaced without a word, as any file is)
+        return
+    if run.status == "checkpoint":
+        note(f"{output} holds the checkpoint of a stopped fit (step {run.metrics.get('steps')} of "
+             f"{run.metrics.get('n_steps')}), which this fit replaces; slang fit --resume {shlex.quote(output)} "
+             "continues it instead")
 
 
 def _resume(path: str, checkpoint: dict, progress, as_json) -> None:
