@@ -183,14 +183,7 @@ def is_no_space(exc: BaseException) -> bool:
     """Whether ``exc`` (or an exception it was raised from) is a full disk or a file-size limit.
 
     libhdf5 reports a failed write as its own error, whose message carries the system's error text."""
-    while exc is not None:
-        if isinstance(exc, OSError) and exc.errno in NO_SPACE:
-            return True
-        text = str(exc)
-        if any(os.strerror(code) in text for code in NO_SPACE):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return _no_space_code(exc) is not None
 
 
 @contextlib.contextmanager
@@ -231,9 +224,28 @@ def atomic_output(path):
         raise
 
 
+# what stopped a write, by its error code (a full disk, a quota, this process's file-size limit)
+NO_SPACE_TEXT = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+                 errno.EFBIG: "the file-size limit (ulimit -f) reached"}
+
+
+def _no_space_code(exc: BaseException | None) -> int | None:
+    """Which of ``NO_SPACE`` stopped a write that raised ``exc`` (or an exception it was raised from), if any."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno in NO_SPACE:
+            return exc.errno
+        text = str(exc)
+        for code in NO_SPACE:
+            if os.strerror(code) in text:
+                return code
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def output_error(path, exc: BaseException) -> OutputError:
-    if is_no_space(exc):
-        return OutputError(f"no space left on device writing {_show(path)}")
+    code = _no_space_code(exc)
+    if code is not None:
+        return OutputError(f"{NO_SPACE_TEXT[code]} writing {_show(path)}")
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     return OutputError(f"cannot write {_show(path)}: {reason}")
 
