@@ -39,7 +39,7 @@ __all__ = [
 # Stream identifiers of the derived generators.
 # stream 4: gradient-SNR draws; 5: weight samples of `slang predict`; 6: folds and fits of `--tune`; 7: the seeds
 # of `--restarts`; 8: the training rows `--calibrate` holds out; 9: the seeds of the members of `--members` (fits,
-# and a mixture's predictive draws); 10: the rows and weight draws the noise model of `--noise-model linear` is
+# and a mixture's predictive draws); 10: the rows and weight draws the noise model of `--noise-model` is
 # fitted to; 11: the rows and weight draws of a learned noise precision's last update, once training ends
 INIT, ORDER, STEP, EVAL, SNR, PREDICT, TUNE, RESTART, CALIBRATE, MEMBER, NOISE_MODEL, NOISE = (
     0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)

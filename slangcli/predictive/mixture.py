@@ -21,7 +21,7 @@ not of a Gaussian with its mean and variance.
 All functions work on ``f : (S, N)``, N mixtures at once (one per example). ``sigma`` is one number, one per
 sample, ``(S, 1)``, or one per sample and example, ``(S, N)``: the predictive of a mixture of posteriors (``slang fit
 --members K``) pools its members' draws, each with its member's noise precision, and a noise model (``slang fit
---noise-model linear``) gives every prediction its own; the mixture's variance is then ``mean_s sigma_s^2 + (1/S)
+--noise-model``) gives every prediction its own; the mixture's variance is then ``mean_s sigma_s^2 + (1/S)
 sum_s (f_s - f_bar)^2``, and the bracket above holds with each component's own ``sigma_s z_p``.
 """
 

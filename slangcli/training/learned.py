@@ -34,8 +34,10 @@ treats them (the ELBO is concave in each, with a closed-form optimum):
   w . x + w_f f)`` (``MLP.noise_weights``), fitted once to the trained posterior: the maximiser given q of the
   expected log-likelihood ``sum_n E_q[log tau_n / 2 - tau_n r_n^2 / 2]``, concave in ``(c, w, w_f)``, estimated
   from :data:`NOISE_MODEL_DRAWS` weight draws on at most :data:`NOISE_MODEL_ROWS` training rows, with a standard
-  Gaussian prior on ``w`` and ``w_f`` (``c`` starts at the constant optimum and is free). The posterior is not
-  refitted: training and its ELBO keep the constant noise precision.
+  Gaussian prior on ``w`` and ``w_f`` (``c`` starts at the constant optimum and is free). ``--noise-model hidden``
+  (the default for a regression network) adds the network's last hidden layer of each draw, ``v . h``, with the
+  prior on the weights of its standardised units. The posterior is not refitted: training and its ELBO keep the
+  constant noise precision.
 
 :class:`Learner` holds the current values and the record of their trajectory; the training loop
 (``slangcli.training.loop.run``) asks it for the problem of each step and tells it each step's loss. Its state is a few
