@@ -146,13 +146,16 @@ def test_the_blas_libraries_compare_in_any_order():
     assert now == sorted(now, key=lambda lib: provenance.json.dumps(lib, sort_keys=True, default=str))
 
 
-def test_a_diverging_fit_writes_no_checkpoint_slang_cannot_read(small, tmp_path):
+@pytest.mark.parametrize("method, lr, words", [("bbb", "1000", ("beyond 300", "log_sigma")),
+                                              ("ktied", "200", ("beyond 150", "log_scale"))])
+def test_a_diverging_fit_writes_no_checkpoint_slang_cannot_read(small, tmp_path, method, lr, words):
     """Bayes by Backprop at --lr 1000: its log standard deviations reached 1e8 at the first step, finite, and the
     checkpoint of that step replaced the output; every command then refused the file (``log_sigma must lie in
-    [-300, 300]``). That step is now the divergence, and the file before the fit is kept."""
+    [-300, 300]``). That step is now the divergence, and the file before the fit is kept. k-tied's standard
+    deviations are products of two scales, each bounded by half."""
     run = tmp_path / "r.h5"
     run.write_bytes((small / "linear.h5").read_bytes())
-    result = slang("fit", small / "train.csv", "--method", "bbb", "--lr", "1000", "--epochs", "20",
+    result = slang("fit", small / "train.csv", "--hidden", "4", "--method", method, "--lr", lr, "--epochs", "20",
                    "--checkpoint-every", "1", "-o", run, "--no-progress", cwd=tmp_path)
-    one_error(result, 1, "diverged", "beyond 300", "log_sigma")
+    one_error(result, 1, "diverged", *words)
     assert run.read_bytes() == (small / "linear.h5").read_bytes()

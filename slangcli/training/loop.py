@@ -137,13 +137,16 @@ def _check_finite(names: tuple, state, step: int, epoch: int) -> None:
     Backprop) or log scales (k-tied). A non-finite dense precision fails its Cholesky factorisation, which is
     reported as a failed linear-algebra routine. Values a run file may not hold (``slangcli.runfile.io``) are a
     divergence too, so that no checkpoint or run is written that slang could not read back: beyond
-    ``MAX_ABS_VALUE`` in magnitude, a log standard deviation or log scale beyond ``MAX_ABS_LOG_SIGMA`` (its square's
-    exponential must stay finite), a diagonal precision ``d`` below ``1 / MAX_ABS_VALUE``."""
+    ``MAX_ABS_VALUE`` in magnitude, a log standard deviation beyond ``MAX_ABS_LOG_SIGMA`` (its square's exponential
+    must stay finite) or a k-tied log scale beyond half of it (two of them make a standard deviation), a diagonal
+    precision ``d`` below ``1 / MAX_ABS_VALUE``."""
     for name in names:
         value = getattr(state, name, None)
         if value is None:
             continue
-        bound = MAX_ABS_LOG_SIGMA if name.startswith("log") else MAX_ABS_VALUE
+        # (a k-tied layer's standard deviations are products of two scales, exp(log U + log V): half the bound each)
+        bound = (MAX_ABS_LOG_SIGMA / 2 if name == "log_scale" else MAX_ABS_LOG_SIGMA if name.startswith("log")
+                 else MAX_ABS_VALUE)
         # one reduction per array (NaN makes the maximum NaN, which fails the test); compared as a Python float, since
         # a float32 state would turn the bound into infinity
         if float(np.abs(value).max(initial=0.0)) <= bound:
