@@ -282,3 +282,27 @@ def test_the_hidden_noise_model_through_the_predictive_the_run_file_and_the_comm
     assert not (tmp_path / "l.h5").exists()
     with pytest.raises(ConfigError, match="--noise-model hidden needs a regression"):
         FitOptions.of(likelihood="bernoulli", hidden=3, noise_model="hidden")
+
+
+def test_a_saturated_hidden_unit_gets_no_weight():
+    """A sigmoid unit saturated on the training rows (spread 1e-20) got a standardised weight of order 1, which
+    became a raw weight of -2.5e19: at rows beyond the training range, where the unit moves, the noise precision fell
+    to its lower bound. A unit whose spread is below 1e-6 of the widest one's now gets no weight."""
+    from slangcli.gaussian.posteriors import DiagonalGaussian
+
+    model = MLP((1, 3, 1), activation="sigmoid", likelihood="gaussian")
+    first, last = model.layout.layers
+    theta = np.zeros(model.n_params)
+    theta[first.W] = [1.0, -1.0, 1.0]
+    theta[first.b] = [0.0, 0.5, -45.0]  # unit 3: about 1e-20 on x in [-2, 2], 0.5 at x = 45
+    theta[last.W] = [1.0, 1.0, 0.0]
+    posterior = DiagonalGaussian(mean=theta, log_sigma=np.full(model.n_params, -20.0))
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(300, 1))
+    y = model.forward(theta[None], X)[0][0, :, 0] + rng.normal(size=300) * (0.1 + 0.2 * np.abs(X[:, 0]))
+    weights = np.asarray(learned.fit_noise_model(model, posterior, X, y, seed=0, kind="hidden"))
+    assert len(weights) == 1 + 1 + 3 + 1 and np.isfinite(weights).all()
+    assert weights[4] == 0.0 and np.abs(weights).max() < 100
+    far = dataclasses.replace(model, noise_weights=tuple(weights))
+    f, inputs = far.forward(theta[None], np.array([[45.0]]))
+    assert far.noise_precisions(np.array([[45.0]]), f[..., 0], inputs[-1]) > 1e-6

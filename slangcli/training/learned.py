@@ -70,8 +70,12 @@ BOUNDS = NOISE_BOUNDS
 # the noise model's fit: weight draws from q, and at most this many training rows (a seeded subset beyond)
 NOISE_MODEL_DRAWS = 50
 NOISE_MODEL_ROWS = 20_000
-# and at most this many numbers of the draws' last hidden layers for the hidden noise model (64 MiB)
+# and at most this many numbers of the draws' last hidden layers for the hidden noise model (64 MiB): fewer rows
+# for a wide layer (3 355 for 50 units, 419 for 400)
 NOISE_MODEL_ENTRIES = 2**23
+# a hidden unit whose spread over the draws and rows is below this fraction of the widest unit's is left out of the
+# hidden noise model
+SILENT_UNIT = 1e-6
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -341,11 +345,15 @@ def fit_noise_model(model, posterior, X: np.ndarray, y: np.ndarray, seed: int, k
                     Hs[k * each : (k + 1) * each, rows] = inputs[-1]
     R2 = (y - F) ** 2
     p = X.shape[1]
-    if H:  # standardised units (a unit that never varies, say a dead ReLU, gets no weight: its column is 0)
+    if H:  # standardised units; a unit that (nearly) never varies, a dead ReLU or a saturated sigmoid, gets no
+        # weight: its column is 0. (Standardised, its spread of 1e-16 would become a raw weight of 1e16 or more,
+        # which rows beyond the training range, where the unit moves, would meet.)
         centre = Hs.mean(axis=(0, 1))
-        spread = Hs.std(axis=(0, 1))
-        spread[spread == 0] = 1.0
         Hs -= centre
+        spread = np.sqrt(np.einsum("snh,snh->h", Hs, Hs) / (Hs.shape[0] * Hs.shape[1]))  # (no temporary as large)
+        silent = spread <= SILENT_UNIT * max(float(spread.max()), np.finfo(float).tiny)
+        spread[silent] = 1.0
+        Hs[..., silent] = 0.0
         Hs /= spread
     start = np.zeros(p + H + 2)
     start[0] = -math.log(max(float(R2.mean()), NOISE_BOUNDS[0]))  # the constant noise model's optimum
