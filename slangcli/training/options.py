@@ -127,11 +127,13 @@ class FitOptions:
     # rows (the seventh round there).
     noise_model: str = option(AUTO, "Gaussian likelihood: constant, one noise precision; linear, a noise precision "
                               "per prediction, log-linear in the standardised features and the network's output, "
-                              "fitted to the trained posterior on the training rows; hidden (a network), the same "
-                              "with the network's last hidden layer as further features; auto: hidden for a "
-                              "regression network whose noise precision is learned (not tuned), else constant.",
+                              "fitted to the trained posterior on the training rows; hidden (a network, one "
+                              "posterior), the same with the network's last hidden layer as further features; auto: "
+                              "hidden for a regression network whose noise precision is learned (not tuned), linear "
+                              "for its --members, else constant.",
                               kind="choice", choices=(AUTO, "constant", "linear", "hidden"),
-                              applied="hidden for a regression network with --noise-precision auto (not tuned), "
+                              applied="hidden (linear with --members) for a regression network with "
+                                      "--noise-precision auto (not tuned), "
                                       "else constant")
     method: str | None = option(None, _method_help, kind="choice", choices=_methods, applied=_default_methods())
     batch_size: int | None = option(None, "Minibatch size of the step methods.", kind="count", least=1, short="-M",
@@ -245,12 +247,18 @@ class FitOptions:
             return self.noise_model
         tuned = "noise-precision" in [name.strip() for name in (self.tune or "").split(",")]
         learned = likelihood == "gaussian" and self.noise_precision == AUTO and not tuned
-        return "hidden" if learned and parse_hidden(self.hidden) else "constant"
+        if not (learned and parse_hidden(self.hidden)):
+            return "constant"
+        # a mixture's members share one noise model, and one member's hidden unit j is not another's: linear
+        return "hidden" if self.members == 1 else "linear"
 
     def _check_method(self) -> None:
         if self.noise_model in ("linear", "hidden") and self.likelihood not in (AUTO, "gaussian"):
             raise ConfigError(f"--noise-model {self.noise_model} needs a regression (a gaussian likelihood), not "
                               f"{self.likelihood}")
+        if self.noise_model == "hidden" and self.members > 1:
+            raise ConfigError("--noise-model hidden reads one posterior's hidden layer; the members of --members "
+                              f"{self.members} share one noise model, which is linear (--noise-model linear)")
         if self.noise_model == "hidden" and not parse_hidden(self.hidden):
             raise ConfigError("--noise-model hidden needs a network: give --hidden (or --noise-model linear for a "
                               "linear model)")
