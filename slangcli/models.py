@@ -177,6 +177,9 @@ class MLP:
         n0 = self.sizes[0]
         eta = w[0] + (X @ w[1 : n0 + 1])[None, :] + w[-1] * f
         if len(w) > n0 + 2:
+            if hidden is None:
+                raise ValueError("the hidden noise model needs the last hidden layer of the draws that made f "
+                                 "(forward's last layer input)")
             eta = eta + hidden @ w[n0 + 1 : -1]
         return np.exp(np.clip(eta, *LOG_NOISE_BOUNDS))
 

@@ -68,6 +68,8 @@ def test_the_hidden_noise_model_adds_the_last_hidden_layer():
     assert linear.noise_model == "linear" and dataclasses.replace(model, noise_weights=None).noise_model == "constant"
     np.testing.assert_allclose(linear.noise_precisions(X, f, h), np.exp(0.5 + X @ [1.0, -2.0] + 0.25 * f),
                                rtol=1e-14)
+    with pytest.raises(ValueError, match="needs the last hidden layer"):
+        model.noise_precisions(X, f)
     with pytest.raises(ConfigError, match="2 inputs and 3 last hidden units has 4 or 7 finite weights, not 6"):
         MLP((2, 3, 1), likelihood="gaussian", noise_weights=(0.0,) * 6)
 
