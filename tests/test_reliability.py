@@ -163,7 +163,7 @@ def test_file_size_limit_gives_one_line_and_no_temporary_file(small, tmp_path, c
             "predict-csv": ["predict", small / "mlp.h5", small / "train.csv", "-o", "out.csv"],
             "compress": ["compress", small / "mlp.h5", "-k", "1,2", "-o", "out.h5"]}[command]
     result = slang(*args, cwd=tmp_path, limit_fsize=2048)
-    one_error(result, 1, "the file-size limit (ulimit -f) reached writing out")
+    one_error(result, 1, "the file-size limit (ulimit -f, or the file system's own) reached writing out")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -226,7 +226,7 @@ def atomic_output(path):
 
 # what stopped a write, by its error code (a full disk, a quota, this process's file-size limit)
 NO_SPACE_TEXT = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
-                 errno.EFBIG: "the file-size limit (ulimit -f) reached"}
+                 errno.EFBIG: "the file-size limit (ulimit -f, or the file system's own) reached"}
 
 
 def _no_space_code(exc: BaseException | None) -> int | None:
