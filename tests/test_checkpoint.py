@@ -566,3 +566,17 @@ def test_the_resume_hint_is_a_command_that_works(tmp_path, reference_fit, stdin)
         assert hint in err and hint in inspected.stderr, err
         assert subprocess.run(["sh", "-c", hint.split(": ", 1)[1].replace("slang ", f"{sys.executable} -m slangcli ",
                                                                            1)]).returncode == 0
+
+
+def test_a_checkpoint_whose_test_data_came_from_a_pipe_offers_no_resume(tmp_path, data_csv):
+    """--test /dev/stdin (or -): evaluate and inspect said 'slang fit --resume ck.h5 finishes it', which then failed
+    on the test data it could not read again (found in review)."""
+    from slangcli.cli.output import checkpoint_note
+
+    path = _checkpoint_file(tmp_path, data_csv)
+    run = read_run(path)
+    assert checkpoint_note(run, "ck.h5").endswith("slang fit --resume ck.h5 finishes it")
+    for test in ({"path": "-"}, {"path": "/dev/stdin", "stream": True}):
+        piped = dataclasses.replace(run, data={**run.data, "test": test})
+        assert checkpoint_note(piped, "ck.h5").endswith("its data came from standard input or a pipe, which "
+                                                        "--resume cannot read again")

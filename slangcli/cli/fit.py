@@ -115,7 +115,6 @@ def fit(data, output, scheduler, checkpoint_every, checkpoint_seconds, resume_pa
     data_names = {f.name for f in fields(DataOptions) if f.metadata}
     read = {name: value for name, value in given.items() if name in data_names}
     check_output(output, [data, read["test"]])
-    _note_replaced_checkpoint(output)
     if data == "-" and read["test"] == "-":
         raise click.UsageError("standard input (-) can be read only once: give it as DATA or as --test, not both")
     # the fit's own options and the methods' (not given: None, the method's default), and the data's, checked once,
@@ -133,11 +132,13 @@ def fit(data, output, scheduler, checkpoint_every, checkpoint_seconds, resume_pa
         # (--checkpoint-every is refused by the schedule itself; the seconds have a default a sweep passes on)
         raise ConfigError(f"--checkpoint-seconds does not apply: "
                           f"{checkpoints.unchecked(options, scheduler is not None)}")
+    _note_replaced_checkpoint(output)  # (once the options are valid: a refused fit replaces nothing)
     resolved = options.resolved_method  # (None for a network whose likelihood the data decide)
     rank = options.hyper.get("rank")
     label = (resolved or "fit") + (f" {rank_symbol(METHODS[resolved])}={rank}" if rank is not None and resolved
                                    else "")
-    with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint, is_stream_path(data),
+    read_once = any(is_stream_path(path) for path in (data, read["test"]) if path is not None)
+    with progress_bar(progress, label) as bar, _checkpointing(output, checkpoint, read_once,
                            checkpoints.unchecked(options, scheduler is not None)) as checkpointing, \
             _cluster_map(scheduler) as map_jobs:
         run = fit_run(opts, options, command=invocation(), progress=bar, notify=note, checkpointing=checkpointing,

@@ -227,7 +227,7 @@ def inspect(run_file, as_json):
              f"{', trained, not yet scored' if trained else ''}", "bold"),
             f" ({m.get('fit_seconds', 0.0):.1f} s so far); "
             + ("its data came from standard input or a pipe: --resume cannot read them again"
-               if read_once(d.get("train") or {})
+               if any(read_once(d.get(part) or {}) for part in ("train", "test"))
                else f"{'score it' if trained else 'continue'} with: slang fit --resume {shlex.quote(run_file)}")))
     # (the file's own strings are text, never markup: only these two parts are bold)
     for line in lines:

@@ -192,7 +192,7 @@ def checkpoint_note(run, run_file: str, what: str = "scores") -> str | None:
     from slangcli.data.readers import read_once  # (here: every command imports this module, --version too,
     # which loads no NumPy)
 
-    if read_once((run.data or {}).get("train") or {}):
+    if any(read_once((run.data or {}).get(part) or {}) for part in ("train", "test")):
         return text + "; its data came from standard input or a pipe, which --resume cannot read again"
     return text + f"; slang fit --resume {shlex.quote(run_file)} finishes it"
 
