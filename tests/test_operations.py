@@ -5,6 +5,7 @@ listed in any order, and a diverging fit whose checkpoint slang must be able to 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -159,3 +160,15 @@ def test_a_diverging_fit_writes_no_checkpoint_slang_cannot_read(small, tmp_path,
                    "--checkpoint-every", "1", "-o", run, "--no-progress", cwd=tmp_path)
     one_error(result, 1, "diverged", *words)
     assert run.read_bytes() == (small / "linear.h5").read_bytes()
+
+
+def test_a_headerless_test_file_from_a_pipe_is_read_once(small, tmp_path):
+    """A --test file without a header row, given as -, beside a training file with one: the reader looked for the
+    target's name in it, then read it again by position from the exhausted pipe ('-: file is empty')."""
+    rows = (small / "train.csv").read_text().splitlines()[1:]
+    (tmp_path / "test.csv").write_text("\n".join(rows[:20]) + "\n")
+    with open(tmp_path / "test.csv") as test:
+        result = slang("fit", small / "train.csv", "--test", "-", "--epochs", "2", "-o", "r.h5", "--json",
+                       "--no-progress", cwd=tmp_path, stdin=test)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["metrics"]["test"]["n"] == 20

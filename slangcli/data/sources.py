@@ -24,7 +24,7 @@ from slangcli.declare import DELIMITERS, MAX_SEED, check_value, option
 from slangcli.errors import ConfigError, DataError
 from slangcli.data.readers import (ARRAYS, MISSING_POLICIES, NA_VALUES, STDIN, Table, TargetNameWithoutHeader,
                                    is_uci_folder, line_of_row, read_once, read_table, read_uci_folder, sha256_file,
-                                   widen)
+                                   streams_kept, widen)
 from slangcli.data.readers._common import _fmt_label
 from slangcli.data.schema import CLASSES, TARGET_NUMERIC, Column, Schema, Target, schema_of
 
@@ -296,7 +296,8 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
     ``slangcli.data.prepare.calibration_split``) before anything is fitted to them: the schema and the
     standardisation are those of the rows left, and the rows held out are prepared as test rows are."""
     notes = []
-    table, test_table, train_index, test_index = _read_sources(opts, notes.append)
+    with streams_kept():  # (a --test from a pipe may be read twice: for its header row, then by position)
+        table, test_table, train_index, test_index = _read_sources(opts, notes.append)
     if likelihood == "gaussian" and table.y is not None:  # (every row, before a split holds any out)
         numeric_target(table.y, opts.path, _row_where(opts.path, table))
     fit_rows, held = train_index, None  # the rows the fit trains on (None: every row of the table)

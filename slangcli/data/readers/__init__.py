@@ -20,7 +20,7 @@ import numpy as np
 
 from slangcli.data.readers._common import (ARRAYS, STDIN, Input, Table, check_distinct_names, line_of_row,
                                           is_stream_path, read_once, reading_progress, sha256_file,
-                                          text_batches)
+                                          streams_kept, text_batches)
 from slangcli.data.readers.idx import _looks_like_idx, _read_idx, read_idx
 from slangcli.errors import DataError
 from slangcli.data.readers.text import (MISSING_POLICIES, NA_VALUES, _looks_like_libsvm, _parse_csv, _parse_libsvm,
@@ -38,6 +38,7 @@ __all__ = [
     "is_stream_path",
     "line_of_row",
     "read_once",
+    "streams_kept",
     "read_table",
     "read_idx",
     "read_uci_folder",

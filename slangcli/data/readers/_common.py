@@ -75,6 +75,9 @@ _MAX_LISTED = 10
 # are read in about a second or less, too soon for a display to help. A module attribute, read at each call.
 PROGRESS_MIN_BYTES = 64 << 20
 _READING = contextvars.ContextVar("slang_reading_progress", default=None)
+# the blocks of each stream read while streams_kept() is in force, by name: a second reading of the same stream (a
+# --test file read again by position once its header row was looked for) finds them here, not an exhausted pipe
+_STREAMS = contextvars.ContextVar("slang_streams_kept", default=None)
 
 
 @contextlib.contextmanager
@@ -172,6 +175,16 @@ def _data_kind(mode) -> str | None:
 
 
 _DESCRIPTOR = re.compile(r"/(dev|proc/(self|thread-self|[0-9]+))/fd/[0-9]+|/dev/std(in|out|err)")
+
+
+@contextlib.contextmanager
+def streams_kept():
+    """Within the block, a stream (standard input, a pipe) read once is read again from what was kept of it."""
+    token = _STREAMS.set({})
+    try:
+        yield
+    finally:
+        _STREAMS.reset(token)
 
 
 def names_a_descriptor(path) -> bool:
@@ -301,7 +314,10 @@ class Input:
         # read once: standard input, a pipe (a FIFO, a shell's <(...)), or a descriptor's name (/dev/stdin), which
         # names another file, or none, in a later process
         self.stream = name == STDIN or names_a_descriptor(name)
-        if name == STDIN:
+        kept = _STREAMS.get()
+        if kept is not None and name in kept:  # (read before in this block: the pipe itself is exhausted)
+            self.stream, self._stored = True, kept[name]
+        elif name == STDIN:
             if sys.stdin is None:  # (the process started with descriptor 0 closed: <&-)
                 raise DataError(f"{name}: standard input is closed; give the data's file name")
             kind = _stdin_kind()
@@ -316,6 +332,8 @@ class Input:
                     self._stored = _read_stream(file, name)
             else:
                 file.close()
+        if kept is not None and self._stored is not None:
+            kept[name] = self._stored
         self._file = None
         self.restart()
 
