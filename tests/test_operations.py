@@ -172,3 +172,11 @@ def test_a_headerless_test_file_from_a_pipe_is_read_once(small, tmp_path):
                        "--no-progress", cwd=tmp_path, stdin=test)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["metrics"]["test"]["n"] == 20
+
+
+def test_one_stream_as_both_data_and_test_is_refused(small, tmp_path):
+    """- and /dev/stdin are one stream: the test rows would be none (or, read again, the training rows)."""
+    with open(small / "train.csv") as data:
+        result = slang("fit", "/dev/stdin", "--test", "-", "--epochs", "2", "-o", "r.h5", cwd=tmp_path, stdin=data)
+    one_error(result, 2, "/dev/stdin and -, one stream, can be read only once")
+    assert not (tmp_path / "r.h5").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import signal
 import sys
@@ -115,8 +116,9 @@ def fit(data, output, scheduler, checkpoint_every, checkpoint_seconds, resume_pa
     data_names = {f.name for f in fields(DataOptions) if f.metadata}
     read = {name: value for name, value in given.items() if name in data_names}
     check_output(output, [data, read["test"]])
-    if data == "-" and read["test"] == "-":
-        raise click.UsageError("standard input (-) can be read only once: give it as DATA or as --test, not both")
+    if _one_stream(data, read["test"]):
+        what = "standard input (-)" if data == read["test"] == "-" else f"{data} and {read['test']}, one stream,"
+        raise click.UsageError(f"{what} can be read only once: give it as DATA or as --test, not both")
     # the fit's own options and the methods' (not given: None, the method's default), and the data's, checked once,
     # here
     options = FitOptions.of(**{name: value for name, value in given.items()
@@ -258,6 +260,22 @@ def _checkpointing(output: str, checkpoint: dict | None, from_stdin: bool = Fals
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def _one_stream(data, test) -> bool:
+    """Whether DATA and --test name one stream (``-`` and ``/dev/stdin``, or one FIFO twice), which gives its rows to
+    the first reader only."""
+    if data is None or test is None or not (is_stream_path(data) and is_stream_path(test)):
+        return False
+
+    def identity(path):
+        try:
+            st = os.fstat(0) if path == "-" else os.stat(path)
+        except (OSError, ValueError):
+            return path
+        return st.st_dev, st.st_ino
+
+    return data == test or identity(data) == identity(test)
 
 
 def _note_replaced_checkpoint(output: str) -> None:
