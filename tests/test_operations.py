@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import stat
 import subprocess
@@ -180,3 +181,27 @@ def test_one_stream_as_both_data_and_test_is_refused(small, tmp_path):
         result = slang("fit", "/dev/stdin", "--test", "-", "--epochs", "2", "-o", "r.h5", cwd=tmp_path, stdin=data)
     one_error(result, 2, "/dev/stdin and -, one stream, can be read only once")
     assert not (tmp_path / "r.h5").exists()
+
+
+def test_an_interrupt_whose_checkpoint_cannot_be_written_says_both(small, tmp_path):
+    """A full disk (here the file-size limit) when Ctrl-C's checkpoint is written ended with exit 1 and only 'no
+    space left on device': the interrupt went unsaid. It is now the interrupt's exit, 130, naming both."""
+    def child():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+
+    proc = subprocess.Popen([sys.executable, "-m", "slangcli", "fit", small / "train.csv", "--hidden", "64",
+                             "--epochs", "100000", "-o", "out.h5", "--no-progress"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV, preexec_fn=child)
+    lines = []
+    for line in proc.stderr:  # the task's note comes once the data are read, before the training
+        lines.append(line)
+        if "task:" in line:
+            break
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    err = "".join(lines) + proc.stderr.read()
+    proc.wait(timeout=120)
+    assert proc.returncode == 130, err
+    one_error(subprocess.CompletedProcess(proc.args, 130, "", err), 130, "interrupted, and its checkpoint could not "
+              "be written", "file-size limit", "(SIGINT)")
+    assert sorted(os.listdir(tmp_path)) == []

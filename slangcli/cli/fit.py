@@ -21,7 +21,7 @@ from slangcli.methods import METHODS
 from slangcli.methods.base import rank_symbol
 from slangcli.methods.exact import closed_form
 from slangcli.runfile.io import read_run, write_run
-from slangcli.runfile.outputs import Terminated, UnusableOutput, catch_signals, check_output_path
+from slangcli.runfile.outputs import OutputError, Terminated, UnusableOutput, catch_signals, check_output_path
 from slangcli.training import checkpoints
 from slangcli.training.checkpoints import Checkpointing
 from slangcli.training.fitting import fit as fit_run, resume as resume_run
@@ -216,6 +216,13 @@ def _checkpointing(output: str, checkpoint: dict | None, from_stdin: bool = Fals
         writing.append(True)
         try:
             write_run(output, run)
+        except OutputError as exc:
+            if received:  # the checkpoint of a signal: say that the fit was stopped, and what is left of it
+                stopped(received[0], f"interrupted, and its checkpoint could not be written ({exc})")
+            if written:  # (a full disk, say: the checkpoint before this one is intact)
+                raise OutputError(f"{exc}; the fit's last checkpoint (step {written[-1]}) is still in {output}") \
+                    from None
+            raise
         finally:
             writing.clear()
         written.append(run.metrics["steps"])
