@@ -9,7 +9,7 @@ import click
 import numpy as np
 from rich.text import Text
 
-from slangcli.data.readers import read_once
+from slangcli.data.readers import data_read_once
 from slangcli.cli.output import emit_json, needs_stdout, stderr
 from slangcli.methods.exact import closed_form
 from slangcli.predictive import conformal
@@ -227,7 +227,7 @@ def inspect(run_file, as_json):
              f"{', trained, not yet scored' if trained else ''}", "bold"),
             f" ({m.get('fit_seconds', 0.0):.1f} s so far); "
             + ("its data came from standard input or a pipe: --resume cannot read them again"
-               if any(read_once(d.get(part) or {}) for part in ("train", "test"))
+               if data_read_once(d)
                else f"{'score it' if trained else 'continue'} with: slang fit --resume {shlex.quote(run_file)}")))
     # (the file's own strings are text, never markup: only these two parts are bold)
     for line in lines:

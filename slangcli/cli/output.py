@@ -189,10 +189,10 @@ def checkpoint_note(run, run_file: str, what: str = "scores") -> str | None:
         text += "; its calibration comes with the finished fit (no calibrated intervals yet)"
     if run.config.get("noise_model") in ("linear", "hidden") and getattr(run.model, "noise_weights", None) is None:
         text += "; its noise model comes with the finished fit (the constant noise precision predicts here)"
-    from slangcli.data.readers import read_once  # (here: every command imports this module, --version too,
-    # which loads no NumPy)
+    # (imported here: every command imports this module, --version too, which loads no NumPy)
+    from slangcli.data.readers import data_read_once
 
-    if any(read_once((run.data or {}).get(part) or {}) for part in ("train", "test")):
+    if data_read_once(run.data):
         return text + "; its data came from standard input or a pipe, which --resume cannot read again"
     return text + f"; slang fit --resume {shlex.quote(run_file)} finishes it"
 

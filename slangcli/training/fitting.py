@@ -21,7 +21,7 @@ import numpy as np
 from slangcli import streams
 from slangcli.data import task
 from slangcli.data.prepare import Prepared
-from slangcli.data.readers import STDIN, read_once
+from slangcli.data.readers import STDIN, data_read_once
 from slangcli.data.sources import DataOptions, _is_uci, _stored_options, load_training, recorded_files
 from slangcli.errors import ConfigError, ConvergenceError, DataError, DivergenceError, FormatError, Interrupted
 from slangcli.gaussian.posteriors import MAX_ABS_VALUE
@@ -576,7 +576,7 @@ def resume(run: Run, run_name: str, *, progress: Callable[[int, int], None] | No
     # options a newer minor format added are ignored here too, as the format promises; the data paths are the
     # absolute ones recorded at fit time (a resume works from any working directory)
     opts = recorded_options(run, _stored_options(run))
-    if STDIN in (opts.path, opts.test) or any(read_once(run.data.get(part) or {}) for part in ("train", "test")):
+    if STDIN in (opts.path, opts.test) or data_read_once(run.data):  # (an IDX file records no "-")
         raise DataError(f"{run_name}: its data were read from standard input or a pipe, which cannot be read again; "
                         "fit anew")
     with _urgent(checkpointing, "reading the data"):

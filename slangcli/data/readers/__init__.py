@@ -18,8 +18,8 @@ import os
 
 import numpy as np
 
-from slangcli.data.readers._common import (ARRAYS, STDIN, Input, Table, check_distinct_names, line_of_row,
-                                          is_stream_path, read_once, reading_progress, sha256_file,
+from slangcli.data.readers._common import (ARRAYS, STDIN, Input, Table, check_distinct_names, data_read_once,
+                                          is_stream_path, line_of_row, read_once, reading_progress, sha256_file,
                                           streams_kept, text_batches)
 from slangcli.data.readers.idx import _looks_like_idx, _read_idx, read_idx
 from slangcli.errors import DataError
@@ -35,6 +35,7 @@ __all__ = [
     "Table",
     "TargetNameWithoutHeader",
     "check_distinct_names",
+    "data_read_once",
     "is_stream_path",
     "line_of_row",
     "read_once",

@@ -216,6 +216,12 @@ def read_once(info: dict) -> bool:
     return info.get("path") == STDIN or info.get("stream") is True
 
 
+def data_read_once(data: dict | None) -> bool:
+    """Whether a run's training or test data (its ``data``) were read once (:func:`read_once`): --resume cannot
+    read them again."""
+    return any(read_once((data or {}).get(part) or {}) for part in ("train", "test"))
+
+
 def _stdin_kind() -> str | None:
     """What standard input is when it is not data: a device other than a terminal (``< /dev/urandom``)."""
     try:
