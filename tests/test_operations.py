@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from slangcli.runfile import provenance
@@ -106,6 +107,52 @@ def test_data_read_from_a_descriptors_name_is_recorded_as_read_once(small, tmp_p
     evaluated = slang("evaluate", "r.h5", cwd=tmp_path, stdin=subprocess.DEVNULL)
     one_error(evaluated, 2, "read from a pipe or stream (/dev/stdin)", "pass the data explicitly")
     assert slang("evaluate", "r.h5", small / "train.csv", cwd=tmp_path).returncode == 0
+
+
+def _idx_files(folder, pipe=None):
+    """A small IDX images file and its labels file in ``folder``, the one named by ``pipe`` a FIFO that a thread
+    writes to (the thread returned)."""
+    import threading
+
+    from test_data_formats import idx_bytes
+
+    rng = np.random.default_rng(0)
+    images, labels = rng.integers(0, 256, size=(40, 3, 4)), np.arange(40) % 2
+    writer = None
+    for part, name, content in (("images", "toy-images-idx3-ubyte", idx_bytes(images)),
+                                ("labels", "toy-labels-idx1-ubyte", idx_bytes(labels))):
+        if part == pipe:
+            os.mkfifo(folder / name)
+            writer = threading.Thread(target=(folder / name).write_bytes, args=(content,), daemon=True)
+            writer.start()
+        else:
+            (folder / name).write_bytes(content)
+    return writer
+
+
+def test_idx_images_from_a_pipe_are_recorded_as_read_once(tmp_path):
+    """IDX images read from a FIFO were recorded as an ordinary file: evaluate opened the FIFO again and waited for a
+    writer that never comes."""
+    writer = _idx_files(tmp_path, pipe="images")
+    fitted = slang("fit", "toy-images-idx3-ubyte", "--epochs", "2", "--test-fraction", "0.25", "-o", "r.h5",
+                   "--no-progress", cwd=tmp_path)
+    writer.join(timeout=10)
+    assert fitted.returncode == 0, fitted.stderr
+    assert read_run(tmp_path / "r.h5").data["train"]["stream"] is True
+    evaluated = slang("evaluate", "r.h5", cwd=tmp_path, stdin=subprocess.DEVNULL)
+    one_error(evaluated, 2, "read from a pipe or stream", "pass the data explicitly")
+
+
+def test_idx_labels_from_a_pipe_are_recorded_as_read_once(tmp_path):
+    from slangcli.data.readers import read_idx, read_once
+    from slangcli.data.sources import recorded_files
+
+    writer = _idx_files(tmp_path, pipe="labels")
+    table = read_idx(tmp_path / "toy-images-idx3-ubyte", tmp_path / "toy-labels-idx1-ubyte")
+    writer.join(timeout=10)
+    assert table.provenance["labels_stream"] is True and "stream" not in table.provenance
+    assert read_once(table.provenance)
+    assert [path for path, _ in recorded_files(table.provenance)] == [str(tmp_path / "toy-images-idx3-ubyte")]
 
 
 def test_standard_input_closed_is_said_in_one_line(tmp_path):

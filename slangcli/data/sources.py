@@ -23,7 +23,7 @@ from slangcli.data.prepare import (LabelMap, Prepared, Standardizer, TooFewClass
 from slangcli.declare import DELIMITERS, MAX_SEED, check_value, option
 from slangcli.errors import ConfigError, DataError
 from slangcli.data.readers import (ARRAYS, MISSING_POLICIES, NA_VALUES, STDIN, Table, TargetNameWithoutHeader,
-                                   is_uci_folder, line_of_row, read_once, read_table, read_uci_folder, sha256_file,
+                                   is_uci_folder, line_of_row, read_table, read_uci_folder, sha256_file,
                                    streams_kept, widen)
 from slangcli.data.readers._common import _fmt_label
 from slangcli.data.schema import CLASSES, TARGET_NUMERIC, Column, Schema, Target, schema_of
@@ -557,7 +557,9 @@ def recorded_files(info: dict) -> list[tuple[str, str]]:
     files = []
     for key, value in info.items():
         digest = info.get(key[: -len("path")] + "sha256") if key.endswith("path") else None
-        if key == "path" and read_once(info):
+        if key == "path" and (info.get("path") == STDIN or info.get("stream") is True):
+            continue
+        if key == "labels_path" and info.get("labels_stream") is True:
             continue
         if isinstance(value, str) and isinstance(digest, str) and value != STDIN:
             files.append((value, digest))
@@ -584,6 +586,9 @@ def _verify_source(run_name: str, what: str, info: dict) -> None:
     if info.get("stream") is True:
         raise ConfigError(f"{run_name}: its {what} data were read from a pipe or stream ({info['path']}), which "
                           "cannot be read again; pass the data explicitly")
+    if info.get("labels_stream") is True:
+        raise ConfigError(f"{run_name}: the labels of its {what} data were read from a pipe or stream "
+                          f"({info['labels_path']}), which cannot be read again; pass the data explicitly")
     _verify(run_name, what, info["path"], info.get("sha256"))
     for path, digest in recorded_files(info):
         if path != info["path"]:

@@ -173,6 +173,8 @@ def _idx_table(name, source, n_features, labels_optional=False):
     """An IDX images file (its labels file beside it, unless ``labels_optional``) read whole; its provenance is
     ``_read_idx``'s."""
     table = _read_idx(name, source.read_all(), None, labels_optional)
+    if source.stream and name != STDIN:  # (a pipe read once, as the text readers record it)
+        table.provenance["stream"] = True
     if n_features is not None and table.X.shape[1] != n_features:
         raise DataError(f"{name}: {table.X.shape[1]} feature columns, but n_features is {n_features}")
     return table

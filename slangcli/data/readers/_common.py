@@ -119,7 +119,9 @@ class Table:
         and IDX), ``compressed``; CSV columns left out add ``columns_dropped`` (names, or 0-based indices without a
         header), rows left out for a missing value ``rows_dropped`` and ``dropped_lines`` (the first 20).
         ``path`` is ``"-"`` for standard input. ``widen`` adds ``widened_from``. IDX adds ``labels_path``,
-        ``labels_sha256`` and ``image_shape`` (``[rows, cols]``, or ``[P]`` for a 2-dimensional file);
+        ``labels_sha256`` and ``image_shape`` (``[rows, cols]``, or ``[P]`` for a 2-dimensional file); data read
+        from a stream other than standard input (a pipe, ``/dev/stdin``) add ``stream: true``, an IDX labels file
+        read from one ``labels_stream: true``;
         Gal-UCI adds ``folder``, ``split``, ``n_splits`` and the paths and sha256 of the split's two index
         files (``train_index_path``, ``train_index_sha256``, ``test_index_path``, ``test_index_sha256``) and of
         the column files (``features_index_path``, ``features_index_sha256``, ``target_index_path``,
@@ -212,8 +214,9 @@ def is_stream_path(name) -> bool:
 
 def read_once(info: dict) -> bool:
     """Whether a recorded data source (a run's ``data["train"]`` or ``data["test"]``) was read from standard input
-    or another stream (a pipe, ``/dev/stdin``), which cannot be read again."""
-    return info.get("path") == STDIN or info.get("stream") is True
+    or another stream (a pipe, ``/dev/stdin``), which cannot be read again; for IDX images, their labels file
+    too."""
+    return info.get("path") == STDIN or info.get("stream") is True or info.get("labels_stream") is True
 
 
 def data_read_once(data: dict | None) -> bool:

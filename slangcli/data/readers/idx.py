@@ -17,7 +17,8 @@ import zlib
 
 import numpy as np
 
-from slangcli.data.readers._common import _GZIP_MAGIC, Table, _read_bytes, gzip_limit, gzip_stream, gzip_too_large
+from slangcli.data.readers._common import (_GZIP_MAGIC, STDIN, Table, _read_bytes, gzip_limit, gzip_stream, gzip_too_large,
+                                          is_stream_path)
 from slangcli.errors import DataError
 
 # Data-type byte (the third byte of the magic number) -> name, from the IDX description on the MNIST page.
@@ -87,7 +88,7 @@ def _read_idx(name, raw, labels_path, labels_optional: bool = False):
     # One pass: uint8 / float gives the float64 result directly, C-contiguous, without an astype copy.
     X = np.frombuffer(pixels, dtype=np.uint8).reshape(n, p) / 255.0
     provenance = {
-        "path": os.path.abspath(name),
+        "path": name if name == STDIN else os.path.abspath(name),
         "sha256": hashlib.sha256(raw).hexdigest(),
         "format": "idx",
         "rows": int(n),
@@ -101,6 +102,8 @@ def _read_idx(name, raw, labels_path, labels_optional: bool = False):
     if labels_name is not None:
         provenance.update(labels_path=os.path.abspath(labels_name),
                           labels_sha256=hashlib.sha256(labels_raw).hexdigest())
+        if is_stream_path(labels_name):  # (a labels file that is a pipe cannot be read again either)
+            provenance["labels_stream"] = True
     return Table(X=X, y=y, feature_names=tuple(f"px{j}" for j in range(p)), provenance=provenance)
 
 
