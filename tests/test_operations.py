@@ -155,6 +155,17 @@ def test_idx_labels_from_a_pipe_are_recorded_as_read_once(tmp_path):
     assert [path for path, _ in recorded_files(table.provenance)] == [str(tmp_path / "toy-images-idx3-ubyte")]
 
 
+@pytest.mark.parametrize("args", [["-"], ["/dev/stdin"], ["train.csv", "--test", "-"]],
+                         ids=["dash", "descriptor", "test"])
+def test_a_sweep_refuses_data_from_a_stream(small, tmp_path, args):
+    """Each fit of a sweep reads its data on a worker, by name: a pipe handed to two fits gave the second none."""
+    (tmp_path / "train.csv").write_bytes((small / "train.csv").read_bytes())
+    with open(small / "train.csv") as data:
+        result = slang("sweep", *args, "--seed", "0,1", "--epochs", "2", "-o", "out", cwd=tmp_path, stdin=data)
+    one_error(result, 2, "is a stream", "write it to a file")
+    assert not (tmp_path / "out").exists()
+
+
 def test_standard_input_closed_is_said_in_one_line(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "slangcli", "fit", "-", "-o", "x.h5"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,

@@ -82,6 +82,7 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
     """
     grids = _grids(data, spec, given)
     points = points_of(grids)
+    _refuse_streams(points)
     for line in not_applied(grids):
         note(line)
     if not directory.strip():  # (an unset variable, -o "$OUT": the working directory is not what was meant)
@@ -114,6 +115,20 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
                    "failures": [{"name": r["name"], "error": r["error"]} for r in failures]})
     if failures:
         raise click.exceptions.Exit(1)
+
+
+def _refuse_streams(points) -> None:
+    """Every fit reads its data on a worker, by name: a stream (standard input, a pipe, a descriptor's name) could
+    be read by one fit at most, and by none on another machine."""
+    from slangcli.data.readers import is_stream_path
+
+    for point in points:
+        for key in ("data", "test"):
+            name = point.params.get(key)
+            if isinstance(name, str) and is_stream_path(name):
+                flag = "DATA" if key == "data" else "--test"
+                raise click.BadParameter(f"{name} is a stream (standard input or a pipe), which only one fit could "
+                                         "read; write it to a file and sweep that", param_hint=flag)
 
 
 def _grids(data, spec, given) -> list:
