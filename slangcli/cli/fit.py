@@ -182,91 +182,110 @@ def _checkpointing(output: str, checkpoint: dict | None, from_stdin: bool = Fals
             error(f"{verb} ({signal.Signals(signum).name}): nothing written" + (f"; {unchecked}" if unchecked else ""))
             sys.exit(128 + signum)
         return
-    received: list[int] = []
-    written: list[int] = []
-    writing: list[bool] = []
-    urgent_work: list[str] = []  # the work without steps under way (reading the data, scoring), innermost last
-    stopped_during: list[str] = []  # the work a signal stopped at once
-    write_last: list = []  # how to write the snapshot of the last step, once the training is done
+    stops = _Stops(output, from_stdin)
+    # signal handlers can only be set from the main thread; a fit run in another thread (a slang sweep task on a
+    # Dask worker) checkpoints on time and step counts only, and its process's own signals stop it
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = catch_signals(STOP_SIGNALS, stops.handler) if main_thread else {}
+    try:
+        yield Checkpointing(write=stops.write, stop=lambda: bool(stops.received), urgent=stops.urgent,
+                            keep=stops.write_last.append, **checkpoint)
+    except DivergenceError as exc:
+        if stops.written:
+            raise DivergenceError(f"{exc}; the last good checkpoint (step {stops.written[-1]}) is in {output}") \
+                from None
+        raise
+    except Interrupted as exc:
+        stops.stopped(stops.received[0] if stops.received else signal.SIGINT, str(exc), exc.hint)
+    except Terminated as exc:
+        stops.terminated(exc)
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
-    def handler(signum, frame):
+
+class _Stops:
+    """The signals that stop a checkpointed fit writing to ``output``, and what is said and kept when one does."""
+
+    def __init__(self, output: str, from_stdin: bool):
+        self.output, self.from_stdin = output, from_stdin
+        self.received: list[int] = []
+        self.written: list[int] = []  # the step of each checkpoint written
+        self.writing = False
+        self.urgent_work: list[str] = []  # the work without steps under way (reading the data, scoring), innermost last
+        self.stopped_during: list[str] = []  # the work a signal stopped at once
+        self.write_last: list = []  # how to write the snapshot of the last step, once the training is done
+
+    def handler(self, signum, frame):
         # during work without steps a signal stops at once; during the steps a first one stops after the current
         # step, and a second at once (the last checkpoint stays valid), except while a checkpoint is being
         # written: that one finishes first (a second SIGTERM from a process manager must not cost the checkpoint)
-        if urgent_work and not writing:
-            received.append(signum)
-            stopped_during.append(urgent_work[-1])
+        if self.urgent_work and not self.writing:
+            self.received.append(signum)
+            self.stopped_during.append(self.urgent_work[-1])
             raise Terminated(signum)
-        if received and not writing:
+        if self.received and not self.writing:
             raise Terminated(signum)
-        received.append(signum)
+        self.received.append(signum)
 
     @contextlib.contextmanager
-    def urgent(what: str):
-        if received:  # asked to stop before this work began (after the last step, say): stop now
-            stopped_during.append(what)
-            raise Terminated(received[0])
-        urgent_work.append(what)
+    def urgent(self, what: str):
+        """Work without steps, which a signal stops at once."""
+        if self.received:  # asked to stop before this work began (after the last step, say): stop now
+            self.stopped_during.append(what)
+            raise Terminated(self.received[0])
+        self.urgent_work.append(what)
         try:
             yield
         finally:
-            urgent_work.pop()
+            self.urgent_work.pop()
 
-    def write(run):
-        writing.append(True)
+    def write(self, run):
+        """Write a checkpoint, and say what is left when it cannot be written."""
+        self.writing = True
         try:
-            write_run(output, run)
+            write_run(self.output, run)
         except OutputError as exc:
-            if received:  # the checkpoint of a signal: say that the fit was stopped, and what is left of it
-                stopped(received[0], f"interrupted, and its checkpoint could not be written ({exc})")
-            if written:  # (a full disk, say: the checkpoint before this one is intact)
-                raise OutputError(f"{exc}; the fit's last checkpoint (step {written[-1]}) is still in {output}") \
-                    from None
+            if self.received:  # the checkpoint of a signal: say that the fit was stopped, and what is left of it
+                self.stopped(self.received[0], f"interrupted, and its checkpoint could not be written ({exc})")
+            if self.written:  # (a full disk, say: the checkpoint before this one is intact)
+                raise OutputError(f"{exc}; the fit's last checkpoint (step {self.written[-1]}) is still in "
+                                  f"{self.output}") from None
             raise
         finally:
-            writing.clear()
-        written.append(run.metrics["steps"])
+            self.writing = False
+        self.written.append(run.metrics["steps"])
 
-    def stopped(signum: int, what: str, hint: str | None = None, at_once: bool = False):
+    def _next(self, verb: str) -> str:
+        """What to do with the checkpoint: ``slang fit --resume`` (to ``verb`` it), unless the data were read once."""
+        if self.from_stdin:
+            return "its data came from standard input or a pipe, which --resume cannot read again"
+        return f"{verb} with: slang fit --resume {shlex.quote(self.output)}"
+
+    def stopped(self, signum: int, what: str, hint: str | None = None, at_once: bool = False):
+        """Say that the fit stopped on ``signum`` (``what``) and what of it is in the output, and exit."""
         name = signal.Signals(signum).name
-        if written:
-            resume = ("its data came from standard input or a pipe, which --resume cannot read again" if from_stdin
-                      else f"continue with: slang fit --resume {shlex.quote(output)}")
-            error(f"{what} ({name}); the fit so far (step {written[-1]}) is in {output}; {resume}")
+        if self.written:
+            error(f"{what} ({name}); the fit so far (step {self.written[-1]}) is in {self.output}; "
+                  f"{self._next('continue')}")
         elif at_once:
             error(f"{what} ({name}): nothing written")
         else:
             error(f"{what} ({name}), before any checkpoint: nothing written" + (f"; {hint}" if hint else ""))
         sys.exit(128 + signum)
 
-    # signal handlers can only be set from the main thread; a fit run in another thread (a slang sweep task on a
-    # Dask worker) checkpoints on time and step counts only, and its process's own signals stop it
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = catch_signals(STOP_SIGNALS, handler) if main_thread else {}
-    try:
-        yield Checkpointing(write=write, stop=lambda: bool(received), urgent=urgent, keep=write_last.append,
-                            **checkpoint)
-    except DivergenceError as exc:
-        if written:
-            raise DivergenceError(f"{exc}; the last good checkpoint (step {written[-1]}) is in {output}") from None
-        raise
-    except Interrupted as exc:
-        stopped(received[0] if received else signal.SIGINT, str(exc), exc.hint)
-    except Terminated as exc:
-        if stopped_during:
-            verb = "interrupted" if exc.signum == signal.SIGINT else "terminated"
-            if write_last:  # the training is done: keep it, so that --resume only scores it
-                write_last[-1]()
-                error(f"{verb} while {stopped_during[0]} ({signal.Signals(exc.signum).name}); the trained fit (step "
-                      f"{written[-1]}, its last) is in {output}; "
-                      + ("its data came from standard input or a pipe, which --resume cannot read again" if from_stdin
-                         else f"score it with: slang fit --resume {shlex.quote(output)}"))
-                sys.exit(128 + exc.signum)
-            stopped(exc.signum, f"{verb} while {stopped_during[0]}", at_once=True)
-        stopped(received[0] if received else exc.signum, "stopped by a second signal")
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+    def terminated(self, exc: Terminated):
+        """A signal that stopped work at once: during work without steps (keeping a finished training, so that
+        --resume only scores it), or a second signal during the steps."""
+        if not self.stopped_during:
+            self.stopped(self.received[0] if self.received else exc.signum, "stopped by a second signal")
+        verb = "interrupted" if exc.signum == signal.SIGINT else "terminated"
+        if self.write_last:  # the training is done: keep it, so that --resume only scores it
+            self.write_last[-1]()
+            error(f"{verb} while {self.stopped_during[0]} ({signal.Signals(exc.signum).name}); the trained fit (step "
+                  f"{self.written[-1]}, its last) is in {self.output}; {self._next('score it')}")
+            sys.exit(128 + exc.signum)
+        self.stopped(exc.signum, f"{verb} while {self.stopped_during[0]}", at_once=True)
 
 
 def _one_stream(data, test) -> bool:
