@@ -158,6 +158,21 @@ def test_no_header_with_string_labels_is_not_taken_for_a_header(tmp_path):
     assert table.y.tolist() == ["yes", "no"]
 
 
+def test_a_first_row_of_categories_seen_again_below_is_data(tmp_path):
+    """A file of categories without a header: its first row, all text, was taken for column names, and the row was
+    lost to every command (the features named 'blue' and 'large', the target 'no')."""
+    rows = "blue,large,no\nred,small,yes\nblue,small,no\nred,large,yes\ngreen,large,no\n"
+    table = read_table(write(tmp_path, "c.csv", rows), detect_categories=True)
+    assert table.provenance["header"] is False and table.provenance["rows"] == 5
+    assert table.y.tolist() == ["no", "yes", "no", "yes", "no"]
+    assert table.text[0].tolist() == ["blue", "red", "blue", "red", "green"]
+    # names that are no value of their column are a header, as before; so is one name not seen below
+    named = read_table(write(tmp_path, "n.csv", "colour,size,label\n" + rows), detect_categories=True)
+    assert named.provenance["header"] is True and named.feature_names == ("colour", "size")
+    partly = read_table(write(tmp_path, "p.csv", "blue,size,no\n" + rows), detect_categories=True)
+    assert partly.provenance["header"] is True and partly.feature_names == ("blue", "size")
+
+
 @pytest.mark.parametrize("marker", ["?", "NA", "", "missing"])
 def test_a_missing_cell_in_the_first_row_does_not_make_it_a_header(tmp_path, marker):
     # the layout of UCI's breast-cancer-wisconsin.data: no header, "?" for a missing value, possibly on line 1

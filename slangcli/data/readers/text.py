@@ -838,9 +838,19 @@ def _detect_header(rows, target, ncols, na):
     first_numeric = numbers(first)
     if all(first_numeric):
         return _range_names(rows, t)
-    if not any(first_numeric) or len(rows) < 2:
+    if len(rows) < 2:
         return True
+    if not any(first_numeric):
+        return not _seen_below(rows, na)
     return all(numbers(rows[1]))
+
+
+def _seen_below(rows, na) -> bool:
+    """Whether every cell of a first row of text (a missing one aside) is a value of its own column in a later row:
+    data of categories (``blue,large,no`` above ``red,small,yes`` and ``blue,small,no``), not column names, which
+    are not also values of their columns."""
+    cells = [(j, cell.strip()) for j, cell in enumerate(rows[0]) if cell.strip() not in na]
+    return bool(cells) and all(any(len(row) > j and row[j].strip() == cell for row in rows[1:]) for j, cell in cells)
 
 
 def _range_names(rows, t) -> bool:
