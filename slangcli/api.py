@@ -252,8 +252,11 @@ def bool_labels(y) -> bool:
                                    and all(isinstance(v, (bool, np.bool_)) for v in a.ravel()))
 
 
-def _targets(y, n: int, what: str = "y") -> np.ndarray:
-    """``y`` as a 1-D array of ``n`` label values or numbers."""
+def _targets(y, n: int, what: str = "y", text_numbers: bool = True) -> np.ndarray:
+    """``y`` as a 1-D array of ``n`` label values or numbers. ``text_numbers``: strings that are all numbers (as
+    ``read_csv(dtype=str)`` gives) are numbers, as a file's target cells are (a regression's targets; labels ordered
+    by value, ``01`` and ``1`` one label); False keeps them as text (the estimators, whose ``classes_`` are the labels
+    as given)."""
     if y is None:
         raise DataError(f"{what}: the targets are required (got None)")
     a = np.asarray(y)
@@ -287,6 +290,8 @@ def _targets(y, n: int, what: str = "y") -> np.ndarray:
             i = next(i for i, k in enumerate(kinds) if k != kinds[0])
             raise DataTypeError(f"{what}: row {i} holds {items[i]!r} ({kinds[i]}) where row 0 holds {items[0]!r} "
                                 f"({kinds[0]}); the targets must be of one kind")
+    if text_numbers and a.dtype.kind == "U" and a.size and all(_is_number(v.strip()) for v in a.tolist()):
+        a = np.array([float(v) for v in a.tolist()])
     if a.dtype.kind in "iu" and a.size and max(int(a.max()), -int(a.min())) > 2**53:
         # numeric labels are kept as float64 numbers, which tell integers apart only up to 2^53
         i = int(np.argmax(np.abs(a.astype(np.float64))))
@@ -316,10 +321,11 @@ def _provenance(X: np.ndarray, y: np.ndarray) -> dict:
             "features": int(X.shape[1]), "header": None, "delimiter": None, "target": None, "compressed": False}
 
 
-def _encoded_test(X_test, y_test, schema: Schema, width: int, given_names, names, missing: str, notify):
+def _encoded_test(X_test, y_test, schema: Schema, width: int, given_names, names, missing: str, notify,
+                  text_numbers: bool = True):
     """``(X_test, y_test, provenance)``: the test set encoded by the training rows' schema, a DataFrame's columns
     taken by the names of X's (as every prediction takes them), incomplete rows handled as X's are; ``width`` is
-    the number of X's columns."""
+    the number of X's columns; ``text_numbers`` as :func:`_targets`'s."""
     test_names = string_columns(X_test)
     if given_names is not None and test_names is not None and test_names != given_names:
         absent = [n for n in given_names if n not in test_names]
@@ -331,7 +337,7 @@ def _encoded_test(X_test, y_test, schema: Schema, width: int, given_names, names
         X_test = X_test[list(given_names)]
     X_test, test_text, _ = _raw_features(X_test, "X_test", kinds=[column.kind for column in schema.columns],
                                          allow_missing=missing != "error")
-    y_test = _targets(y_test, len(X_test), "y_test")
+    y_test = _targets(y_test, len(X_test), "y_test", text_numbers)
     if X_test.shape[1] != width:
         raise DataError(f"X_test: {X_test.shape[1]} features, but X has {width}")
     if missing == "drop":
@@ -415,7 +421,7 @@ def _fit(X, y, options: dict, *, X_test=None, y_test=None, progress=None, notify
     X, text, names = _raw_features(X, "X", allow_missing=missing != "error", categorical=categorical)
     if missing != "error":
         X, text, y = _rows_with_targets(X, text, y, notify)
-    y = _targets(y, len(X), "y")
+    y = _targets(y, len(X), "y", text_numbers=not estimator)
     if (X_test is None) != (y_test is None):
         raise DataError("give both X_test and y_test, or neither")
     names = names or tuple(f"x{j}" for j in range(X.shape[1]))
@@ -432,7 +438,7 @@ def _fit(X, y, options: dict, *, X_test=None, y_test=None, progress=None, notify
     test = None
     if X_test is not None:
         X_test, y_test, test = _encoded_test(X_test, y_test, schema, X.shape[1], given_names, names, missing,
-                                               notify)
+                                               notify, text_numbers=not estimator)
     X = schema.encode(X, text, impute=missing == "impute", where=_where("X", names))
     train = _provenance(X, y)  # (of every row given: the rows held out are among them)
     calibration = None
@@ -678,7 +684,9 @@ class FitResult:
         names = schema_of(self.run).names
         if y is None:
             return transform(self.run, A, None, what, text=text, where=_where(what, names), impute=impute)[0]
-        y = _targets(y, len(A), "y")
+        # (labels written as numbers are numbers, unless the fit kept them as text: an estimator's)
+        classes = self.classes
+        y = _targets(y, len(A), "y", text_numbers=not classes or not isinstance(classes[0], str))
         return transform(self.run, A, y, "y", text=text, where=_where(what, names), impute=impute)
 
     def predict(self, X, *, samples: int | None = None, seed: int | None = None, interval: float = 0.95,

@@ -646,3 +646,28 @@ def test_pandas_na_is_imputed_at_prediction_as_at_the_fit():
     result = slangcli.fit(frame, [0, 1] * 20, missing="impute", epochs=1)
     as_floats = frame.astype({"a": float})
     np.testing.assert_array_equal(result.predict(frame).probabilities, result.predict(as_floats).probabilities)
+
+
+@pytest.mark.parametrize("kind", ["regression", "labels"])
+def test_targets_written_as_numbers_are_numbers_as_a_files_are(tmp_path, kind):
+    """``read_csv(dtype=str)`` gives a numeric target as text: slangcli.fit made a regression target a softmax of a
+    class a row, and ordered the labels 9, 10, 100 as text (10, 100, 9), where slang fit on the same file fitted a
+    regression, and ordered the labels by value. The estimators keep labels as given."""
+    pd = pytest.importorskip("pandas")
+    from slangcli.estimators import SLANGClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = X @ [1.0, 2.0] + 0.1 * rng.normal(size=60) if kind == "regression" else np.array([9, 10, 100])[
+        np.digitize(X[:, 0], [-0.5, 0.5])]
+    pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "y": y}).to_csv(tmp_path / "t.csv", index=False)
+    frame = pd.read_csv(tmp_path / "t.csv", dtype=str)
+    out = CliRunner().invoke(main, ["fit", str(tmp_path / "t.csv"), "--epochs", "2", "-o", str(tmp_path / "r.h5")])
+    assert out.exit_code == 0, out.output
+    by_file = read_run(tmp_path / "r.h5")
+    result = slangcli.fit(frame[["a", "b"]], frame["y"], epochs=2)
+    assert result.classes == (None if kind == "regression" else [9.0, 10.0, 100.0])
+    np.testing.assert_array_equal(result.posterior.mean, by_file.posterior.mean)
+    if kind == "labels":
+        assert result.score(frame[["a", "b"]], frame["y"])["n"] == 60  # (text labels read as the fit's numbers)
+        assert SLANGClassifier(epochs=1).fit(frame[["a", "b"]], frame["y"]).classes_.tolist() == ["10", "100", "9"]
