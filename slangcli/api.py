@@ -252,11 +252,12 @@ def bool_labels(y) -> bool:
                                    and all(isinstance(v, (bool, np.bool_)) for v in a.ravel()))
 
 
-def _targets(y, n: int, what: str = "y", text_numbers: bool = True) -> np.ndarray:
-    """``y`` as a 1-D array of ``n`` label values or numbers. ``text_numbers``: strings that are all numbers (as
-    ``read_csv(dtype=str)`` gives) are numbers, as a file's target cells are (a regression's targets; labels ordered
-    by value, ``01`` and ``1`` one label); False keeps them as text (the estimators, whose ``classes_`` are the labels
-    as given)."""
+def _targets(y, n: int, what: str = "y", text_numbers: bool = True, bool_text: bool = True) -> np.ndarray:
+    """``y`` as a 1-D array of ``n`` label values or numbers, by default read as a file's target cells are:
+    ``text_numbers``, strings that are all numbers (as ``read_csv(dtype=str)`` gives) are numbers (a regression's
+    targets; labels ordered by value, ``01`` and ``1`` one label); ``bool_text``, booleans are the labels ``False``
+    and ``True`` (the cells ``DataFrame.to_csv`` writes). The estimators, whose ``classes_`` are the labels as given,
+    set both False: text stays text, and booleans are coded 0, 1."""
     if y is None:
         raise DataError(f"{what}: the targets are required (got None)")
     a = np.asarray(y)
@@ -268,8 +269,9 @@ def _targets(y, n: int, what: str = "y", text_numbers: bool = True) -> np.ndarra
         raise DataError(f"{what}: {len(a)} targets for {n} examples")
     if a.dtype.kind == "c":
         raise DataTypeError(f"{what}: Complex data not supported")
-    if bool_labels(a):  # (coded 0, 1; an object array of bools too: a Series that dropna left of object dtype)
-        a = a.astype(bool).astype(np.int64)
+    if bool_labels(a):  # (an object array of bools too: a Series that dropna left of object dtype)
+        a = a.astype(bool)
+        a = np.where(a, "True", "False") if bool_text else a.astype(np.int64)
     if a.dtype.kind == "O":
         items = a.tolist()
         if all(isinstance(v, str) for v in items):
@@ -322,10 +324,10 @@ def _provenance(X: np.ndarray, y: np.ndarray) -> dict:
 
 
 def _encoded_test(X_test, y_test, schema: Schema, width: int, given_names, names, missing: str, notify,
-                  text_numbers: bool = True):
+                  as_file: bool = True):
     """``(X_test, y_test, provenance)``: the test set encoded by the training rows' schema, a DataFrame's columns
     taken by the names of X's (as every prediction takes them), incomplete rows handled as X's are; ``width`` is
-    the number of X's columns; ``text_numbers`` as :func:`_targets`'s."""
+    the number of X's columns; ``as_file``: its targets read as a file's (:func:`_targets`)."""
     test_names = string_columns(X_test)
     if given_names is not None and test_names is not None and test_names != given_names:
         absent = [n for n in given_names if n not in test_names]
@@ -337,7 +339,7 @@ def _encoded_test(X_test, y_test, schema: Schema, width: int, given_names, names
         X_test = X_test[list(given_names)]
     X_test, test_text, _ = _raw_features(X_test, "X_test", kinds=[column.kind for column in schema.columns],
                                          allow_missing=missing != "error")
-    y_test = _targets(y_test, len(X_test), "y_test", text_numbers)
+    y_test = _targets(y_test, len(X_test), "y_test", text_numbers=as_file, bool_text=as_file)
     if X_test.shape[1] != width:
         raise DataError(f"X_test: {X_test.shape[1]} features, but X has {width}")
     if missing == "drop":
@@ -354,7 +356,9 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     ----------
     X, y : array_like
         Training features (numbers) and targets (label values, or numbers for regression). A DataFrame's string
-        column names are the features' names: every prediction then takes its columns by name.
+        column names are the features' names: every prediction then takes its columns by name. The targets are read
+        as a file's target cells are: strings that are all numbers are numbers, and booleans the labels ``False``
+        and ``True`` (what ``DataFrame.to_csv`` writes), so that the frame's CSV scores as the frame does.
     X_test, y_test : array_like, optional
         Test data, scored at the end of the fit (stored in ``metrics["test"]``).
     method : str or None
@@ -421,7 +425,7 @@ def _fit(X, y, options: dict, *, X_test=None, y_test=None, progress=None, notify
     X, text, names = _raw_features(X, "X", allow_missing=missing != "error", categorical=categorical)
     if missing != "error":
         X, text, y = _rows_with_targets(X, text, y, notify)
-    y = _targets(y, len(X), "y", text_numbers=not estimator)
+    y = _targets(y, len(X), "y", text_numbers=not estimator, bool_text=not estimator)
     if (X_test is None) != (y_test is None):
         raise DataError("give both X_test and y_test, or neither")
     names = names or tuple(f"x{j}" for j in range(X.shape[1]))
@@ -438,7 +442,7 @@ def _fit(X, y, options: dict, *, X_test=None, y_test=None, progress=None, notify
     test = None
     if X_test is not None:
         X_test, y_test, test = _encoded_test(X_test, y_test, schema, X.shape[1], given_names, names, missing,
-                                               notify, text_numbers=not estimator)
+                                               notify, as_file=not estimator)
     X = schema.encode(X, text, impute=missing == "impute", where=_where("X", names))
     train = _provenance(X, y)  # (of every row given: the rows held out are among them)
     calibration = None
@@ -684,9 +688,9 @@ class FitResult:
         names = schema_of(self.run).names
         if y is None:
             return transform(self.run, A, None, what, text=text, where=_where(what, names), impute=impute)[0]
-        # (labels written as numbers are numbers, unless the fit kept them as text: an estimator's)
-        classes = self.classes
-        y = _targets(y, len(A), "y", text_numbers=not classes or not isinstance(classes[0], str))
+        # read as the fit read its targets: labels of text (a file's, booleans among them) or numbers
+        text_labels = bool(self.classes) and isinstance(self.classes[0], str)
+        y = _targets(y, len(A), "y", text_numbers=not text_labels, bool_text=text_labels)
         return transform(self.run, A, y, "y", text=text, where=_where(what, names), impute=impute)
 
     def predict(self, X, *, samples: int | None = None, seed: int | None = None, interval: float = 0.95,

@@ -671,3 +671,26 @@ def test_targets_written_as_numbers_are_numbers_as_a_files_are(tmp_path, kind):
     if kind == "labels":
         assert result.score(frame[["a", "b"]], frame["y"])["n"] == 60  # (text labels read as the fit's numbers)
         assert SLANGClassifier(epochs=1).fit(frame[["a", "b"]], frame["y"]).classes_.tolist() == ["10", "100", "9"]
+
+
+def test_a_bool_target_is_read_as_a_files_true_and_false_cells(tmp_path):
+    """slangcli.fit coded a bool target 0/1, so that the frame's own CSV (True/False cells, labels as slang fit reads
+    them) was refused by slang evaluate: "label 'True' not seen in training data (known: 0, 1)"."""
+    pd = pytest.importorskip("pandas")
+    from slangcli.estimators import SLANGClassifier
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(60, 2)), columns=["a", "b"])
+    y = pd.Series(frame["a"] > 0, name="y")
+    result = slangcli.fit(frame, y, epochs=2)
+    assert result.classes == ["False", "True"]
+    result.save(tmp_path / "r.h5")
+    frame.assign(y=y).to_csv(tmp_path / "t.csv", index=False)
+    out = CliRunner().invoke(main, ["evaluate", str(tmp_path / "r.h5"), str(tmp_path / "t.csv"), "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["metrics"]["test"]["nll"] == pytest.approx(result.score(frame, y)["nll"], rel=1e-12)
+    # the file fits the same posterior; the estimator keeps the booleans
+    fitted = CliRunner().invoke(main, ["fit", str(tmp_path / "t.csv"), "--epochs", "2", "-o", str(tmp_path / "f.h5")])
+    assert fitted.exit_code == 0, fitted.output
+    np.testing.assert_array_equal(read_run(tmp_path / "f.h5").posterior.mean, result.posterior.mean)
+    assert SLANGClassifier(epochs=1).fit(frame, y).classes_.tolist() == [False, True]
