@@ -11,6 +11,7 @@ In-process, an exception that escapes the command shows up as ``result.exception
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import io
 import json
@@ -672,8 +673,16 @@ def test_an_unseen_label_is_named_by_its_line(tmp_path, how):
                      f"{other}:4: label 'maybe' not seen in training data")
         return
     assert_ok(invoke("fit", train, "-o", run, *FAST))
-    args = ("evaluate", run, other) if how == "evaluate" else ("predict", run, other, "-o", "-")
-    assert_error(invoke(*args), 1, f"{other}:4: label 'maybe' not seen in training data")
+    if how == "evaluate":
+        assert_error(invoke("evaluate", run, other), 1, f"{other}:4: label 'maybe' not seen in training data")
+        return
+    # predict needs no target: the row is predicted, its label said in a note and its target cell left empty
+    result = invoke("predict", run, other, "-o", "-")
+    assert_ok(result)
+    assert f"slang: {other}:4: label 'maybe' was not seen in training (known: x, y): the row is predicted, its " \
+           "target cell left empty" in result.stderr
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert [row["target"] for row in rows] == ["x", ""] and rows[1]["predicted"] in ("x", "y")
 
 
 def test_a_regression_target_that_is_not_a_number_is_named_by_its_line(tmp_path):

@@ -125,23 +125,11 @@ class LabelMap:
         y = np.asarray(y)
         if y.ndim != 1:
             raise DataError(f"{path}: labels must be one-dimensional, got shape {y.shape}")
-        known = np.array(self.classes, dtype=np.float64 if self.numeric else str)
-        order = np.argsort(known, kind="stable")
         codes = np.empty(len(y), dtype=dtype)
         for rows in row_blocks(len(y)):  # (each row's code alone: the blocks bound the temporaries)
-            if self.numeric:
-                if y.dtype.kind in "biuf":
-                    values = y[rows].astype(np.float64)
-                else:
-                    values = np.array([_float_or_nan(v) for v in y[rows]], dtype=np.float64)
-            else:
-                values = y[rows] if y.dtype.kind == "U" else np.array([_fmt_label(v) for v in y[rows]], dtype=str)
-                if values.size == 0:
-                    values = values.astype(known.dtype)
-            position = np.minimum(np.searchsorted(known[order], values), len(known) - 1)
-            block = order[position]
+            block, unseen = self._match(y[rows])
             codes[rows] = block
-            unknown = np.flatnonzero(known[block] != values)  # NaN != NaN, so a NaN label is unknown too
+            unknown = np.flatnonzero(unseen)
             if unknown.size:
                 i = rows.start + int(unknown[0])
                 raise UnseenLabel(
@@ -149,6 +137,28 @@ class LabelMap:
                     f"seen in training data (known: {_listing(self.classes)})"
                 )
         return codes
+
+    def seen(self, y) -> np.ndarray:
+        """Whether each label of ``y : (N,)`` is among the classes, compared as :meth:`encode` compares."""
+        y = np.asarray(y)
+        out = np.empty(len(y), dtype=bool)
+        for rows in row_blocks(len(y)):
+            out[rows] = ~self._match(y[rows])[1]
+        return out
+
+    def _match(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The code of each label of ``y`` (the nearest class where it is none), and where it is none."""
+        known = np.array(self.classes, dtype=np.float64 if self.numeric else str)
+        order = np.argsort(known, kind="stable")
+        if self.numeric:
+            values = y.astype(np.float64) if y.dtype.kind in "biuf" else np.array([_float_or_nan(v) for v in y],
+                                                                                   dtype=np.float64)
+        else:
+            values = y if y.dtype.kind == "U" else np.array([_fmt_label(v) for v in y], dtype=str)
+            if values.size == 0:
+                values = values.astype(known.dtype)
+        block = order[np.minimum(np.searchsorted(known[order], values), len(known) - 1)]
+        return block, known[block] != values  # (NaN != NaN, so a NaN label is unknown too)
 
     def decode(self, codes) -> np.ndarray:
         """Label values of integer codes ``(N,)``: float64 for numeric classes, else str."""

@@ -25,7 +25,7 @@ from slangcli.errors import ConfigError, DataError
 from slangcli.data.readers import (ARRAYS, MISSING_POLICIES, NA_VALUES, STDIN, Table, TargetNameWithoutHeader,
                                    is_uci_folder, line_of_row, read_table, read_uci_folder, sha256_file,
                                    streams_kept, widen)
-from slangcli.data.readers._common import _fmt_label
+from slangcli.data.readers._common import _fmt_label, _listing
 from slangcli.data.schema import CLASSES, TARGET_NUMERIC, Column, Schema, Target, schema_of
 
 if TYPE_CHECKING:  # (a stored run's data are read here; the run file format sits above the data)
@@ -760,14 +760,17 @@ def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str 
     for note in notes:
         notify(note)
     _note_imputed(data_path, count, notify)
-    target = None if table.y is None else _target_values(run, table.y, data_path, _row_where(data_path, table))
+    target = None if table.y is None else _target_values(run, table.y, data_path, _row_where(data_path, table),
+                                                         notify)
     return X, target, dict(source, has_target=target is not None), rows
 
 
-def _target_values(run: Run, y_raw: np.ndarray, path, where: Callable[[int], str]) -> np.ndarray:
+def _target_values(run: Run, y_raw: np.ndarray, path, where: Callable[[int], str],
+                   notify: Callable[[str], None] = lambda msg: None) -> np.ndarray:
     """The target values of data to predict on, as the fit knows them: numbers (regression), or the stored label
     values (a file's "1" and the class 1.0 are the same label, as in the predicted column); a missing one (kept by
-    ``impute``) stays empty: NaN, or "" among text labels."""
+    ``impute``) stays empty: NaN, or "" among text labels. A label the fit never saw is no reason not to predict
+    its row: it is said in a note, and its cell left empty as a missing one's."""
     if run.model.likelihood == "gaussian":
         numeric_target(y_raw, path, where)
         values = y_raw.astype(float)
@@ -777,6 +780,15 @@ def _target_values(run: Run, y_raw: np.ndarray, path, where: Callable[[int], str
         return values
     labels = LabelMap(tuple(run.data["labels"]["classes"]))
     gaps = _target_gaps(y_raw)
+    unseen = ~gaps & ~labels.seen(y_raw)
+    if unseen.any():
+        rows = np.flatnonzero(unseen)
+        first = f"{where(int(rows[0]))}: label {_fmt_label(y_raw[rows[0]].item())!r} was not seen in training " \
+                f"(known: {_listing(labels.classes)})"
+        notify(f"{first}: the row is predicted, its target cell left empty" if len(rows) == 1 else
+               f"{first}, nor were those of {_rows(len(rows) - 1)} more: the rows are predicted, their target "
+               "cells left empty")
+        gaps = gaps | unseen
     if not gaps.any():
         return labels.decode(labels.encode(y_raw, path=path, where=where))
     present = np.flatnonzero(~gaps)
