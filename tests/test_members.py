@@ -543,6 +543,22 @@ def test_evaluate_and_predict_use_the_mixture(mixture_cli):
     np.testing.assert_allclose([float(r["std_epistemic"]) for r in rows], direct.std_epistemic, rtol=1e-10)
 
 
+def test_the_draws_reported_are_the_draws_made(mixture_cli):
+    """A mixture of 3 asked for 7 draws makes ceil(7 / 3) = 3 of each member's, 9 in all: reported as 7."""
+    import json
+
+    from slangcli.api import load
+
+    done = _cli("evaluate", mixture_cli / "mix.h5", "--samples", "7", "--json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["samples"] == 9 and "(mc, 9 samples, seed" in done.stderr
+    done = _cli("predict", mixture_cli / "mix.h5", mixture_cli / "reg.csv", "-o", "-", "--samples", "7")
+    assert done.exit_code == 0, done.output
+    assert "(mc, 9 samples, seed" in done.stderr
+    X = np.loadtxt(mixture_cli / "reg.csv", delimiter=",", skiprows=1)[:, :2]
+    assert load(mixture_cli / "mix.h5").predict(X, samples=7).info["samples"] == 9
+
+
 def test_inspect_says_it_is_a_mixture_of_members(mixture_cli):
     import json
 

@@ -217,6 +217,15 @@ def draw_parts(posterior, model: MLP, seed: int, samples: int) -> list[tuple]:
             for k, (member, part_model, _) in enumerate(posterior.components(model))]
 
 
+def drawn(posterior, samples: int) -> int:
+    """The weight draws the predictive makes when asked for ``samples``: ``K ceil(samples / K)`` for a mixture of
+    K (:func:`draw_parts`), ``samples`` otherwise; what a report of the predictive states."""
+    if not is_mixture(posterior):
+        return samples
+    K = posterior.n_members
+    return K * -(-samples // K)
+
+
 def _sample_chunks(posterior, rng, samples):
     """Weight samples in chunks of at most 64, so memory stays bounded for large S."""
     def chunks():
