@@ -543,20 +543,33 @@ def test_evaluate_and_predict_use_the_mixture(mixture_cli):
     np.testing.assert_allclose([float(r["std_epistemic"]) for r in rows], direct.std_epistemic, rtol=1e-10)
 
 
-def test_the_draws_reported_are_the_draws_made(mixture_cli):
-    """A mixture of 3 asked for 7 draws makes ceil(7 / 3) = 3 of each member's, 9 in all: reported as 7."""
+def test_the_draws_reported_are_the_draws_made(mixture_cli, tmp_path):
+    """A mixture of 3 asked for 7 samples makes ceil(7 / 3) = 3 draws of each member's, 9 in all: reported as 7.
+    The reports keep the samples asked for (what --samples reproduces, and what a calibration records) and say the
+    draws beside them."""
     import json
 
     from slangcli.api import load
 
     done = _cli("evaluate", mixture_cli / "mix.h5", "--samples", "7", "--json")
     assert done.exit_code == 0, done.output
-    assert json.loads(done.stdout)["samples"] == 9 and "(mc, 9 samples, seed" in done.stderr
-    done = _cli("predict", mixture_cli / "mix.h5", mixture_cli / "reg.csv", "-o", "-", "--samples", "7")
+    out = json.loads(done.stdout)
+    assert (out["samples"], out["draws"]) == (7, 9)
+    assert "(mc, 7 samples (9 draws, 3 from each of 3 members), seed 0)" in done.stderr
+    done = _cli("predict", mixture_cli / "mix.h5", mixture_cli / "reg.csv", "-o", "-", "--samples", "6")
     assert done.exit_code == 0, done.output
-    assert "(mc, 9 samples, seed" in done.stderr
+    assert "(mc, 6 samples, seed 0)" in done.stderr  # (3 divides 6: nothing to add)
     X = np.loadtxt(mixture_cli / "reg.csv", delimiter=",", skiprows=1)[:, :2]
-    assert load(mixture_cli / "mix.h5").predict(X, samples=7).info["samples"] == 9
+    info = load(mixture_cli / "mix.h5").predict(X, samples=7).info
+    assert (info["samples"], info["draws"]) == (7, 9)
+    # a calibrated mixture whose samples 3 does not divide: its own predictive is the calibration's, said as such
+    fitted = _cli("fit", mixture_cli / "reg.csv", "--hidden", "3", "--epochs", "2", "--members", "3",
+                  "--eval-samples", "7", "--calibrate", "0.3", "-o", tmp_path / "cal.h5")
+    assert fitted.exit_code == 0, fitted.output
+    done = _cli("predict", tmp_path / "cal.h5", mixture_cli / "reg.csv", "-o", tmp_path / "p.csv")
+    assert done.exit_code == 0 and "Monte-Carlo difference" not in done.stderr, done.stderr
+    done = _cli("evaluate", tmp_path / "cal.h5", mixture_cli / "reg.csv")
+    assert done.exit_code == 0 and "Monte-Carlo difference" not in done.stderr, done.stderr
 
 
 def test_inspect_says_it_is_a_mixture_of_members(mixture_cli):

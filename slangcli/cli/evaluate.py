@@ -6,12 +6,12 @@ import click
 
 from slangcli.cli.options import BINS, SAMPLES, SEED
 from slangcli.cli.output import (calibration_table, checkpoint_note, emit_json, metric_rows, metrics_table,
-                                 needs_stdout, note, progress_bar)
+                                 needs_stdout, note, predictive_said, progress_bar)
 from slangcli.data.columns import LAYOUTS
 from slangcli.data.readers import MISSING_POLICIES
 from slangcli.predictive import conformal
 from slangcli.predictive.evaluation import evaluate as evaluate_run
-from slangcli.predictive.metrics import PREDICTIVES
+from slangcli.predictive.metrics import PREDICTIVES, drawn
 from slangcli.runfile.io import read_run
 
 
@@ -69,11 +69,12 @@ def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, mi
             note(f"calibrated coverage: {differs}")
     if (out.get("test") or {}).get("calibrated_infinite"):
         note(f"calibrated coverage: {conformal.too_few(run.calibration['n'], run.model.likelihood)}")
-    how = out["predictive"] + (f", {out['samples']} samples, seed {out['seed']}" if out["samples"] else "")
+    how = predictive_said(out["predictive"], out["samples"], out["seed"], getattr(run.posterior, "n_members", 1))
     metrics_table(f"{run_file} ({how})", metric_rows(out))
     calibration_table(out)
     if as_json:
         emit_json({"run": run_file, "status": run.status,
                    "metrics": {k: out[k] for k in ("test", "train", "reference") if k in out},
                    "predictive": out["predictive"], "samples": out["samples"],
+                   "draws": drawn(run.posterior, out["samples"]) if out["samples"] else None,
                    "seed": out["seed"] if out["samples"] else None, "data": out["data"]})

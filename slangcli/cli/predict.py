@@ -6,7 +6,8 @@ import click
 import numpy as np
 
 from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_output, invocation
-from slangcli.cli.output import check_stdout, checkpoint_note, emit_json, needs_stdout, note, progress_bar
+from slangcli.cli.output import (check_stdout, checkpoint_note, emit_json, needs_stdout, note, predictive_said,
+                                 progress_bar)
 from slangcli.data.columns import LAYOUTS
 from slangcli.data.readers import sha256_file
 from slangcli.data.sources import PREDICT_MISSING
@@ -74,7 +75,7 @@ def predict(run_file, data, output, samples, seed, interval, missing, header, la
     predictions.info.update(run_sha256=sha256_file(run_file), command=invocation())
     write_predictions(output, predictions)
     info, arrays = predictions.info, predictions.arrays
-    how = info["predictive"] + (f", {info['samples']} samples, seed {info['seed']}" if info["samples"] else "")
+    how = predictive_said(info["predictive"], info["samples"], info["seed"], getattr(run.posterior, "n_members", 1))
     where = "stdout" if output == "-" else output
     rows, empty = info["data"]["rows"], info["data"].get("rows_missing", 0)
     kept = f"; {empty} row{'s' if empty > 1 else ''} of {rows} left empty" if empty else ""

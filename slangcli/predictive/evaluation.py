@@ -108,7 +108,7 @@ def score(model, posterior, prior_precision, *, X_train, y_train, X_test=None, y
         predictive = metrics.resolve_predictive(model, predictive)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    out = {"predictive": predictive, "samples": metrics.drawn(posterior, samples) if predictive == "mc" else None}
+    out = {"predictive": predictive, "samples": samples if predictive == "mc" else None}
     with blas_threads(model.n_params, min(samples, 64), max(len(X_train) if X_train is not None else 1, 1)):
         if X_test is not None:
             # the one predictive (the weight samples and probabilities of slang predict for the same seed)
@@ -378,7 +378,8 @@ def predict_arrays(run: Run, X: np.ndarray, *, samples: int | None = None, seed:
             classes = list(labels.classes)
     mc = out["predictive"] == "mc"
     info = {"run": None, "likelihood": model.likelihood, "predictive": out["predictive"],
-            "samples": metrics.drawn(run.posterior, samples) if mc else None, "seed": seed if mc else None,
+            "samples": samples if mc else None, "draws": metrics.drawn(run.posterior, samples) if mc else None,
+            "seed": seed if mc else None,
             "interval": interval if model.likelihood == "gaussian" else None, "data": {"rows": int(len(X))}}
     if run.calibration:
         # the split-conformal intervals or sets of the same level, from the same predictive (the run's scores)

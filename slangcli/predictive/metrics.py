@@ -219,7 +219,7 @@ def draw_parts(posterior, model: MLP, seed: int, samples: int) -> list[tuple]:
 
 def drawn(posterior, samples: int) -> int:
     """The weight draws the predictive makes when asked for ``samples``: ``K ceil(samples / K)`` for a mixture of
-    K (:func:`draw_parts`), ``samples`` otherwise; what a report of the predictive states."""
+    K (:func:`draw_parts`), ``samples`` otherwise."""
     if not is_mixture(posterior):
         return samples
     K = posterior.n_members
