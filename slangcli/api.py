@@ -252,12 +252,12 @@ def bool_labels(y) -> bool:
                                    and all(isinstance(v, (bool, np.bool_)) for v in a.ravel()))
 
 
-def _targets(y, n: int, what: str = "y", text_numbers: bool = True, bool_text: bool = True) -> np.ndarray:
-    """``y`` as a 1-D array of ``n`` label values or numbers, by default read as a file's target cells are:
-    ``text_numbers``, strings that are all numbers (as ``read_csv(dtype=str)`` gives) are numbers (a regression's
-    targets; labels ordered by value, ``01`` and ``1`` one label); ``bool_text``, booleans are the labels ``False``
-    and ``True`` (the cells ``DataFrame.to_csv`` writes). The estimators, whose ``classes_`` are the labels as given,
-    set both False: text stays text, and booleans are coded 0, 1."""
+def _targets(y, n: int, what: str = "y", text_numbers: bool = True, bool_text: bool = False) -> np.ndarray:
+    """``y`` as a 1-D array of ``n`` label values or numbers. ``text_numbers``: strings that are all finite numbers
+    (as ``read_csv(dtype=str)`` gives) are numbers, as a file's target cells are (a regression's targets; labels
+    ordered by value, ``01`` and ``1`` one label); the estimators, whose ``classes_`` are the labels as given, keep
+    them as text. Booleans are coded 0, 1, or with ``bool_text`` are the labels ``False`` and ``True`` (the cells
+    ``DataFrame.to_csv`` writes: to score a run fitted on such a file)."""
     if y is None:
         raise DataError(f"{what}: the targets are required (got None)")
     a = np.asarray(y)
@@ -293,7 +293,9 @@ def _targets(y, n: int, what: str = "y", text_numbers: bool = True, bool_text: b
             raise DataTypeError(f"{what}: row {i} holds {items[i]!r} ({kinds[i]}) where row 0 holds {items[0]!r} "
                                 f"({kinds[0]}); the targets must be of one kind")
     if text_numbers and a.dtype.kind == "U" and a.size and all(_is_number(v.strip()) for v in a.tolist()):
-        a = np.array([float(v) for v in a.tolist()])
+        numbers = np.array([float(v) for v in a.tolist()])
+        if np.isfinite(numbers).all():  # ("nan" or "inf" among them: labels of text, as they were)
+            a = numbers
     if a.dtype.kind in "iu" and a.size and max(int(a.max()), -int(a.min())) > 2**53:
         # numeric labels are kept as float64 numbers, which tell integers apart only up to 2^53
         i = int(np.argmax(np.abs(a.astype(np.float64))))
@@ -324,10 +326,11 @@ def _provenance(X: np.ndarray, y: np.ndarray) -> dict:
 
 
 def _encoded_test(X_test, y_test, schema: Schema, width: int, given_names, names, missing: str, notify,
-                  as_file: bool = True):
+                  text_numbers: bool = True):
     """``(X_test, y_test, provenance)``: the test set encoded by the training rows' schema, a DataFrame's columns
     taken by the names of X's (as every prediction takes them), incomplete rows handled as X's are; ``width`` is
-    the number of X's columns; ``as_file``: its targets read as a file's (:func:`_targets`)."""
+    the number of X's columns; ``text_numbers``: its targets' numbers written as text are numbers, as the training
+    targets' were (:func:`_targets`)."""
     test_names = string_columns(X_test)
     if given_names is not None and test_names is not None and test_names != given_names:
         absent = [n for n in given_names if n not in test_names]
@@ -339,7 +342,7 @@ def _encoded_test(X_test, y_test, schema: Schema, width: int, given_names, names
         X_test = X_test[list(given_names)]
     X_test, test_text, _ = _raw_features(X_test, "X_test", kinds=[column.kind for column in schema.columns],
                                          allow_missing=missing != "error")
-    y_test = _targets(y_test, len(X_test), "y_test", text_numbers=as_file, bool_text=as_file)
+    y_test = _targets(y_test, len(X_test), "y_test", text_numbers=text_numbers)
     if X_test.shape[1] != width:
         raise DataError(f"X_test: {X_test.shape[1]} features, but X has {width}")
     if missing == "drop":
@@ -356,9 +359,9 @@ def fit(X, y, *, X_test=None, y_test=None, progress: Callable[[int, int], None] 
     ----------
     X, y : array_like
         Training features (numbers) and targets (label values, or numbers for regression). A DataFrame's string
-        column names are the features' names: every prediction then takes its columns by name. The targets are read
-        as a file's target cells are: strings that are all numbers are numbers, and booleans the labels ``False``
-        and ``True`` (what ``DataFrame.to_csv`` writes), so that the frame's CSV scores as the frame does.
+        column names are the features' names: every prediction then takes its columns by name. Targets that are all
+        numbers written as text are numbers, as a file's target cells are; booleans are the labels 0 and 1 (a run
+        file then also reads the ``True``/``False`` cells of the frame's CSV as them).
     X_test, y_test : array_like, optional
         Test data, scored at the end of the fit (stored in ``metrics["test"]``).
     method : str or None
@@ -425,7 +428,7 @@ def _fit(X, y, options: dict, *, X_test=None, y_test=None, progress=None, notify
     X, text, names = _raw_features(X, "X", allow_missing=missing != "error", categorical=categorical)
     if missing != "error":
         X, text, y = _rows_with_targets(X, text, y, notify)
-    y = _targets(y, len(X), "y", text_numbers=not estimator, bool_text=not estimator)
+    y = _targets(y, len(X), "y", text_numbers=not estimator)
     if (X_test is None) != (y_test is None):
         raise DataError("give both X_test and y_test, or neither")
     names = names or tuple(f"x{j}" for j in range(X.shape[1]))
@@ -442,7 +445,7 @@ def _fit(X, y, options: dict, *, X_test=None, y_test=None, progress=None, notify
     test = None
     if X_test is not None:
         X_test, y_test, test = _encoded_test(X_test, y_test, schema, X.shape[1], given_names, names, missing,
-                                               notify, as_file=not estimator)
+                                               notify, text_numbers=not estimator and y.dtype.kind != "U")
     X = schema.encode(X, text, impute=missing == "impute", where=_where("X", names))
     train = _provenance(X, y)  # (of every row given: the rows held out are among them)
     calibration = None

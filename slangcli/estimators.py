@@ -181,7 +181,7 @@ class _SLANGEstimator:
             warnings.warn(_data_conversion("A column-vector y was passed when a 1d array was expected. Please "
                                            "change the shape of y to (n_samples, ), for example using ravel()."),
                           stacklevel=3)
-        y_arr = api._targets(y, len(X_arr), "y", text_numbers=False, bool_text=False)
+        y_arr = api._targets(y, len(X_arr), "y", text_numbers=False)
         if len(X_arr) < 2:
             raise ValueError(f"{type(self).__name__}: n_samples=1; a fit needs at least 2 examples")
         # the parameters as the options of a fit (the declaration's names), the method's own as keywords
@@ -373,7 +373,7 @@ class SLANGClassifier(_SLANGEstimator):
             self._check_params()
             # the labels checked (a missing one, or labels of mixed kinds, named by row) before they are counted;
             # y itself goes on to _fit, which warns about a column vector
-            labels = api._targets(y_arr, len(y_arr), "y", text_numbers=False, bool_text=False)
+            labels = api._targets(y_arr, len(y_arr), "y", text_numbers=False)
             if len(np.unique(labels)) == 2:
                 likelihood = "bernoulli"
         return self._fit(X, y, likelihood)

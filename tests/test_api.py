@@ -673,24 +673,38 @@ def test_targets_written_as_numbers_are_numbers_as_a_files_are(tmp_path, kind):
         assert SLANGClassifier(epochs=1).fit(frame[["a", "b"]], frame["y"]).classes_.tolist() == ["10", "100", "9"]
 
 
-def test_a_bool_target_is_read_as_a_files_true_and_false_cells(tmp_path):
-    """slangcli.fit coded a bool target 0/1, so that the frame's own CSV (True/False cells, labels as slang fit reads
-    them) was refused by slang evaluate: "label 'True' not seen in training data (known: 0, 1)"."""
+def test_a_bool_targets_run_reads_the_true_and_false_cells_of_its_frames_csv(tmp_path):
+    """slangcli.fit codes a bool target 0/1; the frame's own CSV holds True/False cells, which slang evaluate refused:
+    "label 'True' not seen in training data (known: 0, 1)". A run of classes 0 and 1 reads them as 1 and 0; a run
+    fitted on that CSV (labels False, True) scores a bool target from Python."""
     pd = pytest.importorskip("pandas")
+    from slangcli.api import load
     from slangcli.estimators import SLANGClassifier
 
     rng = np.random.default_rng(0)
     frame = pd.DataFrame(rng.normal(size=(60, 2)), columns=["a", "b"])
     y = pd.Series(frame["a"] > 0, name="y")
     result = slangcli.fit(frame, y, epochs=2)
-    assert result.classes == ["False", "True"]
+    assert result.classes == [0.0, 1.0]
     result.save(tmp_path / "r.h5")
     frame.assign(y=y).to_csv(tmp_path / "t.csv", index=False)
     out = CliRunner().invoke(main, ["evaluate", str(tmp_path / "r.h5"), str(tmp_path / "t.csv"), "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout)["metrics"]["test"]["nll"] == pytest.approx(result.score(frame, y)["nll"], rel=1e-12)
-    # the file fits the same posterior; the estimator keeps the booleans
+    # the file fits the same posterior, of the labels False and True, which score a bool target alike
     fitted = CliRunner().invoke(main, ["fit", str(tmp_path / "t.csv"), "--epochs", "2", "-o", str(tmp_path / "f.h5")])
     assert fitted.exit_code == 0, fitted.output
-    np.testing.assert_array_equal(read_run(tmp_path / "f.h5").posterior.mean, result.posterior.mean)
+    by_file = load(tmp_path / "f.h5")
+    assert by_file.classes == ["False", "True"]
+    np.testing.assert_array_equal(by_file.posterior.mean, result.posterior.mean)
+    assert by_file.score(frame, y)["nll"] == pytest.approx(result.score(frame, y)["nll"], rel=1e-12)
     assert SLANGClassifier(epochs=1).fit(frame, y).classes_.tolist() == [False, True]
+
+
+def test_test_labels_are_read_as_the_training_labels_were():
+    """Training labels of text that look partly like numbers stay text, and so do the test labels: "01" in y_test
+    was made the number 1 beside the training labels "01", "02", "x". Labels with "nan" among them stay text."""
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    result = slangcli.fit(X, ["01", "02", "x"] * 20, X_test=X[:40], y_test=["01", "02"] * 20, epochs=1)
+    assert result.classes == ["01", "02", "x"] and result.metrics["test"]["n"] == 40
+    assert slangcli.fit(X, ["1", "2", "nan"] * 20, epochs=1).classes == ["1", "2", "nan"]

@@ -118,7 +118,8 @@ class LabelMap:
         likelihood's targets, made directly rather than converted from a copy).
 
         Numeric and string labels are compared by value: the string ``"1"`` matches the class ``1.0``, and
-        the number ``1.0`` matches the class ``"1"``. A value not among ``classes`` is a ``DataError`` naming
+        the number ``1.0`` matches the class ``"1"``; where the classes are 0 and 1 (a boolean target's), the text
+        ``True`` and ``False`` (in any case) match 1 and 0. A value not among ``classes`` is a ``DataError`` naming
         the first offending row: ``where(i)`` for 0-based row ``i`` (a file's ``path:line``), by default
         ``path: row i``.
         """
@@ -151,8 +152,11 @@ class LabelMap:
         known = np.array(self.classes, dtype=np.float64 if self.numeric else str)
         order = np.argsort(known, kind="stable")
         if self.numeric:
-            values = y.astype(np.float64) if y.dtype.kind in "biuf" else np.array([_float_or_nan(v) for v in y],
-                                                                                   dtype=np.float64)
+            # the classes 0 and 1 of booleans (a bool target, coded 0, 1) are also their text, True and False, as
+            # DataFrame.to_csv writes them
+            truth = _TRUTH if set(self.classes) <= {0.0, 1.0} else {}
+            values = y.astype(np.float64) if y.dtype.kind in "biuf" else np.array(
+                [_label_number(v, truth) for v in y], dtype=np.float64)
         else:
             values = y if y.dtype.kind == "U" else np.array([_fmt_label(v) for v in y], dtype=str)
             if values.size == 0:
@@ -164,6 +168,16 @@ class LabelMap:
         """Label values of integer codes ``(N,)``: float64 for numeric classes, else str."""
         codes = np.asarray(codes, dtype=np.int64)
         return np.array(self.classes, dtype=np.float64 if self.numeric else str)[codes]
+
+
+_TRUTH = {"true": 1.0, "false": 0.0}
+
+
+def _label_number(value, words: dict) -> float:
+    """A label as a number: its value, or one of ``words`` (text, in any case), NaN when it is none."""
+    if isinstance(value, str) and value.strip().lower() in words:
+        return words[value.strip().lower()]
+    return _float_or_nan(value)
 
 
 def _float_or_nan(value):
