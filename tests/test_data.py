@@ -171,6 +171,10 @@ def test_a_first_row_of_categories_seen_again_below_is_data(tmp_path):
     assert named.provenance["header"] is True and named.feature_names == ("colour", "size")
     partly = read_table(write(tmp_path, "p.csv", "blue,size,no\n" + rows), detect_categories=True)
     assert partly.provenance["header"] is True and partly.feature_names == ("blue", "size")
+    # a target of numbers below features of categories: its value need not be seen again
+    regression = "blue,large,3.2\nred,small,1.5\nblue,large,2.7\nred,small,0.4\n"
+    table = read_table(write(tmp_path, "r.csv", regression), detect_categories=True)
+    assert table.provenance["header"] is False and table.y.tolist() == [3.2, 1.5, 2.7, 0.4]
 
 
 @pytest.mark.parametrize("marker", ["?", "NA", "", "missing"])

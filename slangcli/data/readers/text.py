@@ -846,10 +846,12 @@ def _detect_header(rows, target, ncols, na):
 
 
 def _seen_below(rows, na) -> bool:
-    """Whether every cell of a first row of text (a missing one aside) is a value of its own column in a later row:
-    data of categories (``blue,large,no`` above ``red,small,yes`` and ``blue,small,no``), not column names, which
-    are not also values of their columns."""
-    cells = [(j, cell.strip()) for j, cell in enumerate(rows[0]) if cell.strip() not in na]
+    """Whether every text cell of a first row whose features are text (a missing one aside) is a value of its own
+    column in a later row (of those read with it): data of categories (``blue,large,no`` above ``red,small,yes``
+    and ``blue,small,no``; a target of numbers, ``blue,large,3.2``, is data whatever its value), not column names,
+    which are not also values of their columns."""
+    cells = [(j, cell.strip()) for j, cell in enumerate(rows[0])
+             if cell.strip() not in na and not _is_number(cell.strip())]
     return bool(cells) and all(any(len(row) > j and row[j].strip() == cell for row in rows[1:]) for j, cell in cells)
 
 
