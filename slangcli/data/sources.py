@@ -786,8 +786,8 @@ def _target_values(run: Run, y_raw: np.ndarray, path, where: Callable[[int], str
         first = f"{where(int(rows[0]))}: label {_fmt_label(y_raw[rows[0]].item())!r} was not seen in training " \
                 f"(known: {_listing(labels.classes)})"
         notify(f"{first}: the row is predicted, its target cell left empty" if len(rows) == 1 else
-               f"{first}, nor were those of {_rows(len(rows) - 1)} more: the rows are predicted, their target "
-               "cells left empty")
+               f"{first}, nor were the labels of {len(rows) - 1} more row{'s' if len(rows) > 2 else ''} (next "
+               f"at {where(int(rows[1]))}): the rows are predicted, their target cells left empty")
         gaps = gaps | unseen
     if not gaps.any():
         return labels.decode(labels.encode(y_raw, path=path, where=where))
