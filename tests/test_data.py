@@ -177,6 +177,24 @@ def test_a_first_row_of_categories_seen_again_below_is_data(tmp_path):
     assert table.provenance["header"] is False and table.y.tolist() == [3.2, 1.5, 2.7, 0.4]
 
 
+@pytest.mark.parametrize("line", ["#N/A,4,1", "#1,4,1", "  #x;y,4,1"])
+def test_a_row_that_starts_with_a_hash_is_not_lost_as_a_comment(tmp_path, line):
+    """A line whose first non-blank character is # is a comment; Excel's #N/A, or a category #1, in a row's first cell
+    made the row one, and it was lost without a word (the fit, and predict's row numbers, one row short)."""
+    text = f"a,b,y\n1,2,0\n{line}\n5,6,0\n"
+    with pytest.raises(DataError, match=rf"^{where(tmp_path / 'h.csv', 3)} '{re.escape(line)}' starts with '#', which "
+                                        "marks a comment line, but holds 3 cells as the rows do: quote its first "
+                                        "cell to read it as a row, or delete it$"):
+        read_table(write(tmp_path, "h.csv", text))
+    # quoted, it is a row; comments stay comments: above the rows whatever their width (numpy's savetxt header),
+    # and among them when their # starts no word, or their width is not the rows'
+    quoted = read_table(write(tmp_path, "q.csv", text.replace(line, '"#N/A",4,1')), missing="drop",
+                        na_values=["#N/A"])
+    assert quoted.provenance["rows_dropped"] == 1 and quoted.provenance["dropped_lines"] == [3]
+    commented = "# a,b,y\n1,2,0\n# x,4,1\n#note\n5,6,0\n"
+    assert read_table(write(tmp_path, "c.csv", commented)).X.tolist() == [[1.0, 2.0], [5.0, 6.0]]
+
+
 @pytest.mark.parametrize("marker", ["?", "NA", "", "missing"])
 def test_a_missing_cell_in_the_first_row_does_not_make_it_a_header(tmp_path, marker):
     # the layout of UCI's breast-cancer-wisconsin.data: no header, "?" for a missing value, possibly on line 1

@@ -210,7 +210,8 @@ def _parse_text(name, source, fmt, target, delimiter, header, n_features, target
                 optional_target=False):
     """Parse the text of ``source``, a block of lines at a time: ``(format, X, y, feature_names, header, delimiter,
     target, info)`` (the last four None and {} for LIBSVM)."""
-    batches = (batch for batch in text_batches(source.blocks(), name) if batch[1])
+    comments = []  # (a CSV file's comment lines among its rows: checked to be none of them)
+    batches = (batch for batch in text_batches(source.blocks(), name, comments) if batch[1])
     first = next(batches, None)
     if first is None:
         raise DataError(f"{name}: file is empty")
@@ -224,7 +225,7 @@ def _parse_text(name, source, fmt, target, delimiter, header, n_features, target
     X, y, feature_names, header_used, delimiter_used, target_used, info = _parse_csv(
         name, batches, target, delimiter, header, targetless_width, drop_columns=drop_columns, columns=columns,
         na_values=na_values, missing=missing, text_targets=text_targets, layout=layout, categorical=categorical,
-        detect_categories=detect, optional_target=optional_target)
+        detect_categories=detect, optional_target=optional_target, comments=comments)
     if n_features is not None and X.shape[1] != n_features:
         raise DataError(f"{name}: {X.shape[1]} feature columns, but n_features is {n_features}")
     return fmt, X, y, feature_names, header_used, delimiter_used, target_used, info

@@ -66,6 +66,8 @@ _BLOCK = 1 << 18
 # a line that is neither blank nor a comment: its first non-blank character is not "#" (``\s`` and str.strip
 # agree on what is blank)
 _CONTENT_LINE = re.compile(r"^[^\S\n]*[^\s#].*$", re.MULTILINE)
+# the comment lines after the first line of content that text_batches keeps aside for a parser to check
+_COMMENTS_KEPT = 10_000
 # the file name that means standard input (read once; a run file records it as such, it cannot be re-read)
 STDIN = "-"
 # the format a run's provenance records for data given as arrays from Python (slangcli.fit), not read from a file
@@ -476,14 +478,17 @@ def _raw_blocks(raw):
     return (raw[k : k + _BLOCK] for k in range(0, len(raw), _BLOCK))
 
 
-def text_batches(blocks, name):
+def text_batches(blocks, name, comments: list | None = None):
     """For each block of ``blocks`` (bytes, decompressed), the real 1-based line numbers and the texts of its
     lines that are neither blank nor ``#`` comments, decoded as UTF-8: ``(linenos, texts)``, one pair a block (a
-    block ends after its last newline; a line longer than a block spans several).
+    block ends after its last newline; a line longer than a block spans several). ``comments``: a list that gets
+    ``(lineno, text)`` of the comment lines after the first line of content (at most ``_COMMENTS_KEPT``), which a
+    parser may check are not data.
 
     A newline byte is never part of a multi-byte UTF-8 character, so each block is decoded and searched alone:
     blank lines are counted but never held in memory, and a parser holds the lines of one block at a time."""
-    state = {"line": 1, "first": True}  # the line number at the start of the next piece, whether it starts the file
+    # the line number at the start of the next piece, whether it starts the file, whether a line of content was seen
+    state = {"line": 1, "first": True, "content": False}
 
     def take(piece):
         linenos, texts = [], []
@@ -501,7 +506,24 @@ def text_batches(blocks, name):
             raise DataError(f"{name}:{state['line'] + text.count(chr(10), 0, nul)}: NUL byte: not a text file")
         first, n_newlines = state["line"], text.count("\n")
         state["line"] = first + n_newlines
-        if 4 * n_newlines > len(text):
+        if comments is not None and "#" in text:  # (the comment lines after the first line of content kept aside)
+            for k, line in enumerate(text.split("\n"), first):
+                head = line.lstrip()
+                if head and head[0] == "#":
+                    if state["content"] and len(comments) < _COMMENTS_KEPT:
+                        comments.append((k, line.rstrip("\r")))
+                elif head:
+                    state["content"] = True
+                    linenos.append(k)
+                    texts.append(line.rstrip("\r"))
+            return linenos, texts
+        linenos, texts = _content(text, first)
+        state["content"] = state["content"] or bool(texts)
+        return linenos, texts
+
+    def _content(text, first):
+        linenos, texts = [], []
+        if 4 * text.count("\n") > len(text):
             # mostly blank lines: a search skips them in C (a list of a million empty strings per block is not
             # made), about twice as fast on such text and half as fast on dense text
             line, at = first, 0

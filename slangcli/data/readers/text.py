@@ -42,6 +42,8 @@ from slangcli.errors import DataError
 _DELIMITERS = {",": ",", "\t": "\t", ";": ";", " ": "whitespace", "whitespace": "whitespace"}
 _SNIFF_LINES = 50
 _INT_RE = re.compile(r"[+-]?[0-9]+")
+# a line whose "#" starts a word (#N/A, #1), not a comment's "# note"
+_HASH_WORD = re.compile(r"\s*#[^\s#]")
 # "#3": a 0-based column position, even when a header cell is named "3" (a header name wins over a bare number)
 _POSITION_RE = re.compile(r"#[+-]?\d+")
 _TWO_COLONS = re.compile(r":\S*:")
@@ -144,7 +146,7 @@ def _looks_like_libsvm(line):
 
 def _parse_csv(name, batches, target, delimiter, header, width_without_target=None, *, drop_columns=None,
                columns=None, na_values=NA_VALUES, missing="error", text_targets=False, layout=None, categorical=None,
-               detect_categories=False, optional_target=False):
+               detect_categories=False, optional_target=False, comments=()):
     """Parse the lines of a CSV-like file: ``batches`` yields ``(linenos, texts)`` of its lines, a block at a time
     (``_common.text_batches``). ``width_without_target``: the file may lack its target column, and does when it has
     exactly this many. ``text_targets``: the targets are labels, kept as text (else numbers while every one is; one
@@ -156,7 +158,9 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
     one. ``categorical``: feature columns (names or indices, as ``drop_columns``) read as text, every cell
     a category; ``detect_categories``: so is a feature column none of whose cells is a number (one holding numbers
     and text is refused, naming both). ``optional_target``: a missing target is no missing value (its row is kept,
-    as under ``impute``).
+    as under ``impute``). ``comments``: the ``(line, text)`` of the ``#`` comment lines among the rows (those after
+    the first line of content; ``text_batches``), filled in as ``batches`` is read: one that holds as many cells as
+    the rows do is refused, since it may be a row (``#N/A,4,1``) that a comment would silently lose.
 
     Returns ``(X, y, feature_names, header, delimiter, target, info)``; ``info`` holds ``feature_columns`` (the
     0-based file column of each feature), ``columns_dropped`` (names of the columns left out by
@@ -182,6 +186,7 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
                       detect_categories and layout is None, optional_target)
     for data, data_lines in itertools.chain([(rows, row_lines)], groups):
         table.add(data, data_lines)
+    _check_comments(name, comments, delim, ncols)
     X, y, info = table.result()
     feature_names = tuple(names[c] for c in keep) if names is not None else tuple(f"x{c}" for c in keep)
     # without a target column every column is a feature: ncols puts none of them on the target's side
@@ -191,6 +196,20 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
         return X, None, feature_names, header, delim, None, info
     target_used = names[t] if names is not None else t
     return X, y, feature_names, header, delim, target_used, info
+
+
+def _check_comments(name, comments, delim, ncols) -> None:
+    """Refuse a ``#`` line among a CSV file's rows that holds as many cells as they do and whose ``#`` starts a word:
+    a row whose first cell starts with ``#`` (Excel's ``#N/A``, a category ``#1``), which reading it as a comment
+    would lose without a word. (``# a note`` is a comment whatever its width.)"""
+    for line, text in comments:
+        if not _HASH_WORD.match(text):
+            continue
+        cells = text.split() if delim == "whitespace" else next(csv.reader([text], delimiter=delim), [])
+        if len(cells) == ncols and ncols > 1:
+            shown = text if len(text) <= 40 else text[:37] + "..."
+            raise DataError(f"{name}:{line}: {shown!r} starts with '#', which marks a comment line, but holds "
+                            f"{ncols} cells as the rows do: quote its first cell to read it as a row, or delete it")
 
 
 def _sniffed_rows(name, batches, delimiter):
