@@ -394,10 +394,18 @@ def test_wrong_cell_count(tmp_path):
         read_table(path)
 
 
-@pytest.mark.parametrize("word, shown", [("nan", "NaN"), ("inf", "inf"), ("-Infinity", "-inf")])
+@pytest.mark.parametrize("word, shown", [("nan", r"NaN \(not a missing-value token: --na-values names those\)"),
+                                         ("inf", "inf"), ("-Infinity", "-inf")])
 def test_non_finite_feature(tmp_path, word, shown):
     path = write(tmp_path, "data.csv", "x0,x1,y\n" + "1,2,0\n" * 7 + f"1,{word},0\n")
     with pytest.raises(DataError, match=where(path, 9) + rf" column 1 \('x1'\): value is {shown}$"):
+        read_table(path)
+
+
+def test_a_number_with_a_decimal_comma_is_named_as_such(tmp_path):
+    path = write(tmp_path, "data.csv", "a;b;y\n1,5;2;0\n5;6;0\n")
+    with pytest.raises(DataError, match=where(path, 2) + r" column 0 \('a'\): cannot parse '1,5' as a number: a decimal "
+                                        r"comma, which slang does not read \(write '1\.5'\)$"):
         read_table(path)
 
 

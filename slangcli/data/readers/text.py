@@ -42,6 +42,8 @@ from slangcli.errors import DataError
 _DELIMITERS = {",": ",", "\t": "\t", ";": ";", " ": "whitespace", "whitespace": "whitespace"}
 _SNIFF_LINES = 50
 _INT_RE = re.compile(r"[+-]?[0-9]+")
+# a number written with a decimal comma (1,5), which a message about the cell names as such
+_DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")
 # a line whose "#" starts a word (#N/A, #1), not a comment's "# note"
 _HASH_WORD = re.compile(r"\s*#[^\s#]")
 # "#3": a 0-based column position, even when a header cell is named "3" (a header name wins over a bare number)
@@ -196,6 +198,13 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
         return X, None, feature_names, header, delim, None, info
     target_used = names[t] if names is not None else t
     return X, y, feature_names, header, delim, target_used, info
+
+
+def _comma_hint(cell: str) -> str:
+    """What a message about a cell that is no number adds when it is a number with a decimal comma (``1,5``)."""
+    if not _DECIMAL_COMMA.fullmatch(cell):
+        return ""
+    return f": a decimal comma, which slang does not read (write {cell.replace(',', '.')!r})"
 
 
 def _check_comments(name, comments, delim, ncols) -> None:
@@ -413,7 +422,8 @@ class _CsvTable:
         if not bad.any():
             return None
         i, j = (int(k) for k in np.argwhere(bad)[0])
-        return f"{self.where(data_lines[i], self.keep[j])}: value is {_nonfinite_word(X[i, j])}"
+        hint = " (not a missing-value token: --na-values names those)" if np.isnan(X[i, j]) else ""
+        return f"{self.where(data_lines[i], self.keep[j])}: value is {_nonfinite_word(X[i, j])}{hint}"
 
     def _keep(self, X, texts, target_cells, data_lines, target_missing):
         """Add the checked rows of a block to the table: features, text cells, lines and targets."""
@@ -505,7 +515,7 @@ class _CsvTable:
                         if not cell:
                             raise DataError(f"{where}: empty cell (not among --na-values)") from None
                         if not self.detect:
-                            raise DataError(f"{where}: cannot parse {cell!r} as a number") from None
+                            raise DataError(f"{where}: cannot parse {cell!r} as a number{_comma_hint(cell)}") from None
                         bad.append(j)
                 if bad:
                     return None, None, bad
@@ -554,7 +564,8 @@ class _CsvTable:
         (text_line, text), (number_line, number) = self.a_text[k], self.a_number[k]
         key = self.names[col] if self.names is not None else col
         # (no comma in it: a sweep's table quotes it, and tables are read by eye)
-        raise DataError(f"{self.where(text_line, col)}: cannot parse {text!r} as a number (the column's other cells "
+        raise DataError(f"{self.where(text_line, col)}: cannot parse {text!r} as a number{_comma_hint(text)} (the "
+                        "column's other cells "
                         f"are numbers: {number!r} on line {number_line}; a missing-value token goes in --na-values; "
                         f"--categorical {key} reads every cell of the column as a category)")
 
