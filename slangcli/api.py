@@ -253,8 +253,8 @@ def bool_labels(y) -> bool:
 
 
 def _targets(y, n: int, what: str = "y", text_numbers: bool = True, bool_text: bool = False) -> np.ndarray:
-    """``y`` as a 1-D array of ``n`` label values or numbers. ``text_numbers``: strings that are all finite numbers
-    (as ``read_csv(dtype=str)`` gives) are numbers, as a file's target cells are (a regression's targets; labels
+    """``y`` as a 1-D array of ``n`` label values or numbers. ``text_numbers``: strings that are all numbers (as
+    ``read_csv(dtype=str)`` gives) are numbers, as a file's target cells are (a regression's targets; labels
     ordered by value, ``01`` and ``1`` one label); the estimators, whose ``classes_`` are the labels as given, keep
     them as text. Booleans are coded 0, 1, or with ``bool_text`` are the labels ``False`` and ``True`` (the cells
     ``DataFrame.to_csv`` writes: to score a run fitted on such a file)."""
@@ -293,9 +293,7 @@ def _targets(y, n: int, what: str = "y", text_numbers: bool = True, bool_text: b
             raise DataTypeError(f"{what}: row {i} holds {items[i]!r} ({kinds[i]}) where row 0 holds {items[0]!r} "
                                 f"({kinds[0]}); the targets must be of one kind")
     if text_numbers and a.dtype.kind == "U" and a.size and all(_is_number(v.strip()) for v in a.tolist()):
-        numbers = np.array([float(v) for v in a.tolist()])
-        if np.isfinite(numbers).all():  # ("nan" or "inf" among them: labels of text, as they were)
-            a = numbers
+        a = np.array([float(v) for v in a.tolist()])  # ("nan" or "inf" among them: refused below, as a file's are)
     if a.dtype.kind in "iu" and a.size and max(int(a.max()), -int(a.min())) > 2**53:
         # numeric labels are kept as float64 numbers, which tell integers apart only up to 2^53
         i = int(np.argmax(np.abs(a.astype(np.float64))))

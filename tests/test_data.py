@@ -183,16 +183,20 @@ def test_a_row_that_starts_with_a_hash_is_not_lost_as_a_comment(tmp_path, line):
     made the row one, and it was lost without a word (the fit, and predict's row numbers, one row short)."""
     text = f"a,b,y\n1,2,0\n{line}\n5,6,0\n"
     with pytest.raises(DataError, match=rf"^{where(tmp_path / 'h.csv', 3)} '{re.escape(line)}' starts with '#', which "
-                                        "marks a comment line, but holds 3 cells as the rows do: quote its first "
-                                        "cell to read it as a row, or delete it$"):
+                                        r"marks a comment line, but reads as a row \(3 cells, as the rows hold\): "
+                                        "quote its first cell to read it as a row, or delete the line$"):
         read_table(write(tmp_path, "h.csv", text))
     # quoted, it is a row; comments stay comments: above the rows whatever their width (numpy's savetxt header),
     # and among them when their # starts no word, or their width is not the rows'
     quoted = read_table(write(tmp_path, "q.csv", text.replace(line, '"#N/A",4,1')), missing="drop",
                         na_values=["#N/A"])
     assert quoted.provenance["rows_dropped"] == 1 and quoted.provenance["dropped_lines"] == [3]
-    commented = "# a,b,y\n1,2,0\n# x,4,1\n#note\n5,6,0\n"
+    commented = ("# a,b,y\n1,2,0\n# x,4,1\n#note\n#x,y,label\n#m,kg,class\n#old\rmac,x\n#" + "x" * 200_000
+                 + ",1,2\n5,6,0\n")
     assert read_table(write(tmp_path, "c.csv", commented)).X.tolist() == [[1.0, 2.0], [5.0, 6.0]]
+    # in a file separated by whitespace, whose cells cannot be quoted, a # line is a comment whatever it holds
+    spaced = read_table(write(tmp_path, "w.txt", "1 2 0\n3 4 1\n#trial 2 begins\n5 6 0\n"))
+    assert spaced.X.tolist() == [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
 
 
 @pytest.mark.parametrize("marker", ["?", "NA", "", "missing"])
@@ -404,14 +408,16 @@ def test_non_finite_feature(tmp_path, word, shown):
 
 def test_a_number_with_a_decimal_comma_is_named_as_such(tmp_path):
     path = write(tmp_path, "data.csv", "a;b;y\n1,5;2;0\n5;6;0\n")
-    with pytest.raises(DataError, match=where(path, 2) + r" column 0 \('a'\): cannot parse '1,5' as a number: a decimal "
-                                        r"comma, which slang does not read \(write '1\.5'\)$"):
+    with pytest.raises(DataError, match=where(path, 2) + r" column 0 \('a'\): cannot parse '1,5' as a number: a "
+                                        r"decimal comma or a thousands separator, which slang does not read \(write "
+                                        r"'1\.5' or '15'\)$"):
         read_table(path)
 
 
 def test_non_finite_target(tmp_path):
     path = write(tmp_path, "data.csv", "1,2,0\n1,2,nan\n")
-    with pytest.raises(DataError, match=where(path, 2) + r" column 2: value is NaN$"):
+    with pytest.raises(DataError, match=where(path, 2) + r" column 2: value is NaN \(not a missing-value token: "
+                                        r"--na-values names those\)$"):
         read_table(path)
 
 

@@ -66,7 +66,8 @@ _BLOCK = 1 << 18
 # a line that is neither blank nor a comment: its first non-blank character is not "#" (``\s`` and str.strip
 # agree on what is blank)
 _CONTENT_LINE = re.compile(r"^[^\S\n]*[^\s#].*$", re.MULTILINE)
-# the comment lines after the first line of content that text_batches keeps aside for a parser to check
+# the comment lines after the first line of content (their "#" starting a word) that text_batches keeps aside for a
+# parser to check
 _COMMENTS_KEPT = 10_000
 # the file name that means standard input (read once; a run file records it as such, it cannot be re-read)
 STDIN = "-"
@@ -482,8 +483,8 @@ def text_batches(blocks, name, comments: list | None = None):
     """For each block of ``blocks`` (bytes, decompressed), the real 1-based line numbers and the texts of its
     lines that are neither blank nor ``#`` comments, decoded as UTF-8: ``(linenos, texts)``, one pair a block (a
     block ends after its last newline; a line longer than a block spans several). ``comments``: a list that gets
-    ``(lineno, text)`` of the comment lines after the first line of content (at most ``_COMMENTS_KEPT``), which a
-    parser may check are not data.
+    ``(lineno, text)`` of the comment lines after the first line of content whose ``#`` starts a word (at most
+    ``_COMMENTS_KEPT``), which a parser may check are not data.
 
     A newline byte is never part of a multi-byte UTF-8 character, so each block is decoded and searched alone:
     blank lines are counted but never held in memory, and a parser holds the lines of one block at a time."""
@@ -510,7 +511,9 @@ def text_batches(blocks, name, comments: list | None = None):
             for k, line in enumerate(text.split("\n"), first):
                 head = line.lstrip()
                 if head and head[0] == "#":
-                    if state["content"] and len(comments) < _COMMENTS_KEPT:
+                    # (only those whose "#" starts a word could be rows: "#N/A,4,1", not "# a note")
+                    if state["content"] and len(head) > 1 and not head[1].isspace() and head[1] != "#" \
+                            and len(comments) < _COMMENTS_KEPT:
                         comments.append((k, line.rstrip("\r")))
                 elif head:
                     state["content"] = True

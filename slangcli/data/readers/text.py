@@ -200,25 +200,39 @@ def _parse_csv(name, batches, target, delimiter, header, width_without_target=No
     return X, y, feature_names, header, delim, target_used, info
 
 
+def _nan_hint(value) -> str:
+    """What a message about a NaN cell adds: it was no missing-value token."""
+    return " (not a missing-value token: --na-values names those)" if np.isnan(value) else ""
+
+
 def _comma_hint(cell: str) -> str:
     """What a message about a cell that is no number adds when it is a number with a decimal comma (``1,5``)."""
     if not _DECIMAL_COMMA.fullmatch(cell):
         return ""
-    return f": a decimal comma, which slang does not read (write {cell.replace(',', '.')!r})"
+    return f": a decimal comma or a thousands separator, which slang does not read (write {cell.replace(',', '.')!r} " \
+           f"or {cell.replace(',', '')!r})"
 
 
 def _check_comments(name, comments, delim, ncols) -> None:
-    """Refuse a ``#`` line among a CSV file's rows that holds as many cells as they do and whose ``#`` starts a word:
-    a row whose first cell starts with ``#`` (Excel's ``#N/A``, a category ``#1``), which reading it as a comment
-    would lose without a word. (``# a note`` is a comment whatever its width.)"""
+    """Refuse a ``#`` line among a CSV file's rows that reads as one: its ``#`` starts a word, it holds as many cells
+    as the rows do, and a cell after the first is a number (Excel's ``#N/A,4,1``, a category ``#1,0.5,1``), which
+    reading it as a comment would lose without a word. A note (``# a note``, ``#trial 2 begins``), a commented
+    header (``#x,y,label``) or a line of units stays a comment, and so does every ``#`` line of a file separated by
+    whitespace, whose cells cannot be quoted."""
+    if delim == "whitespace":
+        return
     for line, text in comments:
         if not _HASH_WORD.match(text):
             continue
-        cells = text.split() if delim == "whitespace" else next(csv.reader([text], delimiter=delim), [])
-        if len(cells) == ncols and ncols > 1:
+        try:
+            cells = next(csv.reader([text], delimiter=delim, skipinitialspace=True), [])
+        except csv.Error:  # (a carriage return or an overlong cell: no row slang would read either)
+            continue
+        if len(cells) == ncols and ncols > 1 and any(_is_number(cell.strip()) for cell in cells[1:]):
             shown = text if len(text) <= 40 else text[:37] + "..."
-            raise DataError(f"{name}:{line}: {shown!r} starts with '#', which marks a comment line, but holds "
-                            f"{ncols} cells as the rows do: quote its first cell to read it as a row, or delete it")
+            raise DataError(f"{name}:{line}: {shown!r} starts with '#', which marks a comment line, but reads as a "
+                            f"row ({ncols} cells, as the rows hold): quote its first cell to read it as a row, or "
+                            "delete the line")
 
 
 def _sniffed_rows(name, batches, delimiter):
@@ -422,8 +436,7 @@ class _CsvTable:
         if not bad.any():
             return None
         i, j = (int(k) for k in np.argwhere(bad)[0])
-        hint = " (not a missing-value token: --na-values names those)" if np.isnan(X[i, j]) else ""
-        return f"{self.where(data_lines[i], self.keep[j])}: value is {_nonfinite_word(X[i, j])}{hint}"
+        return f"{self.where(data_lines[i], self.keep[j])}: value is {_nonfinite_word(X[i, j])}{_nan_hint(X[i, j])}"
 
     def _keep(self, X, texts, target_cells, data_lines, target_missing):
         """Add the checked rows of a block to the table: features, text cells, lines and targets."""
@@ -587,7 +600,8 @@ class _CsvTable:
                 self.numeric_blocks += 1
                 bad = np.flatnonzero(~np.isfinite(y) if missing is None else ~np.isfinite(y) & ~missing)
                 if bad.size and self.bad_target is None:
-                    self.bad_target = f"{self.where(lines[bad[0]], self.t)}: value is {_nonfinite_word(y[bad[0]])}"
+                    self.bad_target = (f"{self.where(lines[bad[0]], self.t)}: value is {_nonfinite_word(y[bad[0]])}"
+                                       f"{_nan_hint(y[bad[0]])}")
                 return y
         y = np.array(cells, dtype=str)
         empty = np.flatnonzero(y == "" if missing is None else (y == "") & ~missing)
