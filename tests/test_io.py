@@ -152,6 +152,11 @@ def _no_encoding_type(f):
     del f.attrs["encoding-type"]
 
 
+def _array_encoding_type(f):
+    # (a damaged file's attribute as an array: compared elementwise, it raised "the truth value of an array ...")
+    f.attrs["encoding-type"] = np.array([1, 2, 3])
+
+
 def _edit_json(where, name, edit):
     """A corruption that rewrites the JSON attribute ``where.attrs[name]`` with ``edit(value) -> value``."""
 
@@ -252,6 +257,7 @@ FOUND_BY_FUZZING = [
         (_zero_d, ["/posterior/d must be positive"]),
         (_negative_d, ["/posterior/d must be positive"]),
         (_no_encoding_type, ["not a slang run file"]),
+        (_array_encoding_type, ["not a slang run file"]),
     ],
     ids=lambda v: v.__name__.strip("_") if callable(v) else None,
 )

@@ -352,7 +352,7 @@ class _Reader:
 
     def check_type(self, obj, kind: str, where: str) -> None:
         found = self.attr(obj, "encoding-type", None)
-        if found != kind:
+        if not isinstance(found, str) or found != kind:  # (a damaged file's may be an array: no elementwise test)
             if where == "/":
                 self.fail("not a slang run file (no slang-run encoding-type attribute)")
             self.fail(f"{where} has encoding-type {found!r}, expected {kind!r}")
