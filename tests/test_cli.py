@@ -685,6 +685,21 @@ def test_an_unseen_label_is_named_by_its_line(tmp_path, how):
     assert [row["target"] for row in rows] == ["x", ""] and rows[1]["predicted"] in ("x", "y")
 
 
+def test_predict_names_the_first_two_rows_of_unseen_labels_and_counts_the_rest(tmp_path):
+    train = tmp_path / "train.csv"
+    train.write_text("a,b,label\n" + "".join(f"{i / 10},{i % 3},{'xy'[i % 2]}\n" for i in range(20)))
+    other = tmp_path / "other.csv"
+    other.write_text("a,b,label\n0.1,1,x\n0.2,2,maybe\n0.3,0,\n0.4,1,z\n0.5,2,w\n")
+    assert_ok(invoke("fit", train, "-o", tmp_path / "r.h5", *FAST))
+    result = invoke("predict", tmp_path / "r.h5", other, "-o", "-")
+    assert_ok(result)
+    # (the row without a target is no unseen label: its cell is empty as a missing one's)
+    assert f"slang: {other}:3: label 'maybe' was not seen in training (known: x, y), nor were the labels of 2 more " \
+           f"rows (next at {other}:5): the rows are predicted, their target cells left empty" in result.stderr
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert [row["target"] for row in rows] == ["x", "", "", "", ""] and all(row["predicted"] for row in rows)
+
+
 def test_a_regression_target_that_is_not_a_number_is_named_by_its_line(tmp_path):
     """One typo in a numeric target gave "a regression target must be numeric", with no line, column or cell."""
     rng = np.random.default_rng(0)
