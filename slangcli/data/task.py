@@ -19,12 +19,10 @@ Messages only: nothing here changes the data or the fit.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from slangcli.blocks import row_blocks
-from slangcli.data.readers._common import _fmt_label, _listing
+from slangcli.data.readers._common import DECIMAL_COMMA, _fmt_label, _listing
 from slangcli.gaussian.posteriors import MAX_ABS_VALUE
 
 # an integer target with more distinct values than this gets the regression hint
@@ -132,10 +130,6 @@ def whole_number_regression_hint(whole, target) -> str | None:
             "they are class labels, --likelihood categorical fits them as classes")
 
 
-# a number written with a decimal comma, as many locales write them (never a number to Python's float)
-_DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")
-
-
 def decimal_commas(columns, classes=None, frame: bool = False) -> list[str]:
     """Warnings naming each column of text among the schema's ``columns`` (``slangcli.data.schema.Column``), and the
     target's ``classes``, whose every value (two at least) is a number with a decimal comma: read as a category
@@ -145,12 +139,12 @@ def decimal_commas(columns, classes=None, frame: bool = False) -> list[str]:
     out = []
     for column in columns:
         levels = [str(level) for level in getattr(column, "levels", ())]
-        if len(levels) >= 2 and all(_DECIMAL_COMMA.fullmatch(level) for level in levels):
+        if len(levels) >= 2 and all(DECIMAL_COMMA.fullmatch(level) for level in levels):
             how = (f"slang reads numbers with a decimal point: convert them "
                    f"(X[{column.name!r}].str.replace(',', '.').astype(float))" if frame else fix)
             out.append(f"warning: column {column.name!r} is read as a category of {len(levels)} levels, but its "
                        f"cells look like numbers with a decimal comma ({levels[0]!r}, ...); {how}")
-    if classes is not None and len(classes) >= 2 and all(isinstance(c, str) and _DECIMAL_COMMA.fullmatch(c)
+    if classes is not None and len(classes) >= 2 and all(isinstance(c, str) and DECIMAL_COMMA.fullmatch(c)
                                                          for c in classes):
         out.append(f"warning: the target is fitted as {len(classes)} classes, but its values look like numbers with "
                    f"a decimal comma ({classes[0]!r}, ...); {fix}")

@@ -34,7 +34,8 @@ import re
 
 import numpy as np
 
-from slangcli.data.readers._common import Table, _is_number, _listing, _nonfinite_word, check_distinct_names, floats
+from slangcli.data.readers._common import (DECIMAL_COMMA, Table, _is_number, _listing, _nonfinite_word,
+                                          check_distinct_names, floats)
 from slangcli.errors import DataError
 
 # The caller's spelling -> the delimiter used. A single space means "runs of whitespace": space-aligned
@@ -42,8 +43,6 @@ from slangcli.errors import DataError
 _DELIMITERS = {",": ",", "\t": "\t", ";": ";", " ": "whitespace", "whitespace": "whitespace"}
 _SNIFF_LINES = 50
 _INT_RE = re.compile(r"[+-]?[0-9]+")
-# a number written with a decimal comma (1,5), which a message about the cell names as such
-_DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")
 # a line whose "#" starts a word (#N/A, #1), not a comment's "# note"
 _HASH_WORD = re.compile(r"\s*#[^\s#]")
 # "#3": a 0-based column position, even when a header cell is named "3" (a header name wins over a bare number)
@@ -207,7 +206,7 @@ def _nan_hint(value) -> str:
 
 def _comma_hint(cell: str) -> str:
     """What a message about a cell that is no number adds when it is a number with a decimal comma (``1,5``)."""
-    if not _DECIMAL_COMMA.fullmatch(cell):
+    if not DECIMAL_COMMA.fullmatch(cell):
         return ""
     return f": a decimal comma or a thousands separator, which slang does not read (write {cell.replace(',', '.')!r} " \
            f"or {cell.replace(',', '')!r})"
