@@ -43,8 +43,6 @@ from slangcli.errors import DataError
 _DELIMITERS = {",": ",", "\t": "\t", ";": ";", " ": "whitespace", "whitespace": "whitespace"}
 _SNIFF_LINES = 50
 _INT_RE = re.compile(r"[+-]?[0-9]+")
-# a line whose "#" starts a word (#N/A, #1), not a comment's "# note"
-_HASH_WORD = re.compile(r"\s*#[^\s#]")
 # "#3": a 0-based column position, even when a header cell is named "3" (a header name wins over a bare number)
 _POSITION_RE = re.compile(r"#[+-]?\d+")
 _TWO_COLONS = re.compile(r":\S*:")
@@ -213,16 +211,14 @@ def _comma_hint(cell: str) -> str:
 
 
 def _check_comments(name, comments, delim, ncols) -> None:
-    """Refuse a ``#`` line among a CSV file's rows that reads as one: its ``#`` starts a word, it holds as many cells
-    as the rows do, and a cell after the first is a number (Excel's ``#N/A,4,1``, a category ``#1,0.5,1``), which
+    """Refuse a ``#`` line among a CSV file's rows that reads as one: its ``#`` starts a word (the lines
+    ``text_batches`` keeps aside), it holds as many cells as the rows do, and a cell after the first is a number (Excel's ``#N/A,4,1``, a category ``#1,0.5,1``), which
     reading it as a comment would lose without a word. A note (``# a note``, ``#trial 2 begins``), a commented
     header (``#x,y,label``) or a line of units stays a comment, and so does every ``#`` line of a file separated by
     whitespace, whose cells cannot be quoted."""
     if delim == "whitespace":
         return
     for line, text in comments:
-        if not _HASH_WORD.match(text):
-            continue
         try:
             cells = next(csv.reader([text], delimiter=delim, skipinitialspace=True), [])
         except csv.Error:  # (a carriage return or an overlong cell: no row slang would read either)
