@@ -557,7 +557,7 @@ def recorded_files(info: dict) -> list[tuple[str, str]]:
     files = []
     for key, value in info.items():
         digest = info.get(key[: -len("path")] + "sha256") if key.endswith("path") else None
-        if key == "path" and (info.get("path") == STDIN or info.get("stream") is True):
+        if key == "path" and info.get("stream") is True:  # (standard input is left out below)
             continue
         if key == "labels_path" and info.get("labels_stream") is True:
             continue
