@@ -69,12 +69,13 @@ def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, mi
             note(f"calibrated coverage: {differs}")
     if (out.get("test") or {}).get("calibrated_infinite"):
         note(f"calibrated coverage: {conformal.too_few(run.calibration['n'], run.model.likelihood)}")
-    how = predictive_said(out["predictive"], out["samples"], out["seed"], getattr(run.posterior, "n_members", 1))
+    draws = drawn(run.posterior, out["samples"]) if out["samples"] else None
+    how = predictive_said(out["predictive"], out["samples"], draws, out["seed"], getattr(run.posterior, "n_members", 1))
     metrics_table(f"{run_file} ({how})", metric_rows(out))
     calibration_table(out)
     if as_json:
         emit_json({"run": run_file, "status": run.status,
                    "metrics": {k: out[k] for k in ("test", "train", "reference") if k in out},
                    "predictive": out["predictive"], "samples": out["samples"],
-                   "draws": drawn(run.posterior, out["samples"]) if out["samples"] else None,
+                   "draws": draws,
                    "seed": out["seed"] if out["samples"] else None, "data": out["data"]})

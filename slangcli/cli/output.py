@@ -130,14 +130,14 @@ def _infinite(test: dict, level: str) -> str:
     return " (infinite)" if level in test.get("calibrated_infinite", ()) else ""
 
 
-def predictive_said(predictive: str, samples: int | None, seed: int | None, members: int = 1) -> str:
+def predictive_said(predictive: str, samples: int | None, draws: int | None, seed: int | None,
+                    members: int = 1) -> str:
     """How a predictive was computed, for a report's title: ``mc, 1000 samples, seed 0``; a mixture of ``members``
-    whose members share the samples unevenly says the draws made (``mc, 7 samples (9 draws, 3 from each of 3
-    members), seed 0``)."""
+    whose members share the samples unevenly says the ``draws`` made (``slangcli.predictive.metrics.drawn``: ``mc,
+    7 samples (9 draws, 3 from each of 3 members), seed 0``)."""
     if not samples:
         return predictive
-    each = -(-samples // members)
-    shared = f" ({members * each} draws, {each} from each of {members} members)" if members * each != samples else ""
+    shared = f" ({draws} draws, {draws // members} from each of {members} members)" if draws != samples else ""
     return f"{predictive}, {samples} samples{shared}, seed {seed}"
 
 

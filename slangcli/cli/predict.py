@@ -75,7 +75,8 @@ def predict(run_file, data, output, samples, seed, interval, missing, header, la
     predictions.info.update(run_sha256=sha256_file(run_file), command=invocation())
     write_predictions(output, predictions)
     info, arrays = predictions.info, predictions.arrays
-    how = predictive_said(info["predictive"], info["samples"], info["seed"], getattr(run.posterior, "n_members", 1))
+    how = predictive_said(info["predictive"], info["samples"], info["draws"], info["seed"],
+                          getattr(run.posterior, "n_members", 1))
     where = "stdout" if output == "-" else output
     rows, empty = info["data"]["rows"], info["data"].get("rows_missing", 0)
     kept = f"; {empty} row{'s' if empty > 1 else ''} of {rows} left empty" if empty else ""
