@@ -33,7 +33,7 @@ import numpy as np
 
 from slangcli.compress.runs import check_finished, compressed_run
 from slangcli.data import columns, task
-from slangcli.data.prepare import calibration_split, prepare
+from slangcli.data.prepare import LabelMap, calibration_split, prepare
 from slangcli.data.readers import check_distinct_names
 from slangcli.data.readers._common import _is_number
 from slangcli.data.readers.text import column_list, resolve_column
@@ -626,8 +626,10 @@ class FitResult:
 
     @property
     def classes(self) -> list | None:
+        """A classifier's labels, in the order of its probabilities' columns: strings, or numbers (integral ones
+        as ``int``); None for a regression."""
         labels = self.run.data.get("labels")
-        return list(labels["classes"]) if labels else None
+        return list(LabelMap(tuple(labels["classes"])).values) if labels else None
 
     @property
     def feature_names(self) -> list[str]:

@@ -710,3 +710,19 @@ def test_test_labels_are_read_as_the_training_labels_were():
     assert result.classes == ["01", "02", "x"] and result.metrics["test"]["n"] == 40
     with pytest.raises(DataError, match=r"^y: row 2 is NaN \(the targets must be finite\)$"):
         slangcli.fit(X, ["1", "2", "nan"] * 20, epochs=1)
+
+
+def test_integer_labels_come_back_as_integers(tmp_path):
+    """Labels 0, 1, 2 were classes 0.0, 1.0, 2.0 and predicted as floats, and 1.5 beside them stays a float. The
+    run file stores them as numbers either way, so a command-line run of such a file reads back alike."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(90, 2))
+    y = np.digitize(X[:, 0], [-0.5, 0.5])
+    result = slangcli.fit(X, y, epochs=1)
+    assert result.classes == [0, 1, 2] and all(type(c) is int for c in result.classes)
+    predicted = result.predict(X[:9]).predicted
+    assert predicted.dtype == np.int64 and set(predicted.tolist()) <= {0, 1, 2}
+    halves = slangcli.fit(X, np.array([0.0, 1.5, 2.0])[y], likelihood="categorical", epochs=1)
+    assert halves.classes == [0.0, 1.5, 2.0] and halves.predict(X[:9]).predicted.dtype == np.float64
+    result.save(tmp_path / "r.h5")
+    assert slangcli.load(tmp_path / "r.h5").classes == [0, 1, 2]

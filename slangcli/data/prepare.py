@@ -164,10 +164,22 @@ class LabelMap:
         block = order[np.minimum(np.searchsorted(known[order], values), len(known) - 1)]
         return block, known[block] != values  # (NaN != NaN, so a NaN label is unknown too)
 
+    @property
+    def values(self) -> tuple:
+        """The classes as a Python caller sees them: strings, or numbers with integral ones as ``int`` (the labels
+        0, 1, 2 of an integer target, not 0.0, 1.0, 2.0)."""
+        if self.numeric and all(c.is_integer() for c in self.classes):
+            return tuple(int(c) for c in self.classes)
+        return self.classes
+
     def decode(self, codes) -> np.ndarray:
-        """Label values of integer codes ``(N,)``: float64 for numeric classes, else str."""
+        """Label values of integer codes ``(N,)``, as :attr:`values` gives them: int64 where every class is an
+        integral number, else float64, or str."""
         codes = np.asarray(codes, dtype=np.int64)
-        return np.array(self.classes, dtype=np.float64 if self.numeric else str)[codes]
+        if not self.numeric:
+            return np.array(self.classes, dtype=str)[codes]
+        integral = isinstance(self.values[0], int)
+        return np.array(self.values, dtype=np.int64 if integral else np.float64)[codes]
 
 
 _TRUTH = {"true": 1.0, "false": 0.0}

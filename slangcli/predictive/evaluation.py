@@ -375,7 +375,7 @@ def predict_arrays(run: Run, X: np.ndarray, *, samples: int | None = None, seed:
             labels = LabelMap(tuple(run.data["labels"]["classes"]))
             arrays = {"probabilities": out["probs"], "predicted": labels.decode(np.argmax(out["probs"], axis=1))}
             arrays.update((name, out[name]) for name in ("entropy_total", "entropy_aleatoric", "entropy_epistemic"))
-            classes = list(labels.classes)
+            classes = list(labels.values)
     mc = out["predictive"] == "mc"
     info = {"run": None, "likelihood": model.likelihood, "predictive": out["predictive"],
             "samples": samples if mc else None, "draws": metrics.drawn(run.posterior, samples) if mc else None,
