@@ -894,6 +894,40 @@ def test_a_directory_the_user_cannot_write_is_a_usage_error(data, tmp_path):
         ro.chmod(0o755)
 
 
+@pytest.mark.parametrize("input_is", ["data", "linked data", "spec"])
+def test_a_sweep_never_writes_its_table_over_a_file_it_reads(data, tmp_path, input_is):
+    """A data file named results.csv in DIR (or linked there), or a spec named results.json, became the results
+    table: the data were lost, and a second fit read the table. Refused before any cluster starts, exit 2, the
+    files untouched; the library's run_sweep refuses it too."""
+    from slangcli.runfile.outputs import UnusableOutput
+    from slangcli.sweep import points_of, run_sweep
+
+    out = tmp_path / "out"
+    out.mkdir()
+    original = (data / "a.csv").read_bytes()
+    args = [str(out / "results.csv"), *FIT]
+    if input_is == "data":
+        (out / "results.csv").write_bytes(original)
+    elif input_is == "linked data":
+        (out / "results.csv").symlink_to(data / "a.csv")
+        args[0] = str(data / "a.csv")
+    else:
+        (out / "results.json").write_text('[{"epochs": [2]}]')
+        args = [str(data / "a.csv"), "--spec", str(out / "results.json")]
+    named = "results.json" if input_is == "spec" else "results.csv"
+    code, _, err = sweep([*args, "-o", str(out)])
+    linked = f" ({data / 'a.csv'})" if input_is == "linked data" else ""
+    assert code == 2 and err.splitlines() == [
+        f"slang: error: {out / named} is an input file{linked}; refusing to overwrite it: give the sweep another "
+        "directory"], err
+    assert sorted(p.name for p in out.iterdir()) == [named]
+    assert (data / "a.csv").read_bytes() == original
+    if input_is != "spec":
+        assert (out / "results.csv").read_bytes() == original
+        with pytest.raises(UnusableOutput, match="is an input file"):
+            run_sweep(points_of([{"data": [args[0]], "epochs": [2]}]), out, lambda: None)
+
+
 def tree(path) -> dict | None:
     """What a directory holds, and when it was last changed: None when it does not exist."""
     if not path.exists():

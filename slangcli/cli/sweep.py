@@ -17,7 +17,8 @@ from slangcli.cli.output import emit_json, error, needs_stdout, note, progress_b
 from slangcli.cluster import check_scheduler_address, dask_client, require_distributed
 from slangcli.errors import ConfigError
 from slangcli.runfile.outputs import Terminated, signal_arrived
-from slangcli.sweep import RESULTS, check_directory, is_complete, not_applied, points_of, read_spec, run_sweep
+from slangcli.sweep import (RESULTS, check_directory, check_inputs_kept, is_complete, not_applied, points_of,
+                            read_spec, run_sweep)
 
 # slang fit options a sweep sets itself (the run file's name, checkpoints, output) and never takes from a grid
 SWEEP_OWNED = {"output", "resume_path", "as_json", "progress", "checkpoint_seconds", "scheduler"}
@@ -99,10 +100,12 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
     require_distributed("slang sweep")
     # refused before a cluster starts, and before DIR is made: nothing is left behind
     check_directory(directory)
+    check_inputs_kept(points, directory, [spec] if spec else [])
     if scheduler:
         check_scheduler_address(scheduler)
     started = time.perf_counter()
-    result, failures = _run_with_progress(points, directory, scheduler, workers, checkpoint_seconds, progress)
+    result, failures = _run_with_progress(points, directory, scheduler, workers, checkpoint_seconds, progress,
+                                          [spec] if spec else [])
     seconds = time.perf_counter() - started
     complete = sum(r["status"] == "complete" for r in result.records)
     kept = f", and the {result.kept} complete fits of other grids" if result.kept else ""
@@ -161,7 +164,7 @@ def _list_fits(points, directory, as_json):
         emit_json({"directory": directory, "fits": rows})
 
 
-def _run_with_progress(points, directory, scheduler, workers, checkpoint_seconds, progress):
+def _run_with_progress(points, directory, scheduler, workers, checkpoint_seconds, progress, inputs):
     """Run the sweep, reporting each fit on the progress bar and each failure as it comes: ``(result, failures)``
     (``run_sweep``'s result and the records of the fits that failed). A stop (Ctrl-C, SIGTERM) exits 130 or
     128 + the signal's number, saying where the fits done so far are."""
@@ -185,7 +188,7 @@ def _run_with_progress(points, directory, scheduler, workers, checkpoint_seconds
         try:
             result = run_sweep(points, directory, lambda: dask_client(scheduler, workers),
                                checkpoint_seconds=checkpoint_seconds, on_record=on_record, on_skip=on_skip,
-                               on_kept=on_kept)
+                               on_kept=on_kept, inputs=inputs)
         except (KeyboardInterrupt, Terminated) as exc:
             signal_arrived(exc)  # handled here, with its own message
             # the table was rewritten on the way out: every fit complete in DIR is in it

@@ -20,7 +20,8 @@ from slangcli.cluster import dask_client, run_tasks
 from slangcli.errors import ConfigError, SlangError, exit_code
 from slangcli.runfile.outputs import UnusableOutput, one_line, signal_arrived
 from slangcli.sweep.grid import Point, points_of
-from slangcli.sweep.results import complete_record, other_fits, read_results, remove_temporaries, write_results
+from slangcli.sweep.results import (RESULTS, complete_record, other_fits, read_results, remove_temporaries,
+                                    write_results)
 from slangcli.sweep.tasks import is_complete, make_task, run_fit
 
 
@@ -55,6 +56,30 @@ def check_directory(directory) -> None:
                              f"cannot create the directory {path}: {existing} is not writable")
 
 
+def check_inputs_kept(points: list[Point], directory, inputs=()) -> None:
+    """Refuse, before any work, a sweep that would write over a file it reads: a fit's data or any other file an
+    option names, or ``inputs`` (the spec), which is also the directory's ``results.csv`` or ``results.json`` or one
+    of its run files (by name or by a link: :class:`UnusableOutput`, a usage error)."""
+    directory = Path(directory)
+    read = {os.path.abspath(path) for path in inputs}
+    read |= {os.path.abspath(v) for p in points for v in p.params.values() if isinstance(v, str) and os.path.isfile(v)}
+    files = {}
+    for path in read:
+        with contextlib.suppress(OSError):
+            status = os.stat(path)
+            files.setdefault((status.st_dev, status.st_ino), path)
+    for name in (*RESULTS, *(p.name for p in points)):
+        try:
+            status = os.stat(directory / name)
+        except OSError:  # (not there yet: a new file cannot be one that is read)
+            continue
+        path = files.get((status.st_dev, status.st_ino))
+        if path is not None:
+            linked = f" ({path})" if path != os.path.abspath(directory / name) else ""
+            raise UnusableOutput(f"{directory / name} is an input file{linked}; refusing to overwrite it: give the "
+                                 "sweep another directory")
+
+
 def _refused(point: Point, exc: ConfigError) -> dict:
     """The record of a fit whose options do not go together: failed before it ran, as ``slang fit`` refuses them."""
     return {"name": point.name, **point.params, "status": "failed", "error": one_line(str(exc)),
@@ -70,7 +95,7 @@ def _crashed(name: str, params: dict, exc: BaseException) -> dict:
 def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: float = 60.0, retries: int = 2,
               on_record: Callable[[dict, int, int], None] | None = None,
               on_skip: Callable[[int, int], None] | None = None,
-              on_kept: Callable[[int], None] | None = None, table_every: float = 1.0) -> SweepResult:
+              on_kept: Callable[[int], None] | None = None, table_every: float = 1.0, inputs=()) -> SweepResult:
     """Run the ``points`` not yet complete in ``directory`` on ``client`` (a ``distributed.Client``, or a
     function returning a context manager that gives one, called only if some fit is to run); write the table as
     they finish (at most every ``table_every`` seconds, and at the end, also when interrupted). ``on_record(record,
@@ -83,8 +108,10 @@ def run_sweep(points: list[Point], directory, client, *, checkpoint_seconds: flo
     (``slangcli.sweep.results.other_fits``), which keep their earlier rows, earlier rows first. The directory is
     created, and the table written, only once the client is there: a cluster that cannot be reached leaves nothing
     behind. When the sweep stops early (an interrupt, a signal), the table also gets the fits whose run files were
-    completed but whose records had not reached this client."""
+    completed but whose records had not reached this client. ``inputs``: files the sweep reads besides the fits'
+    own (its spec), which it refuses to write over as it refuses a fit's data (:func:`check_inputs_kept`)."""
     directory = Path(directory).resolve()
+    check_inputs_kept(points, directory, inputs)
     earlier = read_results(directory)
     records, todo, refused = _plan(points, directory, earlier, checkpoint_seconds)
     names = {p.name for p in points}
