@@ -227,6 +227,9 @@ def test_evaluate_and_predict_take_missing_for_their_data(gappy, write_file, tmp
     done = invoke("evaluate", run, gappy, "--missing", "drop", "--json")
     assert done.exit_code == 0, done.output
     assert '"rows_dropped": 2' in done.stdout
+    # said on stderr, as predict and fit --test say it (evaluate left the rows out without a word)
+    assert f"slang: {gappy}: 2 rows with a missing value left out (--missing drop), lines 3, 6: they are not scored " \
+           "(--missing impute fills them in, --missing error refuses them)" in done.stderr.splitlines()
 
 
 def test_ambiguous_names_are_numbered_from_zero(write_file):

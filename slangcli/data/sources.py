@@ -544,6 +544,19 @@ def _rows(k: int) -> str:
     return f"{k} row" + ("" if k == 1 else "s")
 
 
+def _dropped_notes(run: Run, table, path) -> list[str]:
+    """The note of the rows of a file to score that were left out for a missing value (``--missing drop``), as
+    ``slang predict`` and ``slang fit --test`` say it; none when no row was."""
+    dropped = table.provenance.get("rows_dropped", 0)
+    if not dropped:
+        return []
+    lines = table.provenance["dropped_lines"]
+    listed = f"line{'s' if dropped > 1 else ''} {', '.join(map(str, lines))}{', ...' if dropped > len(lines) else ''}"
+    impute = "--missing impute fills them in, " if schema_of(run).can_impute else ""
+    return [f"{path}: {_rows(dropped)} with a missing value left out (--missing drop), {listed}: "
+            f"{'it is' if dropped == 1 else 'they are'} not scored ({impute}--missing error refuses them)"]
+
+
 def _dropped(table) -> dict:
     """The count of rows left out for a missing value, for a data source's description (none: nothing)."""
     rows = table.provenance.get("rows_dropped")
@@ -662,7 +675,7 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
             X, y = transform(run, table.X[idx], table.y[idx], data_path)
             return X, y, {"source": "uci-split", "path": table.provenance["path"], "rows": int(len(idx))}
         table = _read_given(run, data_path, opts, need_target=True, layout=layout, notify=notify, header=header)
-        notes = []
+        notes = _dropped_notes(run, table, data_path)
         table = _without_missing_targets(table, data_path, notes.append)
         count = schema_of(run).count_missing(table.X, table.text) if impute else 0
         X, y = _transform_table(run, table, data_path, impute=impute)
@@ -682,7 +695,9 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
         table = _read(test["path"], opts, n_features=test.get("widened_from") and test["features"],
                       text_columns=_schema_text_columns(run))
         X, y = _transform_table(run, _without_missing_targets(table, test["path"]), test["path"], impute=impute)
-        return X, y, {"source": "file", "path": test["path"], "sha256": test["sha256"]}
+        for note in _dropped_notes(run, table, test["path"]):
+            notify(note)
+        return X, y, {"source": "file", "path": test["path"], "sha256": test["sha256"], **_dropped(table)}
     table = _reread_training(run, run_name)
     idx = run.arrays["test_index"]
     X, y = _transform_table(run, table, run.data["train"]["path"], idx, impute=impute)
