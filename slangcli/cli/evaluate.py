@@ -22,10 +22,11 @@ from slangcli.runfile.io import read_run
               help="Posterior predictive: exact 1-D quadrature (logistic regression; 'auto' picks it there) "
                    "or Monte Carlo.")
 @click.option("--samples", "-S", type=SAMPLES, default=None,
-              help="Monte-Carlo weight samples.  [default: the fit's --eval-samples, 1000 unless it was given]")
+              help="Monte-Carlo weight samples.  [default: those of the run's stored scores: the fit's --eval-samples, "
+                   "1000 unless it was given, or slang compress --evaluate's --samples]")
 @click.option("--seed", type=SEED, default=None,
-              help="Seed of the Monte-Carlo samples.  [default: the fit's --seed, so that the run's own test data get "
-                   "the scores the fit stored]")
+              help="Seed of the Monte-Carlo samples.  [default: that of the run's stored scores, the fit's --seed or "
+                   "slang compress --evaluate's, so that the run's own test data get the scores it stores]")
 @click.option("--bins", type=BINS, default=15, show_default=True,
               help="Equal-width confidence bins of the expected calibration error (classification).")
 @click.option("--reference", "reference_file", metavar="OTHER.h5", default=None,

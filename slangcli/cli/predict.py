@@ -25,9 +25,11 @@ from slangcli.runfile.io import read_run
                    "datasets), or - (CSV on stdout).")
 @click.option("--samples", "-S", type=SAMPLES, default=None,
               help="Monte-Carlo weight samples (networks and regression; logistic regression is exact).  [default: "
-                   "the fit's --eval-samples, 1000 unless it was given]")
+                   "those of the run's stored scores: the fit's --eval-samples, 1000 unless it was given, or slang "
+                   "compress --evaluate's --samples]")
 @click.option("--seed", type=SEED, default=None,
-              help="Seed of the Monte-Carlo weight samples.  [default: the fit's --seed]")
+              help="Seed of the Monte-Carlo weight samples.  [default: that of the run's stored scores: the fit's "
+                   "--seed, or slang compress --evaluate's]")
 @click.option("--interval", type=FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.95,
               show_default=True, help="Probability of the central predictive interval (regression), and the "
                                       "level of a calibrated run's intervals or prediction sets (fit --calibrate).")
