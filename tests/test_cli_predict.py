@@ -422,3 +422,27 @@ def test_a_run_that_cannot_impute_is_not_told_to(tmp_path):
     assert ("1 row with a missing value (line 2) has its predictions left empty (--missing drop leaves such rows "
             "out, --missing error refuses them)") in result.stderr
     assert_error(invoke("predict", run, data, "-o", "-", "--missing", "impute"), 1, "the run stores none")
+
+
+def test_options_that_do_not_apply_are_said_to_be_unused(runs, tmp_path):
+    """--samples and --seed on a logistic regression (exact quadrature), and --interval on a classification run
+    without calibration, were taken and silently did nothing."""
+    unused = ("slang: --samples 50 and --seed 3 not used: a logistic regression's predictive is exact "
+              "(one-dimensional quadrature), with no weight samples")
+    interval = ("slang: --interval 0.8 not used: a classification run has no intervals, and this one no calibrated "
+                "prediction sets (slang fit --calibrate) whose level it would set")
+    done = invoke("predict", runs["lr"], runs["data"], "-o", tmp_path / "p.csv", "--samples", "50", "--seed", "3",
+                  "--interval", "0.8")
+    assert_ok(done)
+    assert unused in done.stderr.splitlines() and interval in done.stderr.splitlines()
+    done = invoke("evaluate", runs["lr"], "--samples", "50", "--seed", "3")
+    assert_ok(done)
+    assert unused + " (--predictive mc uses them)" in done.stderr.splitlines()
+    # where they are used, or left at their defaults, nothing is said
+    for args in (["predict", runs["lr"], runs["data"], "-o", tmp_path / "q.csv"],
+                 ["predict", runs["net"], runs["data"], "-o", tmp_path / "r.csv", "--samples", "50"],
+                 ["predict", runs["reg"], runs["reg_data"], "-o", tmp_path / "s.csv", "--interval", "0.8"],
+                 ["evaluate", runs["lr"], "--predictive", "mc", "--samples", "50"]):
+        done = invoke(*args)
+        assert_ok(done)
+        assert "not used" not in done.stderr, done.stderr

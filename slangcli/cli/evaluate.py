@@ -6,7 +6,7 @@ import click
 
 from slangcli.cli.options import BINS, SAMPLES, SEED
 from slangcli.cli.output import (calibration_table, checkpoint_note, emit_json, metric_rows, metrics_table,
-                                 needs_stdout, note, predictive_said, progress_bar)
+                                 needs_stdout, note, predictive_said, progress_bar, unused_draws)
 from slangcli.data.columns import LAYOUTS
 from slangcli.data.readers import MISSING_POLICIES
 from slangcli.predictive import conformal
@@ -64,6 +64,8 @@ def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, mi
         out = evaluate_run(run, run_file, data, predictive=predictive, samples=samples, seed=seed, bins=bins,
                            reference=reference, reference_name=reference_file, missing=missing, layout=layout,
                            header=header, notify=note)
+    if said := unused_draws(samples, seed, out["predictive"]):
+        note(said + " (--predictive mc uses them)")
     if run.calibration and out["predictive"] == "mc":
         differs = conformal.predictive_differs(run.calibration, out["samples"], out["seed"])
         if differs:

@@ -141,6 +141,16 @@ def predictive_said(predictive: str, samples: int | None, draws: int | None, see
     return f"{predictive}, {samples} samples{shared}, seed {seed}"
 
 
+def unused_draws(samples: int | None, seed: int | None, predictive: str) -> str | None:
+    """The note that ``--samples`` or ``--seed``, given, were not used (the exact predictive of a logistic
+    regression draws no weights), or None."""
+    given = [f"{flag} {value}" for flag, value in (("--samples", samples), ("--seed", seed)) if value is not None]
+    if predictive != "quadrature" or not given:
+        return None
+    return (f"{' and '.join(given)} not used: a logistic regression's predictive is exact (one-dimensional "
+            "quadrature), with no weight samples")
+
+
 def metrics_table(title: str, rows: list[tuple[str, str, object]]) -> None:
     table = Table(title=title, title_justify="left", show_header=True, header_style="bold")
     table.add_column("split")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import click
 import numpy as np
+from click.core import ParameterSource
 
 from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_output, invocation
 from slangcli.cli.output import (check_stdout, checkpoint_note, emit_json, needs_stdout, note, predictive_said,
-                                 progress_bar)
+                                 progress_bar, unused_draws)
 from slangcli.data.columns import LAYOUTS
 from slangcli.data.readers import sha256_file
 from slangcli.data.sources import PREDICT_MISSING
@@ -77,6 +78,12 @@ def predict(run_file, data, output, samples, seed, interval, missing, header, la
     predictions.info.update(run_sha256=sha256_file(run_file), command=invocation())
     write_predictions(output, predictions)
     info, arrays = predictions.info, predictions.arrays
+    if said := unused_draws(samples, seed, info["predictive"]):
+        note(said)
+    if info["likelihood"] != "gaussian" and not info.get("calibration") and \
+            click.get_current_context().get_parameter_source("interval") == ParameterSource.COMMANDLINE:
+        note(f"--interval {interval:g} not used: a classification run has no intervals, and this one no "
+             "calibrated prediction sets (slang fit --calibrate) whose level it would set")
     how = predictive_said(info["predictive"], info["samples"], info["draws"], info["seed"],
                           getattr(run.posterior, "n_members", 1))
     where = "stdout" if output == "-" else output
