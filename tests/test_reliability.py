@@ -497,6 +497,25 @@ def test_a_signal_swallowed_after_the_write_exits_with_its_code_and_names_the_fi
     assert "after writing" in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_after_the_command_has_finished_does_not_make_it_look_stopped(small, sig):
+    """A Ctrl-C that arrived after slang fit had written its run file and printed its table, while the process
+    exited, killed it with SIGINT (exit 130 and no word): a script then ran --resume on a complete run. The signal
+    is sent here from an atexit function of the slang process, once the command has returned."""
+    script = ("import atexit, os, signal, sys\n"
+              f"atexit.register(lambda: os.kill(os.getpid(), {int(sig)}))\n"
+              "from slangcli.__main__ import main\n"
+              "main(prog_name='slang', args=sys.argv[1:])\n")
+    done = subprocess.run([sys.executable, "-c", script, "inspect", "linear.h5", "--json"], cwd=small,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == "", (done.returncode, done.stderr)
+    assert done.stdout.startswith("{")
+    # a command that fails still exits with its own code, and a signal during the command still stops it
+    done = subprocess.run([sys.executable, "-c", script, "inspect", "missing.h5"], cwd=small,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "no such file" in done.stderr
+
+
 def test_a_signal_that_a_library_turns_into_another_exception_is_still_the_signal(small, tmp_path, monkeypatch):
     """A SIGINT whose KeyboardInterrupt lands inside h5py's type conversion comes out of h5py as a TypeError
     ("Operation not defined for data type class", found writing docs/BAD_INPUTS.md): the command still exits as
