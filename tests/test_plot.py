@@ -470,8 +470,10 @@ def test_sweep_parameter_detection_and_metric_paths(sweep_dir, runs, tmp_path):
     run = loaded[0][1]
     assert plotdata.metric_value(run, "test.calibration.bins", "r") == 15
     assert plotdata.metric_value(run, "error", "r") == pytest.approx(100 * (1 - run.metrics["test"]["accuracy"]))
-    fails(1, "plot", sweep_dir, "--kind", "sweep", "--metric", "rmse", "-o", tmp_path / "f.png",
-          mentions=["no metric 'rmse'"])
+    # a metric no run has is a usage error, as a --param no run has (it was exit 1, a data error)
+    for metric in ("rmse", "bogus"):
+        fails(2, "plot", sweep_dir, "--kind", "sweep", "--metric", metric, "-o", tmp_path / "f.png",
+              mentions=[f"--metric {metric!r}: no run has this metric (known: nll, accuracy, error"])
     fails(2, "plot", sweep_dir, "--kind", "sweep", "--param", "nonesuch", "-o", tmp_path / "f.png",
           mentions=["nonesuch"])
     # nothing swept (one setting, two seeds): asks for --param

@@ -427,6 +427,14 @@ def metric_value(run: Run, metric: str, run_name: str) -> float:
     return 100.0 * (1.0 - value) if metric == "error" else value
 
 
+def _has_metric(run: Run, metric: str) -> bool:
+    try:
+        metric_value(run, metric, "")
+    except DataError:
+        return False
+    return True
+
+
 def metric_label(metric: str) -> str:
     return METRICS[metric][1] if metric in METRICS else metric
 
@@ -499,6 +507,9 @@ def sweep(runs, metric: str, param: str | None = None) -> Sweep:
     if not any(param in p for p in params):
         known = sorted({k for p in params for k in p})
         raise ConfigError(f"--param {param!r}: no run has this parameter (known: {', '.join(known)})")
+    if not any(_has_metric(run, metric) for _, run in runs):  # (a name none has: a usage error, as --param's)
+        raise ConfigError(f"--metric {metric!r}: no run has this metric (known: {', '.join(METRICS)}, or a dotted "
+                          "path into a run's metrics such as test.coverage.0.9)")
     # settings that vary but are not swept make series of their own (SLANG's rank is already in its label)
     varying_fixed = [k for k in _varying(params, (param, *REPLICATE_KEYS))
                      if k not in ("rank", "compress_rank", "members")]
