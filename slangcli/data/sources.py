@@ -544,16 +544,20 @@ def _rows(k: int) -> str:
     return f"{k} row" + ("" if k == 1 else "s")
 
 
+def _dropped_lines(table) -> str:
+    """``lines 3, 5, 8`` (``, ...`` after the first ones): where the rows left out for a missing value were."""
+    dropped, lines = table.provenance["rows_dropped"], table.provenance["dropped_lines"]
+    return f"line{'s' if dropped > 1 else ''} {', '.join(map(str, lines))}{', ...' if dropped > len(lines) else ''}"
+
+
 def _dropped_notes(run: Run, table, path) -> list[str]:
     """The note of the rows of a file to score that were left out for a missing value (``--missing drop``), as
     ``slang predict`` and ``slang fit --test`` say it; none when no row was."""
     dropped = table.provenance.get("rows_dropped", 0)
     if not dropped:
         return []
-    lines = table.provenance["dropped_lines"]
-    listed = f"line{'s' if dropped > 1 else ''} {', '.join(map(str, lines))}{', ...' if dropped > len(lines) else ''}"
     impute = "--missing impute fills them in, " if schema_of(run).can_impute else ""
-    return [f"{path}: {_rows(dropped)} with a missing value left out (--missing drop), {listed}: "
+    return [f"{path}: {_rows(dropped)} with a missing value left out (--missing drop), {_dropped_lines(table)}: "
             f"{'it is' if dropped == 1 else 'they are'} not scored ({impute}--missing error refuses them)"]
 
 
@@ -757,9 +761,7 @@ def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str 
         rows = table.rows if table.rows is not None else np.arange(len(table.X))
         dropped = table.provenance.get("rows_dropped", 0)
         if dropped:
-            lines = table.provenance["dropped_lines"]
-            listed = f"line{'s' if dropped > 1 else ''} {', '.join(map(str, lines))}"
-            listed += ", ..." if dropped > len(lines) else ""
+            listed = _dropped_lines(table)
             if missing == "keep":
                 source.update(rows=int(len(table.X)) + dropped, rows_missing=dropped)
                 impute = "--missing impute fills them in, " if schema_of(run).can_impute else ""
