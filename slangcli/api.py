@@ -601,8 +601,8 @@ class FitResult:
 
     Attributes: ``run`` (the :class:`slangcli.runfile.io.Run` a run file holds), and from it ``posterior`` (its ``mean``
     and ``marginal_variances()``; a fit with ``members > 1`` has a ``MixtureGaussian``, whose ``members`` are the
-    posteriors and ``noise_precision`` their noise precisions), ``model`` (member 0's, for a mixture), ``metrics``, ``history``, ``config``, ``classes`` (label values of a
-    classifier), ``feature_names`` and ``n_features``.
+    posteriors and ``noise_precision`` their noise precisions), ``model`` (member 0's, for a mixture), ``metrics``,
+    ``history``, ``config``, ``classes`` (label values of a classifier), ``feature_names`` and ``n_features``.
     """
 
     def __init__(self, run: Run, path: str | None = None):

@@ -66,7 +66,8 @@ APPLIES_TO = {"data": ("calibration",), "bins": ("calibration",), "samples": ("c
               help="posterior: covariances drawn among this many weights (the first ones).")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
               help="spectrum: singular values shown per weight matrix.")
-@click.option("--label", "labels", multiple=True, help="Legend label of each run, in order (repeat the option; runs after the last one given keep their "
+@click.option("--label", "labels", multiple=True,
+              help="Legend label of each run, in order (repeat the option; runs after the last one given keep their "
                    "own label).")
 @click.option("--title", default=None, help="Figure title (default: one naming what is shown).")
 @click.option("--dpi", type=click.IntRange(min=20, max=1200), default=200, show_default=True,
