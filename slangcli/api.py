@@ -338,6 +338,8 @@ def _encoded_test(X_test, y_test, schema: Schema, width: int, given_names, names
         if extra:  # (as FitResult.predict warns of the same frame)
             warnings.warn(f"X_test: {columns.ignored_message(extra)}", UserWarning, stacklevel=_caller_level())
         X_test = X_test[list(given_names)]
+    elif given_names is None and test_names is not None:  # (as FitResult.predict warns of the same frame)
+        warnings.warn(f"X_test: {columns.UNNAMED}", UserWarning, stacklevel=_caller_level())
     X_test, test_text, _ = _raw_features(X_test, "X_test", kinds=[column.kind for column in schema.columns],
                                          allow_missing=missing != "error")
     y_test = _targets(y_test, len(X_test), "y_test", text_numbers=text_numbers)

@@ -507,6 +507,34 @@ def test_a_test_file_is_matched_to_the_training_file_by_its_header_names(shuffle
     assert bare == same
 
 
+def test_a_named_test_file_beside_a_headerless_training_file_is_said_to_be_read_by_position(tmp_path):
+    """The training file has no header row, so its features have no names to match; a test file with one was read
+    by position without a word (its columns in another order: wrong stored test scores), where evaluate and predict
+    say that the names are not used. From Python, X_test as a DataFrame beside X as an array warns alike."""
+    import warnings
+
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(80, 3))
+    y = 2 * X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.normal(size=80)
+    np.savetxt(tmp_path / "train.csv", np.column_stack([X, y])[:60], delimiter=",", fmt="%.6f")
+    test = pd.DataFrame(X[60:], columns=["x0", "x1", "x2"]).assign(y=y[60:])
+    test.to_csv(tmp_path / "test.csv", index=False)
+    result = CliRunner().invoke(main, ["fit", str(tmp_path / "train.csv"), "--test", str(tmp_path / "test.csv"),
+                                       "--method", "exact-full", "-o", str(tmp_path / "r.h5")])
+    assert_ok(result)
+    assert (f"slang: {tmp_path / 'test.csv'}: the column names are not used: the training file "
+            f"{tmp_path / 'train.csv'} has no header row, so the columns are taken in its order"
+            in result.stderr.splitlines())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        slangcli.fit(X[:60], y[:60], X_test=test[["x0", "x1", "x2"]], y_test=y[60:], method="exact-full")
+    assert [str(w.message) for w in caught] == [
+        "X_test: the column names are not used: the run knows its features by position only (it was fitted "
+        "without names), so the columns are taken in the training data's order"]
+    assert caught[0].filename == __file__
+
+
 def test_a_test_files_label_column_is_found_by_name_wherever_it_stands(tmp_path):
     """A test file with its column of text labels first was read by position: the labels went to a feature column
     of numbers ("cannot parse 'x' as a number"), where evaluate of the same file matched it by name."""

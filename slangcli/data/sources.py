@@ -223,6 +223,9 @@ def _read_sources(opts: DataOptions, notify):
         if named and _has_header(test_table):
             test_table = _by_name(test_table, table, opts.test, notify)
             _check_text_kinds(test_table, table, opts.test)
+        elif _has_header(test_table):  # (as slang evaluate and predict say it of such a file)
+            notify(f"{opts.test}: the column names are not used: the training file {opts.path} has no header row, so "
+                   "the columns are taken in its order")
         test_table = _without_missing_targets(test_table, opts.test, notify)
         p_train, p_test = table.X.shape[1], test_table.X.shape[1]
         if p_train != p_test:
