@@ -603,6 +603,25 @@ def test_uci_folder_regression_fit_and_reevaluation(tmp_path, monkeypatch):
     assert "-ELBO / N (at fit), standardised target" in again.stderr
 
 
+@pytest.mark.parametrize("option", [["--target", "2"], ["--drop-columns", "1"], ["--columns", "0,1"],
+                                    ["--delimiter", ";"], ["--no-header"], ["--n-features", "3"]])
+def test_a_csv_option_given_with_a_uci_folder_is_refused(tmp_path, option):
+    """A UCI folder's target and features are those its index files name: --target 2 was taken, said to be applied
+    ("--target 2: the column at 0-based position 2") and not applied, and the others ignored without a word."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 3))
+    folder = gal_folder(tmp_path / "toy", X, X @ np.array([1.0, -2.0, 0.5]), 30)
+    done = invoke("fit", folder, "--uci-split", "0", *option, "--epochs", "1", "-o", tmp_path / "run.h5")
+    kind = "LIBSVM" if option[0] == "--n-features" else "CSV"
+    flag = "--header/--no-header" if option[0] == "--no-header" else option[0]
+    assert_error(done, 2, f"{flag} applies to a {kind} file; a Gal-layout UCI folder's target and features are those "
+                          "its index_target.txt and index_features.txt name")
+    assert not (tmp_path / "run.h5").exists()
+    done = invoke("fit", folder, "--uci-split", "0", "--epochs", "1", "-o", tmp_path / "run.h5")
+    assert_ok(done)
+    assert "slang: change the task with --likelihood" in done.stderr.splitlines()
+
+
 def test_a_uci_folder_whose_column_files_changed_is_refused(tmp_path):
     """Which column is the target was not part of a UCI fit's provenance: after index_target.txt and
     index_features.txt swapped two columns, evaluate and predict scored the old posterior on the new columns (RMSE

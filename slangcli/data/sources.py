@@ -192,6 +192,13 @@ def _read_sources(opts: DataOptions, notify):
             raise ConfigError("--uci-split selects the test set; do not combine it with --test or --test-fraction")
         if opts.categorical is not None:
             raise ConfigError("--categorical applies to CSV files; a Gal-layout UCI folder's features are numbers")
+        for flag, value in (("--target", opts.target), ("--drop-columns", opts.drop_columns),
+                            ("--columns", opts.columns), ("--delimiter", opts.delimiter),
+                            ("--header/--no-header", opts.header), ("--n-features", opts.n_features)):
+            if value is not None:  # (taken and silently not applied, the target even said to be)
+                raise ConfigError(f"{flag} applies to a {'LIBSVM' if flag == '--n-features' else 'CSV'} file; a "
+                                  "Gal-layout UCI folder's target and features are those its index_target.txt and "
+                                  "index_features.txt name")
         table, train_index, test_index = read_uci_folder(opts.path, opts.uci_split)
         return table, None, train_index, test_index
     if opts.uci_split is not None:

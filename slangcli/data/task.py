@@ -80,7 +80,10 @@ def describe(data: dict, arrays: dict, likelihood: str, n_features: int, n_param
             why = "a missing target left out (a target is never imputed)" if impute else \
                 "a missing value dropped (--missing drop)"
             parts.append(f"{k} row{'s' if k != 1 else ''}{where} with {why}")
-    return ["; ".join(parts), "change the task with --likelihood, --target, --drop-columns or --columns"]
+    # (a CSV file's columns can be chosen; a LIBSVM file's, an IDX file's or a UCI folder's are what they hold)
+    csv = (data.get("train") or {}).get("format") in ("csv", None)
+    return ["; ".join(parts), "change the task with --likelihood, --target, --drop-columns or --columns" if csv else
+            "change the task with --likelihood"]
 
 
 def _count(n: int, noun: str) -> str:
