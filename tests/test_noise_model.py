@@ -202,6 +202,9 @@ def test_a_mixture_shares_one_noise_model_fitted_to_its_pooled_draws():
     assert result.model.noise_model == "linear" and result.config["noise_model"] == "linear"
     with pytest.raises(ConfigError, match="--noise-model hidden reads one posterior's hidden layer"):
         FitOptions.of(likelihood="gaussian", hidden=3, members=2, noise_model="hidden")
+    # so it is when the data are yet to decide the likelihood (it said "needs a regression, not bernoulli")
+    with pytest.raises(ConfigError, match="^--noise-model hidden reads one posterior's hidden layer"):
+        FitOptions.of(hidden=3, members=2, noise_model="hidden")
     predicted = result.predict(X[:10], samples=16).arrays
     assert np.ptp(predicted["std_aleatoric"]) > 0
 

@@ -214,7 +214,10 @@ class FitOptions:
             self._check_method()
             return
         first = None
-        for likelihood in ("bernoulli", "gaussian"):
+        # a regression's own option first: what else is wrong with it is said for the likelihood it needs, not that
+        # a classification cannot take it
+        regression = self.noise_model in ("linear", "hidden")
+        for likelihood in ("gaussian", "bernoulli") if regression else ("bernoulli", "gaussian"):
             try:
                 return replace(self, likelihood=likelihood)._check_method()
             except ConfigError as exc:
