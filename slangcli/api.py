@@ -342,6 +342,8 @@ def _encoded_test(X_test, y_test, schema: Schema, width: int, given_names, names
         warnings.warn(f"X_test: {columns.UNNAMED}", UserWarning, stacklevel=_caller_level())
     X_test, test_text, _ = _raw_features(X_test, "X_test", kinds=[column.kind for column in schema.columns],
                                          allow_missing=missing != "error")
+    if missing != "error":  # (as slang fit --test leaves out a test file's rows without a target)
+        X_test, test_text, y_test = _rows_with_targets(X_test, test_text, y_test, notify, "y_test")
     y_test = _targets(y_test, len(X_test), "y_test", text_numbers=text_numbers)
     if X_test.shape[1] != width:
         raise DataError(f"X_test: {X_test.shape[1]} features, but X has {width}")
@@ -515,9 +517,10 @@ def _caller_level() -> int:
     return level
 
 
-def _rows_with_targets(X: np.ndarray, text: dict, y, notify):
+def _rows_with_targets(X: np.ndarray, text: dict, y, notify, what: str = "y"):
     """The rows whose target is there (not None, NaN, pandas' NA or ""), as ``slang fit --missing drop`` or
-    ``impute`` keeps a file's: a target is never imputed. The count of the others is said through ``notify``."""
+    ``impute`` keeps a file's: a target is never imputed. The count of the others is said through ``notify``
+    (``what``: the targets' name)."""
     a = np.asarray(y)
     if a.ndim == 2 and a.shape[1] == 1:
         a = a[:, 0]
@@ -533,9 +536,10 @@ def _rows_with_targets(X: np.ndarray, text: dict, y, notify):
     if not gaps.any():
         return X, text, y
     if gaps.all():
-        raise DataError("y: every row's target is missing: nothing is left to fit")
-    notify(f"y: {int(gaps.sum())} row{'s' if gaps.sum() != 1 else ''} with a missing target left out: a target is "
-           "never imputed")
+        raise DataError(f"{what}: every row's target is missing: nothing is left to "
+                        f"{'fit' if what == 'y' else 'score'}")
+    notify(f"{what}: {int(gaps.sum())} row{'s' if gaps.sum() != 1 else ''} with a missing target left out: a target "
+           "is never imputed")
     keep = ~gaps
     return X[keep], {k: cells[keep] for k, cells in text.items()}, a[keep]
 

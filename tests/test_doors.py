@@ -189,6 +189,32 @@ def test_slangcli_fit_treats_missing_cells_as_slang_fit_missing_does(tmp_path, m
         slangcli.fit(frame, mass, missing="fill")
 
 
+@pytest.mark.parametrize("missing", ["impute", "drop"])
+def test_a_test_row_without_its_target_is_left_out_by_both_doors(tmp_path, missing):
+    """slang fit --test leaves out a test file's row without a target (with a note); slangcli.fit refused y_test
+    with a NaN ("y_test: row 3 is NaN") under the same missing policy. Both now score the same rows alike."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(70, 2))
+    y = X @ [1.0, -0.5] + 0.2 * rng.normal(size=70)
+    y_test = y[50:].copy()
+    y_test[[3, 11]] = np.nan
+    rows = lambda A, t: "".join(f"{a:.6f},{b:.6f}," + ("" if np.isnan(v) else f"{v:.6f}") + "\n"
+                                for (a, b), v in zip(A, t))
+    (tmp_path / "train.csv").write_text("a,b,y\n" + rows(X[:50], y[:50]))
+    (tmp_path / "test.csv").write_text("a,b,y\n" + rows(X[50:], y_test))
+    slang("fit", tmp_path / "train.csv", "--test", tmp_path / "test.csv", "--missing", missing, "--method",
+          "exact-full", "-o", tmp_path / "cli.h5", cwd=tmp_path)
+    cli = read_run(tmp_path / "cli.h5")
+    read = np.loadtxt(tmp_path / "train.csv", delimiter=",", skiprows=1)  # (the file's digits)
+    test = np.genfromtxt(tmp_path / "test.csv", delimiter=",", skip_header=1)
+    said = []
+    api = slangcli.fit(read[:, :2], read[:, 2], X_test=test[:, :2], y_test=test[:, 2], missing=missing,
+                       method="exact-full", notify=said.append)
+    assert "y_test: 2 rows with a missing target left out: a target is never imputed" in said
+    assert api.metrics["test"]["n"] == cli.metrics["test"]["n"] == 18
+    assert api.metrics["test"]["rmse"] == pytest.approx(cli.metrics["test"]["rmse"], rel=1e-12)
+
+
 def test_sparse_indicators_standardised_are_named_as_the_likely_cause():
     """LIBSVM's a1a (123 sparse 0/1 features), standardised by default: test NLL 1.22 against 0.34 used as read,
     and the warning said to check the features' scales with --standardize, the option already on. A poor fit of
