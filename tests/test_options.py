@@ -215,3 +215,38 @@ def test_tune_takes_a_list_from_python():
 
     assert FitOptions.of(tune=["prior-precision", "noise-precision"]).tune == "prior-precision,noise-precision"
     assert FitOptions.of(tune=("lr",), method="slang").tune == "lr"
+
+
+@pytest.mark.filterwarnings("ignore:the fit is worse than a constant predictor")
+def test_options_given_a_value_the_fit_does_not_use_are_said_to_be_unused(tmp_path):
+    """--tune-folds without --tune, --snr-draws without --snr, --activation on a linear model, --noise-precision on a
+    classification, --split-seed without --test-fraction: taken and recorded in the run without a word; now each gets
+    a note (from Python too), and options the fit uses, or left at their defaults, none."""
+    from click.testing import CliRunner
+
+    from slangcli.cli import main
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = (X[:, 0] > 0).astype(int)
+    said = []
+    slangcli.fit(X, y, epochs=1, tune_folds=3, snr_draws=4, activation="tanh", noise_precision=2.0,
+                 hidden_bias_prior_precision=0.5, notify=said.append)
+    assert [line for line in said if "not used" in line] == [
+        "--hidden-bias-prior-precision 0.5 not used: it applies to a network (--hidden)",
+        "--activation tanh not used: it applies to a network (--hidden)",
+        "--noise-precision 2 not used: it applies to a regression (a gaussian likelihood)",
+        "--snr-draws 4 not used: it applies to --snr",
+        "--tune-folds 3 not used: it applies to --tune"]
+    said = []
+    slangcli.fit(X, X[:, 0], epochs=1, hidden=3, noise_precision=2.0, activation="tanh", notify=said.append)
+    slangcli.fit(X, y, epochs=1, tune_folds=5, notify=said.append)  # (the default: nothing given)
+    assert not [line for line in said if "not used" in line], said
+    (tmp_path / "d.csv").write_text("a,b,y\n" + "".join(f"{a:.5f},{b:.5f},{t}\n" for (a, b), t in zip(X, y)))
+    done = CliRunner().invoke(main, ["fit", str(tmp_path / "d.csv"), "--epochs", "1", "--split-seed", "3", "-o",
+                                     str(tmp_path / "r.h5")])
+    assert done.exit_code == 0, done.output
+    assert "slang: --split-seed 3 not used: it seeds the split of --test-fraction" in done.stderr.splitlines()
+    done = CliRunner().invoke(main, ["fit", str(tmp_path / "d.csv"), "--epochs", "1", "--split-seed", "3",
+                                     "--test-fraction", "0.25", "-o", str(tmp_path / "r.h5")])
+    assert done.exit_code == 0 and "not used" not in done.stderr, done.output

@@ -224,6 +224,22 @@ class FitOptions:
                 first = first or exc
         raise first
 
+    def unused(self, likelihood: str) -> list[str]:
+        """What is said of the options given a value this fit of a ``likelihood`` does not use (they were taken
+        and recorded in the run without a word): one note each."""
+        applies = {"tune_folds": ("--tune", self.tune is not None), "tune_epochs": ("--tune", self.tune is not None),
+                   "tune_rounds": ("--tune", self.tune is not None), "snr_draws": ("--snr", self.snr_every is not None),
+                   "activation": ("a network (--hidden)", bool(self.hidden)),
+                   "hidden_bias_prior_precision": ("a network (--hidden)", bool(self.hidden)),
+                   "noise_precision": ("a regression (a gaussian likelihood)", likelihood == "gaussian")}
+        notes = []
+        for f in fields(self):
+            if f.name in applies and not applies[f.name][1] and getattr(self, f.name) != f.default:
+                value = getattr(self, f.name)
+                shown = f"{value:g}" if isinstance(value, float) else value
+                notes.append(f"{flag_of(f)} {shown} not used: it applies to {applies[f.name][0]}")
+        return notes
+
     def for_likelihood(self, likelihood: str) -> "FitOptions":
         """These options for data whose likelihood is ``likelihood`` (the data's choice for ``auto``), checked
         again for the method the fit then gets."""
