@@ -13,6 +13,7 @@ import pytest
 
 from conftest import binary_problem, csv_text
 
+import slangcli
 from slangcli.data.sources import DataOptions
 from slangcli.errors import ConfigError
 from slangcli.training import tuning
@@ -211,3 +212,18 @@ def test_a_signal_during_tune_exits_at_once(tmp_path, sig, args, wait_for):
     assert "interrupted while tuning" in err and "nothing written" in err and "not checkpointed" in err, err
     assert "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]
+
+
+def test_the_tuned_values_said_give_the_same_fit_again():
+    """The note said 'tuned --prior-precision 0.00316228' (six digits): a fit with the value as said was another
+    posterior. Every digit is said now, and that fit is the tuned one, bit for bit."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 2))
+    y = (X[:, 0] + 0.5 * rng.normal(size=80) > 0).astype(int)
+    said = []
+    tuned = slangcli.fit(X, y, epochs=3, tune="prior-precision", tune_folds=2, tune_epochs=1, notify=said.append)
+    (line,) = [s for s in said if s.startswith("tuned ")]
+    flag, value = line.split()[1:]
+    assert flag == "--prior-precision" and value == repr(float(value))
+    again = slangcli.fit(X, y, epochs=3, prior_precision=float(value))
+    np.testing.assert_array_equal(again.posterior.mean, tuned.posterior.mean)

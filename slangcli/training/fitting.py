@@ -511,7 +511,8 @@ def _tuned(prepared: Prepared, options: FitOptions, module, hyper, sizes: tuple,
         values=values, build=build, method=module, hyper=hyper, X=prepared.X_train, y=prepared.y_train,
         seed=options.seed, batch_size=batch, epochs=-(-n_steps // streams.steps_per_epoch(n, batch)), notify=notify,
         map_jobs=map_jobs, stop=stop)
-    notify("tuned " + ", ".join(f"--{p} {best[p]:g}" for p in params))
+    # (every digit: the values as printed give the same fit again; :g's six digits gave another posterior)
+    notify("tuned " + ", ".join(f"--{p} {float(best[p])!r}" for p in params))
     values = {"prior-precision": best["prior-precision"], "noise-precision": best["noise-precision"]}
     return values, replace(hyper, **{p: best[p] for p in tuning.RATES if p in params}), record, learn
 
