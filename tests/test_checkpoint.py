@@ -354,6 +354,25 @@ def test_resume_refuses_a_uci_folder_whose_target_file_changed(tmp_path):
         resume(written[-1], "ck.h5")
 
 
+def test_a_uci_checkpoint_that_recorded_a_csv_option_still_resumes(tmp_path):
+    """A new fit of a UCI folder refuses --target, --columns and the like (they were taken and not applied); a
+    checkpoint an earlier version wrote with one recorded resumes all the same, its data read as they were then."""
+    from conftest import gal_folder
+
+    X = np.random.default_rng(1).standard_normal((40, 3))
+    folder = gal_folder(tmp_path / "toy", X, X[:, 0] - X[:, 1], 30)
+    with pytest.raises(ConfigError, match="^--target applies to a CSV file; a Gal-layout UCI folder's target"):
+        fit(DataOptions(path=str(folder), uci_split=0, target="2"), **_fit_kwargs("slang", {"rank": 2}))
+    written, steps = [], []
+    with pytest.raises(Interrupted):
+        fit(DataOptions(path=str(folder), uci_split=0), **_fit_kwargs("slang", {"rank": 2}),
+            checkpointing=Checkpointing(write=written.append, stop=lambda: steps.append(1) or len(steps) > 3))
+    checkpoint = written[-1]
+    checkpoint.data["options"].update(target="2", delimiter=",")  # (as an earlier version recorded them)
+    resumed = resume(checkpoint, "ck.h5")
+    assert resumed.status == "complete" and resumed.data["options"]["target"] == "2"
+
+
 @pytest.mark.parametrize("damage,message", [
     (lambda f: f.attrs.__setitem__("status", "half-done"), "unknown status"),
     (lambda f: f["state"].attrs.__delitem__("t"), "step counter"),

@@ -183,6 +183,21 @@ def _is_uci(opts: DataOptions) -> bool:
     return opts.format == "uci" or is_uci_folder(opts.path)
 
 
+def check_file_options(opts: DataOptions) -> None:
+    """Refuse, for a new fit, the options that say how to read a file's columns when DATA is a Gal-layout UCI folder,
+    whose target and features its index files name: they were taken and not applied (``--target`` even said to be).
+    (A checkpoint of an earlier version that recorded one still resumes: its data are read as they were then.)"""
+    if not _is_uci(opts):
+        return
+    for flag, value in (("--target", opts.target), ("--drop-columns", opts.drop_columns),
+                        ("--columns", opts.columns), ("--delimiter", opts.delimiter),
+                        ("--header/--no-header", opts.header), ("--n-features", opts.n_features)):
+        if value is not None:
+            raise ConfigError(f"{flag} applies to a {'LIBSVM' if flag == '--n-features' else 'CSV'} file; a "
+                              "Gal-layout UCI folder's target and features are those its index_target.txt and "
+                              "index_features.txt name")
+
+
 def _read_sources(opts: DataOptions, notify):
     """The training table, optional test table, and split indices into the training table."""
     if _is_uci(opts):
@@ -192,13 +207,6 @@ def _read_sources(opts: DataOptions, notify):
             raise ConfigError("--uci-split selects the test set; do not combine it with --test or --test-fraction")
         if opts.categorical is not None:
             raise ConfigError("--categorical applies to CSV files; a Gal-layout UCI folder's features are numbers")
-        for flag, value in (("--target", opts.target), ("--drop-columns", opts.drop_columns),
-                            ("--columns", opts.columns), ("--delimiter", opts.delimiter),
-                            ("--header/--no-header", opts.header), ("--n-features", opts.n_features)):
-            if value is not None:  # (taken and silently not applied, the target even said to be)
-                raise ConfigError(f"{flag} applies to a {'LIBSVM' if flag == '--n-features' else 'CSV'} file; a "
-                                  "Gal-layout UCI folder's target and features are those its index_target.txt and "
-                                  "index_features.txt name")
         table, train_index, test_index = read_uci_folder(opts.path, opts.uci_split)
         return table, None, train_index, test_index
     if opts.uci_split is not None:

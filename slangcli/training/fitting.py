@@ -22,7 +22,8 @@ from slangcli import streams
 from slangcli.data import task
 from slangcli.data.prepare import Prepared
 from slangcli.data.readers import STDIN, data_read_once
-from slangcli.data.sources import DataOptions, _is_uci, _stored_options, load_training, recorded_files
+from slangcli.data.sources import (DataOptions, _is_uci, _stored_options, check_file_options, load_training,
+                                   recorded_files)
 from slangcli.errors import ConfigError, ConvergenceError, DataError, DivergenceError, FormatError, Interrupted
 from slangcli.gaussian.posteriors import MAX_ABS_VALUE
 from slangcli.methods import METHODS
@@ -58,6 +59,7 @@ def fit(opts: DataOptions, options: FitOptions | None = None, *, notify: Callabl
     """
     options = options if options is not None else FitOptions.of(**keywords)
     _check_running(options, checkpointing)
+    check_file_options(opts)
     if options.likelihood == AUTO and _is_uci(opts):
         options = options.for_likelihood("gaussian")
     if opts.standardize is not None and bool(opts.standardize) != bool(options.standardize):
