@@ -10,6 +10,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -726,3 +727,16 @@ def test_integer_labels_come_back_as_integers(tmp_path):
     assert halves.classes == [0.0, 1.5, 2.0] and halves.predict(X[:9]).predicted.dtype == np.float64
     result.save(tmp_path / "r.h5")
     assert slangcli.load(tmp_path / "r.h5").classes == [0, 1, 2]
+    # integral labels beyond 2^53 stay floats (an int64 of 1e20 overflowed in predict)
+    huge = slangcli.fit(X, np.array([0.0, 1e20, 2e20])[y], likelihood="categorical", epochs=1)
+    assert huge.classes == [0.0, 1e20, 2e20] and huge.predict(X[:9]).predicted.dtype == np.float64
+    # the files keep their format: labels as float64 in a predictions file, as written by the CSV
+    (tmp_path / "x.csv").write_text("x0,x1,y\n" + "".join(f"{a:.6f},{b:.6f},{t}\n" for (a, b), t in zip(X, y)))
+    for out in ("p.h5", "p.csv"):
+        done = CliRunner().invoke(main, ["predict", str(tmp_path / "r.h5"), str(tmp_path / "x.csv"), "-o",
+                                         str(tmp_path / out)])
+        assert done.exit_code == 0, done.output
+    with h5py.File(tmp_path / "p.h5") as f:
+        assert f["classes"].dtype == f["predicted"].dtype == f["target"].dtype == np.float64
+    lines = (tmp_path / "p.csv").read_text().splitlines()
+    assert lines[1].split(",")[4] in {"0", "1", "2"} and lines[1].split(",")[-1] == str(y[0])

@@ -167,8 +167,9 @@ class LabelMap:
     @property
     def values(self) -> tuple:
         """The classes as a Python caller sees them: strings, or numbers with integral ones as ``int`` (the labels
-        0, 1, 2 of an integer target, not 0.0, 1.0, 2.0)."""
-        if self.numeric and all(c.is_integer() for c in self.classes):
+        0, 1, 2 of an integer target, not 0.0, 1.0, 2.0) while every one is within 2^53 (a float64 tells integers
+        apart only so far, and an int64 holds them; 1e20 stays a float)."""
+        if self.numeric and all(c.is_integer() and abs(c) <= 2**53 for c in self.classes):
             return tuple(int(c) for c in self.classes)
         return self.classes
 

@@ -91,7 +91,10 @@ def _csv_cells(predictions, rows=slice(None)) -> list[list[str]]:
         elif labels is not None and name in ("predicted", "target"):
             # label values as the label map writes them (4, -1, benign), not as floats (4.0); a row without a
             # prediction (NaN, or "" for string labels) is an empty cell
-            empty = np.isnan(values) if values.dtype.kind == "f" else values == ""
+            # (integral labels come as int64, which has no empty cell; comparing them with "" is not elementwise
+            # in every NumPy this supports)
+            empty = np.isnan(values) if values.dtype.kind == "f" else \
+                values == "" if values.dtype.kind == "U" else np.zeros(len(values), dtype=bool)
             written = np.full(len(values), "", dtype=object)
             written[~empty] = np.array(labels.names)[labels.encode(values[~empty], path=name)]
             cells.append(written.tolist())
@@ -110,10 +113,15 @@ def _write_csv(stream, predictions) -> None:
         writer.writerows(zip(*_csv_cells(predictions, slice(lo, lo + _CSV_ROWS))))
 
 
-def _h5_data(values):
+def _h5_data(values, labels: bool = False):
+    """``values`` as a dataset stores them: text as UTF-8 strings; ``labels`` (the classes, the predicted and
+    target labels) that are numbers as float64, whatever NumPy type they came as (integral ones come as int64 from
+    Python), as the format has them."""
     values = np.asarray(values)
     if values.dtype.kind in "US":
         return np.array(values.tolist(), dtype=h5py.string_dtype("utf-8"))
+    if labels and values.dtype.kind in "iu":
+        return values.astype(np.float64)
     return values
 
 
@@ -127,9 +135,9 @@ def _write_h5(path, predictions) -> None:
         f.attrs["info"] = json.dumps(predictions.info, sort_keys=True)
         f.attrs["columns"] = json.dumps(list(predictions.arrays))
         if predictions.classes is not None:
-            f.create_dataset("classes", data=_h5_data(predictions.classes))
+            f.create_dataset("classes", data=_h5_data(predictions.classes, labels=True))
         for name, values in predictions.arrays.items():
-            ds = f.create_dataset(name, data=_h5_data(values))
+            ds = f.create_dataset(name, data=_h5_data(values, labels=name in ("predicted", "target")))
             if name in ("lower", "upper"):
                 ds.attrs["level"] = predictions.info["interval"]
             elif name.startswith("calibrated_"):
