@@ -501,19 +501,31 @@ def test_a_signal_swallowed_after_the_write_exits_with_its_code_and_names_the_fi
 def test_a_signal_after_the_command_has_finished_does_not_make_it_look_stopped(small, sig):
     """A Ctrl-C that arrived after slang fit had written its run file and printed its table, while the process
     exited, killed it with SIGINT (exit 130 and no word): a script then ran --resume on a complete run. The signal
-    is sent here from an atexit function of the slang process, once the command has returned."""
+    is sent here from an atexit function of the slang process (the console script's entry, main() without
+    arguments), once the command has returned: the process ends with the command's own status."""
     script = ("import atexit, os, signal, sys\n"
               f"atexit.register(lambda: os.kill(os.getpid(), {int(sig)}))\n"
               "from slangcli.__main__ import main\n"
-              "main(prog_name='slang', args=sys.argv[1:])\n")
+              "sys.argv = ['slang', *sys.argv[1:]]\n"
+              "main()\n")
     done = subprocess.run([sys.executable, "-c", script, "inspect", "linear.h5", "--json"], cwd=small,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stderr == "", (done.returncode, done.stderr)
-    assert done.stdout.startswith("{")
-    # a command that fails still exits with its own code, and a signal during the command still stops it
+    assert done.stdout.startswith("{") and done.stdout.rstrip().endswith("}")
+    # a command that fails ends with its own status
     done = subprocess.run([sys.executable, "-c", script, "inspect", "missing.h5"], cwd=small,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "no such file" in done.stderr
+    # called with arguments from a caller's own process, main leaves that process's signals as they were (SIGTERM
+    # still ends it; a SIGINT would be a KeyboardInterrupt there, as before)
+    caller = ("import os, signal, sys\n"
+              "from slangcli.__main__ import main\n"
+              "try:\n    main(prog_name='slang', args=['inspect', 'linear.h5', '--json'])\n"
+              "except SystemExit:\n    pass\n"
+              f"os.kill(os.getpid(), {int(signal.SIGTERM)})\n"
+              "print('still running')\n")
+    done = subprocess.run([sys.executable, "-c", caller], cwd=small, capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGTERM and "still running" not in done.stdout, (done.returncode, done.stderr)
 
 
 def test_a_signal_that_a_library_turns_into_another_exception_is_still_the_signal(small, tmp_path, monkeypatch):

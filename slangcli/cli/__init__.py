@@ -38,10 +38,6 @@ COMMANDS = {"fit": "slangcli.cli.fit", "evaluate": "slangcli.cli.evaluate", "pre
             "sweep": "slangcli.cli.sweep"}
 
 
-# set by the console script (slangcli.__main__): the command runs in a process of its own, which only exits after it
-WHOLE_PROCESS = False
-
-
 class SlangGroup(click.Group):
     """Loads each command's module on first use, and maps the engine's exceptions to one-line messages and exit
     codes."""
@@ -63,7 +59,7 @@ class SlangGroup(click.Group):
 
     def invoke(self, ctx):
         try:
-            with signals_raise(ignored_after=WHOLE_PROCESS):
+            with signals_raise():
                 try:
                     result = super().invoke(ctx)
                 except Exception:

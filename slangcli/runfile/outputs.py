@@ -396,13 +396,10 @@ def catch_signals(signums, handler) -> dict:
 
 
 @contextlib.contextmanager
-def signals_raise(signums=(signal.SIGTERM, signal.SIGHUP), *, ignored_after: bool = False):
+def signals_raise(signums=(signal.SIGTERM, signal.SIGHUP)):
     """While the block runs (main thread only), turn each of ``signums`` into :class:`Terminated` and ``SIGINT``
     into KeyboardInterrupt (as Python's own handler does), and ignore ``SIGXFSZ`` (a write over the file-size limit
-    then fails with ``EFBIG``); restores the handlers after. With ``ignored_after`` the block's end leaves those
-    signals ignored instead: the command is done, its outcome and exit code decided, and the process only exits;
-    a signal then (Python's handler killed it with SIGINT after its outputs were complete) would make it look
-    stopped.
+    then fails with ``EFBIG``); restores the handlers after.
 
     Every signal exception of the block is kept, and raised again by :func:`raise_swallowed_signal` if it was lost
     (swallowed by a finaliser, or cleared by C code); :func:`atomic_output` calls that before renaming and the
@@ -432,6 +429,6 @@ def signals_raise(signums=(signal.SIGTERM, signal.SIGHUP), *, ignored_after: boo
         yield
     finally:
         for sig, old in previous.items():
-            signal.signal(sig, signal.SIG_IGN if ignored_after else old)
+            signal.signal(sig, old)
         sys.unraisablehook = previous_hook
         _swallowed.clear()
