@@ -230,6 +230,16 @@ def test_evaluate_and_predict_take_missing_for_their_data(gappy, write_file, tmp
     # said on stderr, as predict and fit --test say it (evaluate left the rows out without a word)
     assert f"slang: {gappy}: 2 rows with a missing value left out (--missing drop), lines 3, 6: they are not scored " \
            "(--missing impute fills them in, --missing error refuses them)" in done.stderr.splitlines()
+    # the run's own test file is read as the fit read it: said so, and --missing without DATA is refused (it was
+    # taken and did nothing)
+    fitted = invoke("fit", clean, "--test", gappy, "--missing", "drop", "-o", tmp_path / "t.h5", *FAST)
+    assert fitted.exit_code == 0, fitted.output
+    done = invoke("evaluate", tmp_path / "t.h5")
+    assert done.exit_code == 0, done.output
+    assert f"slang: {gappy}: 2 rows with a missing value left out (--missing drop), lines 3, 6: they are not scored " \
+           "(as the fit left them out)" in done.stderr.splitlines()
+    done = invoke("evaluate", tmp_path / "t.h5", "--missing", "impute")
+    assert done.exit_code == 2 and "--missing applies to a DATA file" in done.stderr, done.output
 
 
 def test_ambiguous_names_are_numbered_from_zero(write_file):

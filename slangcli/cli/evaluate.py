@@ -53,9 +53,9 @@ def evaluate(run_file, data, predictive, samples, seed, bins, reference_file, mi
     inside the central 50%, 90% and 95% predictive intervals (regression). With --reference, the KL divergences
     KL(run || reference), KL(reference || run) and their mean, the symmetric KL.
     """
-    if data is None and (header is not None or layout is not None):
-        raise click.UsageError(f"{'--layout' if header is None else '--header/--no-header'} applies to a DATA file; "
-                               "the run's own test data are read as the fit read them")
+    if data is None and (header is not None or layout is not None or missing is not None):
+        flag = "--header/--no-header" if header is not None else "--layout" if layout is not None else "--missing"
+        raise click.UsageError(f"{flag} applies to a DATA file; the run's own test data are read as the fit read them")
     run = read_run(run_file)
     if said := checkpoint_note(run, run_file):
         note(said)

@@ -568,15 +568,17 @@ def _dropped_lines(table) -> str:
     return f"line{'s' if dropped > 1 else ''} {', '.join(map(str, lines))}{', ...' if dropped > len(lines) else ''}"
 
 
-def _dropped_notes(run: Run, table, path) -> list[str]:
+def _dropped_notes(run: Run, table, path, given: bool = True) -> list[str]:
     """The note of the rows of a file to score that were left out for a missing value (``--missing drop``), as
-    ``slang predict`` and ``slang fit --test`` say it; none when no row was."""
+    ``slang predict`` and ``slang fit --test`` say it; none when no row was. ``given``: a file given to score, whose
+    ``--missing`` may be chosen (the run's own test file is read as the fit read it)."""
     dropped = table.provenance.get("rows_dropped", 0)
     if not dropped:
         return []
     impute = "--missing impute fills them in, " if schema_of(run).can_impute else ""
+    why = f"({impute}--missing error refuses them)" if given else "(as the fit left them out)"
     return [f"{path}: {_rows(dropped)} with a missing value left out (--missing drop), {_dropped_lines(table)}: "
-            f"{'it is' if dropped == 1 else 'they are'} not scored ({impute}--missing error refuses them)"]
+            f"{'it is' if dropped == 1 else 'they are'} not scored {why}"]
 
 
 def _dropped(table) -> dict:
@@ -717,7 +719,7 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
         table = _read(test["path"], opts, n_features=test.get("widened_from") and test["features"],
                       text_columns=_schema_text_columns(run))
         X, y = _transform_table(run, _without_missing_targets(table, test["path"]), test["path"], impute=impute)
-        for note in _dropped_notes(run, table, test["path"]):
+        for note in _dropped_notes(run, table, test["path"], given=False):
             notify(note)
         return X, y, {"source": "file", "path": test["path"], "sha256": test["sha256"], **_dropped(table)}
     table = _reread_training(run, run_name)
