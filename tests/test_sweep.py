@@ -894,7 +894,7 @@ def test_a_directory_the_user_cannot_write_is_a_usage_error(data, tmp_path):
         ro.chmod(0o755)
 
 
-@pytest.mark.parametrize("input_is", ["data", "linked data", "spec"])
+@pytest.mark.parametrize("input_is", ["data", "linked data", "spec", "uci folder"])
 def test_a_sweep_never_writes_its_table_over_a_file_it_reads(data, tmp_path, input_is):
     """A data file named results.csv in DIR (or linked there), or a spec named results.json, became the results
     table: the data were lost, and a second fit read the table. Refused before any cluster starts, exit 2, the
@@ -911,18 +911,26 @@ def test_a_sweep_never_writes_its_table_over_a_file_it_reads(data, tmp_path, inp
     elif input_is == "linked data":
         (out / "results.csv").symlink_to(data / "a.csv")
         args[0] = str(data / "a.csv")
+    elif input_is == "uci folder":  # (a file of a folder given as DATA)
+        from conftest import gal_folder
+
+        X = np.random.default_rng(0).standard_normal((40, 3))
+        folder = gal_folder(tmp_path / "toy", X, X[:, 0], 30)
+        (out / "results.csv").symlink_to(folder / "data.txt")
+        args = [str(folder), "--uci-split", "0", "--epochs", "2"]
     else:
         (out / "results.json").write_text('[{"epochs": [2]}]')
         args = [str(data / "a.csv"), "--spec", str(out / "results.json")]
     named = "results.json" if input_is == "spec" else "results.csv"
     code, _, err = sweep([*args, "-o", str(out)])
-    linked = f" ({data / 'a.csv'})" if input_is == "linked data" else ""
+    linked = {"linked data": f" ({data / 'a.csv'})", "uci folder": f" ({tmp_path / 'toy' / 'data.txt'})"}.get(
+        input_is, "")
     assert code == 2 and err.splitlines() == [
         f"slang: error: {out / named} is an input file{linked}; refusing to overwrite it: give the sweep another "
         "directory"], err
     assert sorted(p.name for p in out.iterdir()) == [named]
     assert (data / "a.csv").read_bytes() == original
-    if input_is != "spec":
+    if input_is in ("data", "linked data"):
         assert (out / "results.csv").read_bytes() == original
         with pytest.raises(UnusableOutput, match="is an input file"):
             run_sweep(points_of([{"data": [args[0]], "epochs": [2]}]), out, lambda: None)

@@ -62,7 +62,12 @@ def check_inputs_kept(points: list[Point], directory, inputs=()) -> None:
     of its run files (by name or by a link: :class:`UnusableOutput`, a usage error)."""
     directory = Path(directory)
     read = {os.path.abspath(path) for path in inputs}
-    read |= {os.path.abspath(v) for p in points for v in p.params.values() if isinstance(v, str) and os.path.isfile(v)}
+    for value in {v for p in points for v in p.params.values() if isinstance(v, str)}:
+        if os.path.isfile(value):
+            read.add(os.path.abspath(value))
+        elif os.path.isdir(value):  # a UCI folder: its data and index files, there or in its data/
+            read |= {os.path.abspath(f) for d in (value, os.path.join(value, "data")) if os.path.isdir(d)
+                     for f in (os.path.join(d, name) for name in os.listdir(d)) if os.path.isfile(f)}
     files = {}
     for path in read:
         with contextlib.suppress(OSError):
