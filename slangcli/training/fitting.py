@@ -66,10 +66,10 @@ def fit(opts: DataOptions, options: FitOptions | None = None, *, notify: Callabl
         raise ConfigError(f"the data options say standardize={opts.standardize}, the fit's options "
                           f"standardize={options.standardize}: give it once, as a fit option")
     opts = replace(opts, standardize=bool(options.standardize))
-    if opts.test_fraction is None and opts.split_seed != DataOptions.split_seed:  # (taken, recorded, not used)
-        notify(f"--split-seed {opts.split_seed} not used: it seeds the split of --test-fraction")
     with _urgent(checkpointing, "reading the data"):
         prepared = load_training(opts, likelihood=options.likelihood, notify=notify, calibrate=_held_out(options))
+    if opts.test_fraction is None and opts.split_seed != DataOptions.split_seed:  # (taken, recorded, not used)
+        notify(f"--split-seed {opts.split_seed} not used: it seeds the split of --test-fraction")
     sizes = (prepared.X_train.shape[1], *options.hidden, prepared.n_outputs)
     for line in task.describe(prepared.data, prepared.arrays, prepared.likelihood, sizes[0],
                               MLP(sizes, likelihood=prepared.likelihood).n_params):
@@ -129,10 +129,11 @@ def fit_prepared(prepared: Prepared, options: FitOptions | None = None, *,
         short = conformal.too_few(held, prepared.likelihood)
         if short:
             notify(f"warning: {short} (a larger --calibrate, or more rows, gives finite ones)")
-    for line in options.unused(prepared.likelihood):
+    checked = options.for_likelihood(prepared.likelihood)
+    for line in options.unused(prepared.likelihood):  # (once the options are known to go together: an error alone)
         notify(line)
     with _naming_magnitude(prepared):
-        run = _fit_prepared(prepared, options.for_likelihood(prepared.likelihood), notify=notify,
+        run = _fit_prepared(prepared, checked, notify=notify,
                             command=command, progress=progress, checkpointing=checkpointing, map_jobs=map_jobs)
     return _against_constant(prepared, run, notify)
 
