@@ -146,6 +146,29 @@ def test_a_fixed_noise_precision_far_too_high_is_named_by_every_door(tmp_path):
     assert learned.metrics["test"]["rmse"] < 0.35
 
 
+def test_a_fit_stalled_by_a_fixed_noise_precision_is_said_even_when_it_beats_a_constant():
+    """SLANG on a linear target at the true noise precision (12.9 on the standardised scale) left its posterior mean
+    shrunk to a fifth of the exact posterior's, its standard deviations a third, and said nothing: the fit beat the
+    constant predictor, so no warning came. The residuals of its own training rows, far above the noise the fixed
+    precision claims, now make a warning; learned, or at a lower fixed precision, the fit reaches the posterior and
+    nothing is said."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.7 * rng.normal(size=200) + 1.0
+    options = dict(method="slang", likelihood="gaussian", standardize=False)
+    with pytest.warns(UserWarning, match=r"^the fixed noise_precision 12\.9 says the noise's standard deviation is "
+                                         r"0\.699, but the posterior mean's residuals on 200 training rows have an "
+                                         r"RMSE of 2\.\d+: .*\(noise_precision='auto' learns it as the fit goes\)$"):
+        stalled = slangcli.fit(X, y, noise_precision=12.9, **options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        learned = slangcli.fit(X, y, noise_precision="auto", **options)
+        slangcli.fit(X, y, noise_precision=2.0, **options)
+    exact = slangcli.fit(X, y, method="exact-full", likelihood="gaussian", standardize=False, noise_precision=12.9)
+    assert np.abs(stalled.posterior.mean[:3]).max() < 0.3 * np.abs(exact.posterior.mean[:3]).max()
+    np.testing.assert_allclose(learned.posterior.mean, exact.posterior.mean, atol=0.02)
+
+
 @pytest.mark.parametrize("missing", ["impute", "drop"])
 def test_slangcli_fit_treats_missing_cells_as_slang_fit_missing_does(tmp_path, missing):
     """slangcli.fit refused a DataFrame with a missing cell and named slang fit --missing impute, the one door that

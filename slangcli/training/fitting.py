@@ -154,7 +154,40 @@ def _against_constant(prepared: Prepared, run: Run, notify: Callable[[str], None
                                 f"even on {min(len(prepared.y_train), IN_SAMPLE_ROWS)} of its own training rows")
         if warning:
             notify(warning)
+    else:
+        warning = None
+    if not warning:  # (a poor fit's warning names this cause itself: _noise_too_precise)
+        stalled = _stalled_by_the_noise(prepared, run)
+        if stalled:
+            notify(f"warning: {stalled}")
     return run
+
+
+def _stalled_by_the_noise(prepared: Prepared, run: Run) -> str | None:
+    """The warning for a step method's regression fit with a fixed noise precision whose posterior mean leaves
+    residuals far above that noise on its own training rows, although the fit beats a constant predictor: the
+    steps of SLANG and the empirical-Fisher methods shrink as the squared residuals times the noise precision grow,
+    so at a noise precision the data support the fit stalls short of the posterior (a linear target at the true
+    noise precision 12.9: the posterior mean shrunk to a fifth, its standard deviations a third of the exact
+    posterior's, with nothing said). None otherwise."""
+    if (prepared.likelihood != "gaussian" or run.posterior is None or run.status != "complete"
+            or run.config.get("learned", {}).get("noise_precision") or run.posterior.kind == "mixture"
+            or run.config.get("method") not in METHODS or is_solver(METHODS[run.config["method"]])
+            or not len(prepared.y_train)):
+        return None
+    rows = np.unique(np.linspace(0, len(prepared.y_train) - 1, min(len(prepared.y_train), IN_SAMPLE_ROWS))
+                     .astype(np.int64))
+    f = run.model.forward(run.posterior.mean[None], prepared.X_train[rows])[0][0, :, 0]
+    rmse = float(np.sqrt(np.mean((prepared.y_train[rows] - f) ** 2)))  # (on the standardised scale, as tau)
+    tau = run.model.noise_precision
+    if not rmse > np.sqrt(NOISE_MISMATCH / tau):
+        return None
+    scale = float(prepared.arrays["target_scale"][0]) if "target_scale" in prepared.arrays else 1.0
+    return (f"the fixed --noise-precision {tau:g} says the noise's standard deviation is {scale / np.sqrt(tau):.3g}, "
+            f"but the posterior mean's residuals on {len(rows)} training rows have an RMSE of {scale * rmse:.3g}: a "
+            "fixed noise precision weighs the squared residuals from the first step, while they are still large, "
+            "and the steps shrink until the fit stalls short of the posterior, even at the value the data support "
+            "(--noise-precision auto learns it as the fit goes)")
 
 
 def check_magnitude(prepared: Prepared) -> None:
