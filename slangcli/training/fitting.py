@@ -142,7 +142,7 @@ def _against_constant(prepared: Prepared, run: Run, notify: Callable[[str], None
     """The run with the constant predictor's test scores (``metrics["constant"]``), saying through ``notify`` when
     the fit is far worse than that predictor or barely better (on the test rows, else on its own training rows):
     every finished fit, fresh or resumed."""
-    baseline = constant_scores(prepared)
+    baseline, warning = constant_scores(prepared), None
     if baseline:
         run.metrics["constant"] = baseline
         warning = far_worse(run.metrics.get("test"), baseline, prepared, run) or barely_better(
@@ -154,8 +154,6 @@ def _against_constant(prepared: Prepared, run: Run, notify: Callable[[str], None
                                 f"even on {min(len(prepared.y_train), IN_SAMPLE_ROWS)} of its own training rows")
         if warning:
             notify(warning)
-    else:
-        warning = None
     if not warning:  # (a poor fit's warning names this cause itself: _noise_too_precise)
         stalled = _stalled_by_the_noise(prepared, run)
         if stalled:
@@ -175,19 +173,12 @@ def _stalled_by_the_noise(prepared: Prepared, run: Run) -> str | None:
             or run.config.get("method") not in METHODS or is_solver(METHODS[run.config["method"]])
             or not len(prepared.y_train)):
         return None
-    rows = np.unique(np.linspace(0, len(prepared.y_train) - 1, min(len(prepared.y_train), IN_SAMPLE_ROWS))
-                     .astype(np.int64))
+    rows = _in_sample_rows(prepared)
     f = run.model.forward(run.posterior.mean[None], prepared.X_train[rows])[0][0, :, 0]
-    rmse = float(np.sqrt(np.mean((prepared.y_train[rows] - f) ** 2)))  # (on the standardised scale, as tau)
-    tau = run.model.noise_precision
-    if not rmse > np.sqrt(NOISE_MISMATCH / tau):
-        return None
     scale = float(prepared.arrays["target_scale"][0]) if "target_scale" in prepared.arrays else 1.0
-    return (f"the fixed --noise-precision {tau:g} says the noise's standard deviation is {scale / np.sqrt(tau):.3g}, "
-            f"but the posterior mean's residuals on {len(rows)} training rows have an RMSE of {scale * rmse:.3g}: a "
-            "fixed noise precision weighs the squared residuals from the first step, while they are still large, "
-            "and the steps shrink until the fit stalls short of the posterior, even at the value the data support "
-            "(--noise-precision auto learns it as the fit goes)")
+    rmse = scale * float(np.sqrt(np.mean((prepared.y_train[rows] - f) ** 2)))
+    return _noise_mismatch(prepared, run, rmse, f"the posterior mean's residuals on {len(rows)} training rows have "
+                           "an RMSE of", "stalls short of the posterior")
 
 
 def check_magnitude(prepared: Prepared) -> None:
@@ -277,10 +268,15 @@ BARELY_BETTER = 0.1
 IN_SAMPLE_ROWS, IN_SAMPLE_SAMPLES = 1000, 32
 
 
+def _in_sample_rows(prepared: Prepared) -> np.ndarray:
+    """Up to ``IN_SAMPLE_ROWS`` training rows, evenly spread, that the checks of a fit on its own rows score."""
+    n = len(prepared.y_train)
+    return np.unique(np.linspace(0, n - 1, min(n, IN_SAMPLE_ROWS)).astype(np.int64))
+
+
 def _in_sample_scores(prepared: Prepared, run: Run) -> tuple[dict, dict]:
     """The predictive's scores and the constant predictor's on up to ``IN_SAMPLE_ROWS`` training rows."""
-    rows = np.unique(np.linspace(0, len(prepared.y_train) - 1, min(len(prepared.y_train), IN_SAMPLE_ROWS))
-                     .astype(np.int64))
+    rows = _in_sample_rows(prepared)
     X, y = prepared.X_train[rows], prepared.y_train[rows]
     target_scale = float(prepared.arrays["target_scale"][0]) if "target_scale" in prepared.arrays else 1.0
     scores = score(run.model, run.posterior, run.prior_precision, X_train=None, y_train=None, X_test=X, y_test=y,
@@ -322,15 +318,23 @@ def _noise_too_precise(prepared: Prepared, run: Run, test: dict) -> str | None:
     the noise precision is learned). None otherwise."""
     if "rmse" not in test or prepared.likelihood != "gaussian" or run.config.get("learned", {}).get("noise_precision"):
         return None
-    tau = run.model.noise_precision
+    said = _noise_mismatch(prepared, run, test["rmse"], "the residuals' RMSE is", "barely moves")
+    return f"likely cause: {said}" if said else None
+
+
+def _noise_mismatch(prepared: Prepared, run: Run, rmse: float, residuals: str, outcome: str) -> str | None:
+    """What is said of a fit whose residuals' ``rmse`` (in the target's units) is more than ``sqrt(NOISE_MISMATCH)``
+    times the noise the fixed noise precision claims, or None: ``residuals`` names the RMSE, ``outcome`` what
+    became of the fit."""
     scale = float(prepared.arrays["target_scale"][0]) if "target_scale" in prepared.arrays else 1.0
+    tau = run.model.noise_precision
     claimed = scale / np.sqrt(tau)  # the noise's standard deviation in the target's units
-    if not test["rmse"] > np.sqrt(NOISE_MISMATCH) * claimed:
+    if not rmse > np.sqrt(NOISE_MISMATCH) * claimed:
         return None
-    return (f"likely cause: the fixed --noise-precision {tau:g} says the noise's standard deviation is {claimed:.3g}, "
-            f"but the residuals' RMSE is {test['rmse']:.3g}: a fixed noise precision weighs the squared residuals "
-            "from the first step, while they are still large, and the steps shrink until the fit barely moves, even "
-            "at the value the data support (--noise-precision auto learns it as the fit goes)")
+    return (f"the fixed --noise-precision {tau:g} says the noise's standard deviation is {claimed:.3g}, but "
+            f"{residuals} {rmse:.3g}: a fixed noise precision weighs the squared residuals from the first step, while "
+            f"they are still large, and the steps shrink until the fit {outcome}, even at the value the data support "
+            "(--noise-precision auto learns it as the fit goes)")
 
 
 # standardised 0/1 features that reach this value (a 1 on fewer than about 1 % of the rows) are named as the likely
