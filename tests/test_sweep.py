@@ -199,9 +199,13 @@ def test_a_methods_own_hyperparameter_goes_only_to_the_methods_that_take_it(data
     assert [(p.params["method"], p.params.get("rank"), p.params.get("seed")) for p in points] == [
         ("slang", "1", "0"), ("slang", "1", "1"), ("slang", "2", "0"), ("slang", "2", "1"), ("bbb", None, "0"),
         ("bbb", None, "1")]
-    code, _, err = sweep([a, "--method", "slang,bbb", "--rank", "1,2", "-o", str(tmp_path / "out"), "--dry-run"])
+    code, listed, err = sweep([a, "--method", "slang,bbb", "--rank", "1,2", "-o", str(tmp_path / "out"),
+                               "--dry-run"])
     assert code == 0 and "slang: --rank applies to slang only: the bbb fits are made without it" in err, err
     assert err.count("todo") == 3
+    # (numbers as JSON numbers, as in results.json)
+    assert [(f["method"], f.get("rank"), f["complete"]) for f in listed["fits"]] == [
+        ("slang", 1, False), ("slang", 2, False), ("bbb", None, False)]
     # without --method the fit decides, and says so if it does not take the option (as slang fit does)
     assert [p.params.get("rank") for p in points_of([{"data": [a], "rank": ["1,2"]}])] == ["1", "2"]
     code, _, err = sweep([a, "--method", "bbb,mf-ef", "--rank", "1,2", "-o", str(tmp_path / "out"), "--dry-run"])
@@ -249,6 +253,21 @@ def test_a_run_another_version_of_slang_wrote_is_not_complete(data, tmp_path):
     assert run_fit(make_task(point, path))["status"] == "complete" and is_complete(path, point.args)
     with h5py.File(path, "r") as f:
         assert f.attrs["slang_version"] == slangcli.__version__
+
+
+def test_the_json_table_holds_numbers_as_numbers(tmp_path):
+    """results.json gives a number option's value as a JSON number and a precision's word, a network and a text as
+    written, a metric that is not finite as null; results.csv writes each as the command line does."""
+    record = {"name": "a.h5", "data": "a.csv", "epochs": "20", "prior-precision": "auto", "noise-precision": "0.5",
+              "rank": "2", "hidden": "50,50", "method": "slang", "status": "complete", "error": "", "exit_code": 0,
+              "seconds": 1.5, "worker": "w", "resumed_at_step": None, "test_nll": float("nan"), "steps": 40}
+    write_results(tmp_path, [record, {**record, "name": "b.h5", "prior-precision": "0.1"}])
+    rows = json.loads((tmp_path / "results.json").read_text())
+    assert rows[0] == {**record, "epochs": 20, "noise-precision": 0.5, "rank": 2, "test_nll": None}
+    assert rows[1]["prior-precision"] == 0.1
+    table = list(csv.DictReader((tmp_path / "results.csv").open()))
+    assert [r["prior-precision"] for r in table] == ["auto", "0.1"] and table[0]["epochs"] == "20"
+    assert table[0]["hidden"] == "50,50" and table[0]["noise-precision"] == "0.5"
 
 
 def test_spec_files_json_and_toml(data, tmp_path):
@@ -806,7 +825,7 @@ def test_a_sweep_of_another_grid_keeps_the_fits_already_in_the_directory(cluster
 
     code, summary, err = sweep([a, "--seed", "2", *FIT, "-o", str(out)], cluster)
     table = json.loads((out / "results.json").read_text())
-    assert code == 0 and table[:2] == complete and [r["seed"] for r in table] == ["0", "1", "2"]
+    assert code == 0 and table[:2] == complete and [r["seed"] for r in table] == [0, 1, 2]
     assert summary["ran"] == 1 and summary["kept"] == 2
     assert f"slang: the table keeps the 2 complete fits of other grids in {out}" in err.splitlines()
 
@@ -828,10 +847,10 @@ def test_a_sweep_of_another_grid_keeps_the_fits_already_in_the_directory(cluster
     assert code == 0 and summary["ran"] == 0 and summary["kept"] == 3
     rebuilt = {r["name"]: r for r in json.loads((out / "results.json").read_text())}
     assert list(rebuilt) == [table[2]["name"], *sorted(r["name"] for r in table if r is not table[2])]
-    given = {"data": a, "epochs": "2", "test-fraction": "0.25", "batch-size": "8"}
+    given = {"data": a, "epochs": 2, "test-fraction": 0.25, "batch-size": 8}
     # (seed 0 is slang fit's default: not in the command, so not a parameter of the rebuilt row)
     assert [{k: rebuilt[r["name"]].get(k) for k in ("seed", "method")} for r in table] == [
-        {"seed": None, "method": None}, {"seed": "1", "method": None}, {"seed": "2", "method": None},
+        {"seed": None, "method": None}, {"seed": 1, "method": None}, {"seed": 2, "method": None},
         {"seed": None, "method": "bbb"}]
     for earlier in table:
         r = rebuilt[earlier["name"]]

@@ -17,8 +17,8 @@ from slangcli.cli.output import emit_json, error, needs_stdout, note, progress_b
 from slangcli.cluster import check_scheduler_address, dask_client, require_distributed
 from slangcli.errors import ConfigError
 from slangcli.runfile.outputs import Terminated, signal_arrived
-from slangcli.sweep import (RESULTS, check_directory, check_inputs_kept, is_complete, not_applied, points_of,
-                            read_spec, run_sweep)
+from slangcli.sweep import (RESULTS, check_directory, check_inputs_kept, is_complete, json_record, not_applied,
+                            points_of, read_spec, run_sweep)
 
 # slang fit options a sweep sets itself (the run file's name, checkpoints, output) and never takes from a grid
 SWEEP_OWNED = {"output", "resume_path", "as_json", "progress", "checkpoint_seconds", "scheduler"}
@@ -109,7 +109,7 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
     seconds = time.perf_counter() - started
     complete = sum(r["status"] == "complete" for r in result.records)
     kept = f", and the {result.kept} complete fits of other grids" if result.kept else ""
-    note(f"{len(points)} fits: {complete} complete ({result.skipped} already), {len(failures)} failed, "
+    note(f"{len(points)} fit{'s' if len(points) != 1 else ''}: {complete} complete ({result.skipped} already), {len(failures)} failed, "
          f"{seconds:.1f} s; table in {os.path.join(directory, RESULTS[0])}{kept}")
     if as_json:
         emit_json({"directory": directory, "fits": len(points), "ran": result.ran, "skipped": result.skipped,
@@ -156,7 +156,7 @@ def _grids(data, spec, given) -> list:
 
 def _list_fits(points, directory, as_json):
     """--dry-run: each fit, and whether it is complete in ``directory``, on stderr (and as JSON on stdout)."""
-    rows = [{"name": p.name, **p.params, "complete": is_complete(os.path.join(directory, p.name), p.args)}
+    rows = [{"name": p.name, **json_record(p.params), "complete": is_complete(os.path.join(directory, p.name), p.args)}
             for p in points]
     for r in rows:
         click.echo(f"{'done' if r['complete'] else 'todo'}  {r['name']}", err=True)

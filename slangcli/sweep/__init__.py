@@ -25,9 +25,9 @@ The parts, none of which imports the command line (``slangcli.cli.sweep`` is a t
 
 from slangcli.sweep.driver import SweepResult, check_directory, check_inputs_kept, run_sweep, sweep_fits
 from slangcli.sweep.grid import Point, make_point, not_applied, options_of, parameters, points_of, read_spec
-from slangcli.sweep.results import RESULTS, read_results, write_results
+from slangcli.sweep.results import RESULTS, json_record, read_results, write_results
 from slangcli.sweep.tasks import Task, is_complete, make_task, run_fit
 
 __all__ = ["Point", "RESULTS", "SweepResult", "Task", "check_directory", "check_inputs_kept", "is_complete",
-           "make_point", "make_task", "not_applied", "options_of", "parameters", "points_of", "read_results",
-           "read_spec", "run_fit", "run_sweep", "sweep_fits", "write_results"]
+           "json_record", "make_point", "make_task", "not_applied", "options_of", "parameters", "points_of",
+           "read_results", "read_spec", "run_fit", "run_sweep", "sweep_fits", "write_results"]

@@ -55,9 +55,32 @@ def write_results(directory, records: list[dict]) -> None:
     for r in records:
         writer.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in columns})
     _atomic_text(directory / RESULTS[0], out.getvalue())
-    clean = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
-             for r in records]
+    clean = [json_record(r) for r in records]
     _atomic_text(directory / RESULTS[1], json.dumps(clean, indent=1, allow_nan=False) + "\n")
+
+
+def json_record(record: dict) -> dict:
+    """A fit's record (or a point's parameters) as ``results.json`` and ``--json`` give it (:func:`_json_value`)."""
+    given = parameters()
+    return {k: _json_value(given.get(k), v) for k, v in record.items()}
+
+
+def _json_value(param, value):
+    """A value as ``results.json`` holds it: a number option's value as a JSON number (``"epochs": 20``, so that
+    ``jq 'select(.epochs == 20)'`` and pandas read numbers), a precision's word as written (``"auto"``), other
+    options' values as the command line writes them (``"hidden": "50,50"``); a metric that is not finite as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if param is None or not isinstance(value, str):
+        return value
+    if param.kind == "int":
+        return int(value)
+    if param.kind in ("float", "precision"):
+        try:
+            return float(value)
+        except ValueError:  # (a precision's word)
+            return value
+    return value
 
 
 def read_results(directory) -> dict:
