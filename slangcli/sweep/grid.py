@@ -336,7 +336,10 @@ def read_spec(path) -> list[dict]:
     text = Path(path).read_bytes()
     try:
         if str(path).endswith(".toml"):
-            import tomllib
+            try:
+                import tomllib
+            except ModuleNotFoundError:  # (Python 3.10: the same parser, as tomli)
+                import tomli as tomllib
 
             spec = tomllib.loads(text.decode("utf-8"))
         else:
