@@ -24,7 +24,7 @@ if too_small_address_space() is not None:
     sys.stderr.write(f"slang: error: {too_small_address_space()}\n")
     raise SystemExit(1)
 
-from slangcli.cli.output import error, one_line, stdout_gone  # noqa: E402
+from slangcli.cli.output import error, one_line, stdout_gone, writing_eagerly  # noqa: E402
 from slangcli.errors import OUT_OF_MEMORY, SlangError, exit_code
 from slangcli.runfile import outputs
 from slangcli.runfile.outputs import Terminated, raise_swallowed_signal, signals_raise
@@ -41,6 +41,12 @@ COMMANDS = {"fit": "slangcli.cli.fit", "evaluate": "slangcli.cli.evaluate", "pre
 class SlangGroup(click.Group):
     """Loads each command's module on first use, and maps the engine's exceptions to one-line messages and exit
     codes."""
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        if option is not None:  # (as a command's: slangcli.cli.output.Command)
+            option.callback = writing_eagerly(option.callback)
+        return option
 
     def list_commands(self, ctx):
         return [*COMMANDS, *sorted(set(self.commands) - set(COMMANDS))]
@@ -111,6 +117,11 @@ def main():
                                   a grid of fits on Dask, resumable, with a results table
     """
     keep_freed_memory()
+
+
+for _option in main.params:  # --version, written as --help is
+    if _option.name == "version":
+        _option.callback = writing_eagerly(_option.callback)
 
 
 __all__ = ["main", "COMMANDS"]

@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from slangcli.cli.options import SAMPLES, SEED, check_output, invocation
-from slangcli.cli.output import emit_json, needs_stdout, note, stderr
+from slangcli.cli.output import Command, emit_json, needs_stdout, note, stderr
 from slangcli.compress.runs import compress as compress_run
 from slangcli.compress.runs import parse_ranks, rank_outputs
 from slangcli.runfile.io import read_run, write_runs
@@ -68,7 +68,7 @@ def results_table(source: dict, results) -> Table:
     return table
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("run_file", metavar="RUN.h5", type=click.Path(readable=False, dir_okay=False, path_type=str))
 @click.option("--rank", "-k", "ranks", required=True, metavar="K[,K...]",
               help="Rank k of each weight matrix's standard deviations; several, comma-separated, write one file "

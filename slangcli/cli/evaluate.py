@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from slangcli.cli.options import BINS, SAMPLES, SEED
-from slangcli.cli.output import (calibration_table, checkpoint_note, emit_json, metric_rows, metrics_table,
+from slangcli.cli.output import (Command, calibration_table, checkpoint_note, emit_json, metric_rows, metrics_table,
                                  needs_stdout, note, predictive_said, progress_bar, unused_draws)
 from slangcli.data.columns import LAYOUTS
 from slangcli.data.readers import MISSING_POLICIES
@@ -15,7 +15,7 @@ from slangcli.predictive.metrics import PREDICTIVES, drawn
 from slangcli.runfile.io import read_run
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("run_file", metavar="RUN.h5", type=click.Path(readable=False, dir_okay=False, path_type=str))
 @click.argument("data", required=False, type=click.Path(readable=False, path_type=str))
 @click.option("--predictive", type=click.Choice(PREDICTIVES), default="auto", show_default=True,

@@ -14,7 +14,7 @@ import click
 
 from slangcli.data.readers import is_stream_path
 from slangcli.cli.options import FloatRange, check_output, fit_options, invocation
-from slangcli.cli.output import emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
+from slangcli.cli.output import Command, emit_json, error, metric_rows, metrics_table, needs_stdout, note, progress_bar
 from slangcli.data.sources import DataOptions
 from slangcli.errors import ConfigError, DivergenceError, Interrupted, SlangError
 from slangcli.methods import METHODS
@@ -28,7 +28,7 @@ from slangcli.training.fitting import fit as fit_run, resume as resume_run
 from slangcli.training.options import FitOptions
 
 
-class FitCommand(click.Command):
+class FitCommand(Command):
     """``slang fit``: the options that say how to read the data and how to fit are generated from their
     declarations whenever they are asked for (parsing, ``--help``), placed after ``--output``."""
 

@@ -10,7 +10,7 @@ import numpy as np
 from rich.text import Text
 
 from slangcli.data.readers import data_read_once
-from slangcli.cli.output import emit_json, needs_stdout, stderr
+from slangcli.cli.output import Command, emit_json, needs_stdout, stderr
 from slangcli.methods.exact import closed_form
 from slangcli.predictive import conformal
 from slangcli.runfile.io import POSTERIOR_NAMES, read_run
@@ -149,7 +149,7 @@ def _compression_source(source: dict) -> str:
     return f"{where} ({', '.join(known)})"
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("run_file", metavar="RUN.h5", type=click.Path(readable=False, dir_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, callback=needs_stdout, help="Print the description as one JSON object on stdout.")
 def inspect(run_file, as_json):

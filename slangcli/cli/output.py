@@ -17,6 +17,7 @@ from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progre
 from rich.table import Table
 
 from slangcli.runfile.outputs import check_stdout, discard_stdout as stdout_gone, one_line, writing_stdout  # noqa: F401
+from slangcli.runfile.outputs import output_error
 
 class _Console(Console):
     """rich's console, except where its reader went away: rich then exits with 1 itself (``SystemExit(1)``), which
@@ -304,3 +305,39 @@ class progress_bar:
             else:
                 self._progress.update(task, completed=done)
         return report
+
+
+# ------------------------------------------------------------------------------------------- --help, --version
+
+
+def writing_eagerly(callback):
+    """An eager option's callback (``--help``, ``--version``) whose output to stdout fails as every other output
+    does: a closed pipe (``| true``) exits 141 quietly, a full or failing stdout (``> /dev/full``) exits 1 with one
+    line. Click prints these while it parses the command line, before the group's handlers are in force (a full
+    stdout ended in a traceback, a closed pipe in exit 1)."""
+    if getattr(callback, "writes_safely", False):
+        return callback
+
+    def eager(ctx, param, value):
+        try:
+            return callback(ctx, param, value)
+        except BrokenPipeError:
+            stdout_gone()
+            ctx.exit(141)
+        except OSError as exc:
+            stdout_gone()
+            error(str(output_error("stdout", exc)))
+            ctx.exit(1)
+
+    eager.writes_safely = True
+    return eager
+
+
+class Command(click.Command):
+    """A ``slang`` command: its ``--help`` written as :func:`writing_eagerly` says."""
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.callback = writing_eagerly(option.callback)
+        return option

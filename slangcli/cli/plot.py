@@ -9,7 +9,7 @@ import click
 import numpy as np
 
 from slangcli.cli.options import BINS, SAMPLES, SEED, check_output
-from slangcli.cli.output import emit_json, needs_stdout, note
+from slangcli.cli.output import Command, emit_json, needs_stdout, note
 from slangcli.errors import FormatError, MissingExtra
 
 KINDS = ("training", "calibration", "spectrum", "posterior", "sweep")
@@ -35,7 +35,7 @@ APPLIES_TO = {"data": ("calibration",), "bins": ("calibration",), "samples": ("c
               "top": ("spectrum",), "log": ("training", "sweep")}
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("runs", nargs=-1, required=True, metavar="RUN.h5|DIR...", type=click.Path(readable=False, path_type=str))
 @click.option("--kind", type=click.Choice(KINDS), required=True,
               help="training: the training record per epoch or solver iteration; calibration: reliability "

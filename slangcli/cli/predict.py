@@ -7,7 +7,7 @@ import numpy as np
 from click.core import ParameterSource
 
 from slangcli.cli.options import FloatRange, SAMPLES, SEED, check_output, invocation
-from slangcli.cli.output import (check_stdout, checkpoint_note, emit_json, needs_stdout, note, predictive_said,
+from slangcli.cli.output import (Command, check_stdout, checkpoint_note, emit_json, needs_stdout, note, predictive_said,
                                  progress_bar, unused_draws)
 from slangcli.data.columns import LAYOUTS
 from slangcli.data.readers import sha256_file
@@ -18,7 +18,7 @@ from slangcli.predictive.tables import GZIP_SUFFIX, HDF5_SUFFIXES, csv_header, w
 from slangcli.runfile.io import read_run
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("run_file", metavar="RUN.h5", type=click.Path(readable=False, dir_okay=False, path_type=str))
 @click.argument("data", type=click.Path(readable=False, path_type=str))
 @click.option("-o", "--output", required=True, metavar="OUT", type=click.Path(path_type=str),

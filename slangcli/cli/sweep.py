@@ -13,7 +13,7 @@ import click
 
 from slangcli.cli.fit import fit as fit_command
 from slangcli.cli.options import FloatRange
-from slangcli.cli.output import emit_json, error, needs_stdout, note, progress_bar
+from slangcli.cli.output import Command, emit_json, error, needs_stdout, note, progress_bar
 from slangcli.cluster import check_scheduler_address, dask_client, require_distributed
 from slangcli.errors import ConfigError
 from slangcli.runfile.outputs import Terminated, signal_arrived
@@ -48,7 +48,7 @@ def grid_options(command):
     return command
 
 
-@click.command(context_settings={"max_content_width": 110})
+@click.command(cls=Command, context_settings={"max_content_width": 110})
 @click.argument("data", nargs=-1, type=click.Path(readable=False, path_type=str))
 @click.option("-o", "--output", "directory", required=True, type=click.Path(file_okay=False, path_type=str),
               help="Directory of the run files and results.csv / results.json (created if missing).")
