@@ -202,6 +202,14 @@ def test_data_from_standard_input(gappy, tmp_path):
     done = invoke("evaluate", run, gappy, "--json")
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["metrics"]["train"]["stored"]  # the training -ELBO is the fit's, as always
+    # a compressed run stores no training -ELBO, and its training data cannot be read again: scored without it, as
+    # when its training file is gone (it was refused, exit 2, with DATA given)
+    assert invoke("compress", run, "--rank", "1", "-o", tmp_path / "c.h5").exit_code == 0
+    done = invoke("evaluate", tmp_path / "c.h5", gappy, "--json")
+    assert done.exit_code == 0, done.output
+    assert "train" not in json.loads(done.stdout)["metrics"] and json.loads(done.stdout)["metrics"]["test"]
+    assert (f"{tmp_path / 'c.h5'}: its training data were read from standard input; pass the data explicitly; "
+            "the training -ELBO is not reported") in done.stderr
     done = invoke("predict", run, "-", "-o", "-", input=text)
     assert done.exit_code == 0, done.output
     assert len(done.stdout.splitlines()) == 1 + 40  # the rows with a missing value are kept, their cells empty

@@ -231,7 +231,7 @@ def _scoring_data(run: Run, run_name: str, data_path, notify, without_train: str
     if without_train is not None:
         try:
             X_train, y_train = load_train(run, run_name)
-        except DataError as exc:
+        except (DataError, ConfigError) as exc:  # (gone, changed, or read from standard input or a pipe)
             notify(f"{exc}; {without_train}")
     target_scale = float(run.arrays["target_scale"][0]) if "target_scale" in run.arrays else 1.0
     return X_test, y_test, source, X_train, y_train, target_scale
