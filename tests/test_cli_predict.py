@@ -10,7 +10,10 @@ import csv
 import hashlib
 import io
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import h5py
@@ -87,6 +90,22 @@ def test_csv_to_a_file_and_to_stdout(runs, tmp_path):
     stdout = invoke("predict", runs["lr"], runs["data"], "-o", "-")
     assert_ok(stdout)
     assert stdout.stdout == text
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_csv_on_stdout_is_utf8_whatever_the_locale(tmp_path, encoding):
+    """Labels beyond the locale's encoding (under ``LC_ALL=C`` without Python's UTF-8 mode, or a Latin-1 locale)
+    ended ``predict -o -`` in a UnicodeEncodeError traceback; stdout gets the file's UTF-8 bytes."""
+    X, y = binary_problem(n=40, seed=1)
+    data = tmp_path / "cities.csv"
+    data.write_text(csv_text(X, y, classes=("Zürich", "東京")), encoding="utf-8")
+    assert_ok(invoke("fit", data, "-o", tmp_path / "run.h5", *FAST))
+    assert_ok(invoke("predict", tmp_path / "run.h5", data, "-o", tmp_path / "p.csv"))
+    env = {**os.environ, "PYTHONIOENCODING": encoding, "PYTHONUTF8": "0"}
+    done = subprocess.run([sys.executable, "-m", "slangcli", "predict", tmp_path / "run.h5", data, "-o", "-"],
+                          capture_output=True, env=env, timeout=120)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+    assert done.stdout == (tmp_path / "p.csv").read_bytes() and "東京".encode() in done.stdout
 
 
 def test_a_gz_output_is_gzip_compressed_csv(runs, tmp_path):
