@@ -108,6 +108,16 @@ def test_csv_on_stdout_is_utf8_whatever_the_locale(tmp_path, encoding):
     assert done.stdout == (tmp_path / "p.csv").read_bytes() and "東京".encode() in done.stdout
 
 
+@pytest.mark.parametrize("name", ["out.json", "out.PARQUET", "out.csv.bz2", "out.xlsx"])
+def test_an_output_named_for_another_format_is_refused(runs, tmp_path, name):
+    """``-o out.json`` wrote CSV under a JSON name, without a word; a name of a format predict does not write is a
+    usage error now, before any work (a name of no known format, out.txt, still gets CSV)."""
+    result = invoke("predict", runs["lr"], runs["data"], "-o", tmp_path / name)
+    assert result.exit_code == 2 and "predict writes CSV" in result.stderr and not (tmp_path / name).exists()
+    assert_ok(invoke("predict", runs["lr"], runs["data"], "-o", tmp_path / "out.txt"))
+    assert (tmp_path / "out.txt").read_text().startswith("row,")
+
+
 def test_a_gz_output_is_gzip_compressed_csv(runs, tmp_path):
     """-o out.csv.gz wrote plain text under a name that pandas (and gzip) read as compressed."""
     import gzip

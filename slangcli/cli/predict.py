@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 import numpy as np
 from click.core import ParameterSource
@@ -67,6 +69,7 @@ def predict(run_file, data, output, samples, seed, interval, missing, header, la
     if output == "-":
         check_stdout("the predictions")
     else:
+        _check_format(output)
         check_output(output, [run_file, data])
     run = read_run(run_file)
     if said := checkpoint_note(run, run_file, "predictions"):
@@ -105,3 +108,16 @@ def predict(run_file, data, output, samples, seed, interval, missing, header, la
         emit_json({"output": output, "status": run.status, "format": "hdf5" if hdf5 else "csv",
                    **({"compressed": "gzip"} if output.lower().endswith(GZIP_SUFFIX) else {}), **info,
                    "columns": list(arrays) if hdf5 else csv_header(predictions), "classes": predictions.classes})
+
+
+# names of formats predict does not write: such an OUT would hold CSV under the name of another format
+OTHER_FORMATS = (".json", ".jsonl", ".ndjson", ".parquet", ".pq", ".feather", ".arrow", ".xls", ".xlsx", ".npy",
+                 ".npz", ".pkl", ".pickle", ".tsv", ".zip", ".bz2", ".xz", ".zst")
+
+
+def _check_format(output: str) -> None:
+    """Refuse an OUT named for a format predict does not write (``-o out.json`` silently held CSV)."""
+    suffix = os.path.splitext(output.lower())[1]
+    if suffix in OTHER_FORMATS:
+        raise click.BadParameter(f"{output!r}: predict writes CSV (OUT.csv, OUT.csv.gz, - for stdout) or HDF5 "
+                                 f"(OUT.h5, OUT.hdf5), not {suffix[1:]}", param_hint="'-o'")
