@@ -312,9 +312,15 @@ def _targets(y, n: int, what: str = "y", text_numbers: bool = True, bool_text: b
 
 
 def _digest(X: np.ndarray, y: np.ndarray) -> str:
-    """sha256 of the arrays' values, so that runs fitted to the same arrays are recognised as comparable."""
-    h = hashlib.sha256(X.tobytes())
-    h.update(np.asarray(y).astype(str).tobytes())
+    """sha256 of the arrays' values, so that runs fitted to the same arrays are recognised as comparable: the
+    targets as text, numbers written as float64 (``3`` and ``3.0`` are one target, and fit one posterior; as
+    given, integer targets' digest differed from the same values as floats, and ``evaluate --reference`` refused
+    two runs of the same data). Integers beyond 2**53, which float64 would round, stay as written."""
+    h = hashlib.sha256(np.ascontiguousarray(X, dtype=np.float64).tobytes())
+    y = np.asarray(y)
+    if y.dtype.kind in "iu" and (y.size == 0 or np.abs(y).max() <= 2 ** 53):
+        y = y.astype(np.float64)
+    h.update(y.astype(str).tobytes())
     return h.hexdigest()
 
 

@@ -3,6 +3,7 @@ bit from the command line and from Python for every method, run files in both di
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -168,6 +169,28 @@ def test_python_saved_run_is_read_by_every_command(tmp_path):
         assert done.exit_code == 0, (args, done.output)
     done = runner.invoke(main, ["evaluate", str(path)])
     assert done.exit_code == 2 and "pass a data file" in done.output  # (a missing argument: a usage error)
+
+
+def test_the_same_targets_as_integers_or_floats_are_the_same_training_data(tmp_path):
+    """``slangcli.fit(X, y)`` with integer targets and with the same values as floats fits one posterior bit for bit,
+    but recorded two sha256, so ``evaluate --reference`` refused the pair as fitted to different data. Float
+    targets keep the digest they always had (runs written before compare as they did)."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 2)), rng.integers(0, 5, 40)
+    runs = {}
+    for name, targets in (("int", y), ("float", y.astype(float))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (a short fit on noise: barely better than the mean, and said so)
+            slangcli.fit(X, targets, likelihood="gaussian", epochs=2).save(tmp_path / f"{name}.h5")
+        runs[name] = read_run(tmp_path / f"{name}.h5")
+    assert runs["int"].data["train"]["sha256"] == runs["float"].data["train"]["sha256"]
+    np.testing.assert_array_equal(runs["int"].posterior.mean, runs["float"].posterior.mean)
+    assert runs["float"].data["train"]["sha256"] == hashlib.sha256(
+        X.tobytes() + y.astype(float).astype(str).tobytes()).hexdigest()
+    (tmp_path / "t.csv").write_text("".join(f"{a},{b},{t}\n" for (a, b), t in zip(X, y)))
+    done = CliRunner().invoke(main, ["evaluate", str(tmp_path / "int.h5"), str(tmp_path / "t.csv"), "--reference",
+                                     str(tmp_path / "float.h5"), "--json"])
+    assert done.exit_code == 0 and json.loads(done.stdout)["metrics"]["reference"]["symmetric_kl"] < 1e-12, done.output
 
 
 def test_noise_precision_round_trips_through_a_command_line_run_file(tmp_path):
