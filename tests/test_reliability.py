@@ -13,6 +13,7 @@ import resource
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -204,6 +205,21 @@ def test_help_and_version_on_a_full_or_closed_stdout(tmp_path, args):
     proc.wait(timeout=120)
     proc.stderr.close()
     assert proc.returncode == 141 and err == "", err
+
+
+def test_a_reader_gone_in_the_middle_of_a_large_json_output_exits_141(small):
+    """``| head -c 50`` of 475 kB of JSON exited 0: Python's buffered writer returned a short count, without an
+    error, for the write the reader's leaving cut short, and the rest was dropped without a word."""
+    with tempfile.TemporaryFile("w+") as stderr:  # (3000 lines of "todo" there: a pipe would fill and block)
+        proc = subprocess.Popen([sys.executable, "-m", "slangcli", "sweep", "train.csv", "--epochs", "1-3000", "-o",
+                                 "swept", "--dry-run", "--json"], cwd=small, stdout=subprocess.PIPE, stderr=stderr,
+                                text=True, env=ENV)
+        assert proc.stdout.read(50).startswith('{"directory"')
+        proc.stdout.close()
+        proc.wait(timeout=120)
+        stderr.seek(0)
+        err = stderr.read()
+    assert proc.returncode == 141 and "Traceback" not in err, err[-2000:]
 
 
 @pytest.mark.parametrize("args", [["inspect", "linear.h5"], ["evaluate", "linear.h5"]])

@@ -27,7 +27,7 @@ import numpy as np
 
 from slangcli import __version__
 from slangcli.data.prepare import LabelMap
-from slangcli.runfile.outputs import atomic_output, hdf5_image, writing_stdout
+from slangcli.runfile.outputs import atomic_output, hdf5_image, write_all, writing_stdout
 from slangcli.runfile.provenance import versions
 
 PREDICTIONS_TYPE = "slang-predictions"
@@ -165,8 +165,8 @@ class _Utf8:
     def __init__(self, buffer):
         self.buffer = buffer
 
-    def write(self, text: str) -> int:
-        return self.buffer.write(text.encode("utf-8"))
+    def write(self, text: str) -> None:
+        write_all(self.buffer, text.encode("utf-8"))
 
 
 def write_predictions(output: str, predictions) -> None:

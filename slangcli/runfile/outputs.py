@@ -282,6 +282,18 @@ def writing_stdout():
         raise output_error("stdout", exc) from None
 
 
+def write_all(buffer, data: bytes) -> None:
+    """Write ``data`` to the binary stream ``buffer`` (stdout's), all of it or an OSError. Python's buffered writer
+    returns a short count, without an error, when a pipe's reader goes away in the middle of a large write (``|
+    head -c 50`` of 475 kB of JSON exited 0 with 64 kB written); the next write raises BrokenPipeError."""
+    view = memoryview(data)
+    while view:
+        written = buffer.write(view)
+        if not written:
+            raise BrokenPipeError(errno.EPIPE, "nothing written to stdout")
+        view = view[written:]
+
+
 def check_stdout(what: str = "the output") -> None:
     """Refuse to write to a closed stdout: Python sets ``sys.stdout`` to None when file descriptor 1 was closed at
     start-up (``>&-``)."""
