@@ -35,7 +35,7 @@ class SweepResult:
 
 def _make_directory(directory: Path) -> None:
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        os.makedirs(directory, exist_ok=True)
     except OSError as exc:
         raise UnusableOutput(f"cannot create the directory {directory}: {exc.strerror or exc}") from None
 
