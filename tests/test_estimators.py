@@ -7,8 +7,10 @@ import warnings
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from slangcli import SLANGClassifier, SLANGRegressor
+from slangcli.cli import main
 from slangcli.errors import DataError
 
 sklearn = pytest.importorskip("sklearn")
@@ -247,7 +249,7 @@ def test_integer_labels_beyond_float64s_reach_are_refused():
     SLANGClassifier(epochs=1).fit(X, y.astype(str))  # as strings they are two classes
 
 
-def test_a_dataframe_is_fitted_as_the_numbers_the_estimator_reads():
+def test_a_dataframe_is_fitted_as_the_numbers_the_estimator_reads(tmp_path):
     """The estimators read a DataFrame as numbers, as scikit-learn's do, but handed the frame itself to
     slangcli.fit: a bool column was then a boolean (and predict, given its numbers, refused '1' as no boolean), and
     numbers written as text became one category per distinct value (292 inputs for 2 columns, a model that only
@@ -259,6 +261,15 @@ def test_a_dataframe_is_fitted_as_the_numbers_the_estimator_reads():
     estimator = SLANGClassifier(epochs=3).fit(frame, y)
     assert estimator.result_.feature_names == ["a", "flag"]
     np.testing.assert_array_equal(estimator.predict_proba(frame), estimator.predict_proba(frame.astype(float)))
+    # the frame as CSV holds True/False, which the run reads as numbers: slang predict says how to write them
+    estimator.result_.save(tmp_path / "b.h5")
+    frame.to_csv(tmp_path / "b.csv", index=False)
+    done = CliRunner().invoke(main, ["predict", str(tmp_path / "b.h5"), str(tmp_path / "b.csv"), "-o", "-"])
+    assert done.exit_code == 1 and "(the run reads this column as numbers: write its booleans as 1 and 0)" in \
+        done.stderr.splitlines()[-1], done.stderr
+    frame.astype({"flag": int}).to_csv(tmp_path / "b.csv", index=False)
+    done = CliRunner().invoke(main, ["predict", str(tmp_path / "b.h5"), str(tmp_path / "b.csv"), "-o", "-"])
+    assert done.exit_code == 0, done.stderr
     text = frame.astype({"flag": int}).astype(str)  # numbers written as text, as read_csv(dtype=str) gives them
     estimator = SLANGClassifier(epochs=3).fit(text.iloc[:90], y.iloc[:90])
     assert estimator.result_.feature_names == ["a", "flag"] and estimator.n_features_in_ == 2

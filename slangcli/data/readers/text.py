@@ -210,6 +210,15 @@ def _comma_hint(cell: str) -> str:
            f"or {cell.replace(',', '')!r})"
 
 
+def _boolean_hint(cell: str) -> str:
+    """What a message about a cell that is no number adds, in a column a fitted run reads as numbers, when it is a
+    boolean word: a DataFrame's boolean column reaches the scikit-learn estimators as 0 and 1 (scikit-learn's
+    convention), so their run reads the column as numbers, and the same frame written to CSV holds True/False."""
+    if cell.lower() not in ("true", "false", "yes", "no"):
+        return ""
+    return " (the run reads this column as numbers: write its booleans as 1 and 0)"
+
+
 def _check_comments(name, comments, delim, ncols) -> None:
     """Refuse a ``#`` line among a CSV file's rows that reads as one: its ``#`` starts a word (the lines
     ``text_batches`` keeps aside), it holds as many cells as the rows do, and a cell after the first is a number (Excel's ``#N/A,4,1``, a category ``#1,0.5,1``), which
@@ -523,7 +532,8 @@ class _CsvTable:
                         if not cell:
                             raise DataError(f"{where}: empty cell (not among --na-values)") from None
                         if not self.detect:
-                            raise DataError(f"{where}: cannot parse {cell!r} as a number{_comma_hint(cell)}") from None
+                            raise DataError(f"{where}: cannot parse {cell!r} as a number{_comma_hint(cell)}"
+                                            f"{_boolean_hint(cell)}") from None
                         bad.append(j)
                 if bad:
                     return None, None, bad
