@@ -9,6 +9,7 @@ once per module.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -190,6 +191,16 @@ def test_training_figure_matches_histories(runs, render):
     # several runs differ in line style as well as colour (greyscale)
     assert lines["SLANG L = 2"].get_linestyle() != lines["mf-ef"].get_linestyle()
     assert lines["SLANG L = 2"].get_marker() != lines["mf-ef"].get_marker()
+
+
+def test_a_backend_matplotlib_does_not_know_is_no_matter(runs, tmp_path):
+    """The figures are drawn on Agg canvases: ``MPLBACKEND=bogus`` ended ``slang plot`` in matplotlib's ValueError
+    traceback as it was imported; it now draws as without it."""
+    env = {**os.environ, "MPLBACKEND": "bogus"}
+    done = subprocess.run([sys.executable, "-m", "slangcli", "plot", runs["slang"], "--kind", "training", "-o",
+                           tmp_path / "t.png"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert (tmp_path / "t.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_history_records_the_kl_per_epoch(runs):

@@ -20,12 +20,18 @@ INSTALL = "slang plot needs matplotlib, an optional extra: pip install 'slangcli
 def _figures():
     """The drawing module, or None when matplotlib is not installed (imported here, not at start-up, so that the
     other commands neither need matplotlib nor pay for importing it)."""
+    # (the figures are drawn on Agg canvases, whatever the backend: MPLBACKEND is left out of matplotlib's import,
+    # where a value it does not know, MPLBACKEND=bogus, ended in a ValueError traceback)
+    backend = os.environ.pop("MPLBACKEND", None)
     try:
         from slangcli.plot import figures
     except ImportError as exc:
         if (exc.name or "").split(".")[0] != "matplotlib":
             raise
         return None
+    finally:
+        if backend is not None:
+            os.environ["MPLBACKEND"] = backend
     return figures
 
 
