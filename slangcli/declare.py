@@ -88,8 +88,9 @@ def check_value(f, value, name: str | None = None) -> None:
             return
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
                 or not 0 < value < np.inf:
+            shown = repr(value) if isinstance(value, str) else value  # (a text '10' shown as text, not as 10)
             raise ConfigError(f"{name} must be positive and finite" + (" or auto" if kind == "precision" else "")
-                              + f", got {value}")
+                              + f", got {shown}")
         bound = meta["bound"]
         if bound is not None and not 1 / bound <= value <= bound:
             raise ConfigError(f"{name} must lie between {1 / bound:g} and {bound:g}, got {value}")
