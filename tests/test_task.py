@@ -21,6 +21,8 @@ def features(n=100, seed=0):
     [
         (lambda n, rng: rng.permutation(n), "row numbers"),  # a row count, shuffled
         (lambda n, rng: np.arange(1, n + 1), "row numbers"),
+        # the training part of a split of a file written with its index: 70 % of 0..N-1, shuffled
+        (lambda n, rng: rng.permutation(int(n / 0.7))[:n], "row numbers"),
         (lambda n, rng: rng.choice(10**7, size=n, replace=False) + 10**5, "distinct integers"),
         # a sample id repeated for a few re-measured samples is still an id
         (lambda n, rng: np.repeat(rng.choice(10**7, size=n, replace=False), 1)[np.r_[0:n - 5, 0:5]],
@@ -44,12 +46,27 @@ def test_identifier_columns_are_named(column, kind):
         lambda n, rng: rng.integers(0, 10**4, size=n),  # many repeats: a count, not an id
         lambda n, rng: rng.normal(size=n) * 1e6,  # not integers
         lambda n, rng: rng.choice(10**4, size=n, replace=False),  # distinct, but range under 100 per row
+        lambda n, rng: rng.choice(3 * n, size=n, replace=False),  # distinct from near 0, but a third of the range
+        lambda n, rng: 1950 + rng.choice(int(1.5 * n), size=n, replace=False),  # dense, but far from 0 (years)
         lambda n, rng: rng.choice(10**6, size=n, replace=False) * 1e12,  # magnitudes beyond exact integers
     ],
 )
 def test_other_columns_are_not_identifiers(column):
     X = np.column_stack([features(), column(100, np.random.default_rng(2))])
     assert identifier_columns(X, ("a", "b", "c", "d")) == []
+
+
+@pytest.mark.parametrize("name", ["", "Unnamed: 0", "index"])
+def test_a_column_named_as_a_pandas_index_is_an_identifier_at_any_density(name):
+    """pandas writes its index with an empty header cell (read back as "Unnamed: 0"): distinct whole numbers under
+    such a name are row numbers however few of the table's rows are there (10 % of them here)."""
+    rng = np.random.default_rng(3)
+    X = np.column_stack([rng.permutation(1000)[:100], features()])
+    [warning] = identifier_columns(X, (name, "a", "b", "c"), positions=[0, 1, 2, 3])
+    assert "(row numbers from " in warning
+    option = "0" if not name else "'Unnamed: 0'" if name == "Unnamed: 0" else name
+    assert warning.endswith(f"--drop-columns {option} leaves it out")
+    assert identifier_columns(X, ("id", "a", "b", "c")) == []  # (named otherwise, 10 % is not enough to tell)
 
 
 def test_small_files_are_not_judged():

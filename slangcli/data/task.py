@@ -19,6 +19,9 @@ Messages only: nothing here changes the data or the fit.
 
 from __future__ import annotations
 
+import re
+import shlex
+
 import numpy as np
 
 from slangcli.blocks import row_blocks
@@ -33,6 +36,11 @@ HANDFUL = 4
 ID_DISTINCT = 0.9
 ID_RANGE = 100
 ID_MIN_ROWS = 20
+# a column of distinct whole numbers from near 0 that fill at least this fraction of their range holds row numbers
+# of a larger table: the training part of a split (pandas' index, written by to_csv, after train_test_split)
+ID_SUBSET_DENSITY = 0.5
+# names a pandas index column gets: to_csv writes its header cell empty, and read_csv reads it back as "Unnamed: 0"
+INDEX_NAME = re.compile(r"|Unnamed: \d+|index")
 # Features used as read that reach this magnitude are named as the likely cause of a fit that diverged or did not
 # converge: the prior (precision 1 by default) and the step sizes are made for features of order 1, and a raw
 # feature of 1e3 already saturates a network's units and dwarfs the prior.
@@ -197,7 +205,12 @@ def identifier_columns(X: np.ndarray, feature_names, positions=None, frame: bool
     warnings = []
     for j in candidates:
         distinct = len(np.unique(X[:, j]))
-        row_number = distinct == n and spread[j] == n - 1
+        # row numbers: consecutive, or (all distinct, from near 0, filling half their range or more) some rows' of
+        # a larger table, or the values of a column named as a pandas index is
+        row_number = distinct == n and (spread[j] == n - 1 or (
+            0 <= lo[j] <= max(10.0, 0.05 * spread[j]) and n >= ID_SUBSET_DENSITY * (spread[j] + 1))
+            or (j < len(feature_names) and INDEX_NAME.fullmatch(str(feature_names[j]).strip()) is not None
+                and lo[j] >= 0))
         if distinct >= ID_DISTINCT * n and (spread[j] >= ID_RANGE * n or row_number):
             name = feature_names[j]
             # a file without a header names column k "x<k>": the option takes the index
@@ -205,7 +218,7 @@ def identifier_columns(X: np.ndarray, feature_names, positions=None, frame: bool
             if (not name.strip() or "," in name) and positions is not None:
                 option = str(positions[j])
             kind = "row numbers" if row_number else "distinct integers"
-            leave_out = f"X.drop(columns={name!r})" if frame else f"--drop-columns {option}"
+            leave_out = f"X.drop(columns={name!r})" if frame else f"--drop-columns {shlex.quote(option)}"
             warnings.append(f"warning: feature {name!r} looks like a row identifier ({kind} from "
                             f"{_fmt_label(lo[j])} to {_fmt_label(hi[j])}) and is used as a feature; "
                             f"{leave_out} leaves it out")
