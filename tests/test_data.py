@@ -75,6 +75,8 @@ def test_tab_separated_text_with_spaces_keeps_its_tabs(tmp_path, cells):
     ("0,1,2,3", True),  # ... and a target of integer name 3
     ("0,1,2,a", False),  # a row of data: its label a recurs below
     ("0,1,3,y", False),  # not the names 0..k-1
+    ("1,2,3,y", False),  # 1-based names of three features: as likely a row of data
+    ("2,3,4,y", False),
     ("0,1,2", False),  # two features and a target of 2: as likely a row of counts
 ])
 def test_a_header_of_integer_column_names_is_detected(tmp_path, first, header):
@@ -82,6 +84,22 @@ def test_a_header_of_integer_column_names_is_detected(tmp_path, first, header):
     if first.count(",") == 2:
         body = "".join(f"{i},{i + 1},{i + 2}\n" for i in range(5, 11))
     table = read_table(write(tmp_path, "d.csv", first + "\n" + body))
+    assert table.provenance["header"] is header
+    assert len(table.X) == 6 + (not header)
+
+
+@pytest.mark.parametrize("first, header", [
+    (",0,1,2,3", True),  # pd.DataFrame(array).to_csv(): the index's empty header cell, then the columns' numbers
+    (",0,1,2,y", True),
+    (",0,1,3,y", False),
+    ("1,2,3,4,y", True),  # 1-based names of four features (a row of names read as data made a class "y")
+    ("1,2,3,4,5", False),  # ... with a target of a number: as likely a row of counts
+])
+def test_a_header_of_integer_column_names_after_a_pandas_index_is_detected(tmp_path, first, header):
+    """The header ``DataFrame.to_csv`` writes with its index was read as a row of data, a missing index value and
+    a training row of column numbers (a class "13" of one row, or a regression target of 10 among 25 to 346)."""
+    body = "".join(f"{i},{0.5 * i},{i + 1.5},{i + 2.5},{'ab'[i % 2]}\n" for i in range(6))
+    table = read_table(write(tmp_path, "d.csv", first + "\n" + body), missing="impute")
     assert table.provenance["header"] is header
     assert len(table.X) == 6 + (not header)
 

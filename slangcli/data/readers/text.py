@@ -906,18 +906,22 @@ def _seen_below(rows, na) -> bool:
 
 def _range_names(rows, t) -> bool:
     """Whether a first row of numbers is the header ``DataFrame.to_csv`` writes for integer column names: the
-    feature cells are ``0, 1, ..., k-1`` (k >= 2), and the target's cell (column ``t``) is ``k`` (k >= 3), or a name
-    that no later row has as its target (``0,1,2,y`` above labels ``a`` and ``b``). A row of
-    data that counts up from zero is rarer than such a header, and the fit names the columns it read."""
+    feature cells are ``0, 1, ..., k-1`` (k >= 2), or ``1, ..., k`` (k >= 4), each after an empty cell where the frame's
+    index was written too (``,0,1,...``: its header cell is empty); and the target's cell (column ``t``) is the next
+    number (k >= 3; names from zero only), or a name that no later row has as its target (``0,1,2,y`` above labels ``a`` and ``b``). A row
+    of data that counts up from zero or one is rarer than such a header, and the fit names the columns it read."""
     first = [cell.strip() for cell in rows[0]]
     features = [cell for j, cell in enumerate(first) if j != t]
-    if len(features) < 2 or features != [str(k) for k in range(len(features))]:
+    named = features[1:] if features[:1] == [""] else features  # (a pandas index's empty header cell)
+    start = next((s for s in (0, 1) if named == [str(k) for k in range(s, s + len(named))]), None)
+    # (rows of data count up from one more often than from zero: 1-based names need four features or more)
+    if start is None or len(named) < (2 if start == 0 else 4):
         return False
     if t is None or t >= len(first):
-        return len(features) >= 3
+        return start == 0 and len(named) >= 3  # (1-based names only beside a target's cell: 1,2,3,4,5 is data)
     label = first[t]
-    if label == str(len(features)):
-        return len(features) >= 3
+    if start == 0 and label == str(len(named)):  # (1,2,3,4,5 above data is data: a 1-based header needs a name)
+        return len(named) >= 3
     return not _is_number(label) and all(len(row) > t and row[t].strip() != label for row in rows[1:])
 
 
