@@ -137,13 +137,14 @@ def test_numbers_with_a_decimal_comma_are_named(tmp_path):
     from slangcli.cli import main
     from slangcli.data.schema import Column
 
-    columns = [Column("x1", 0, "categorical", ("-0,004", "1,250", ",5")),
+    # (pandas writes small numbers with decimal="," in scientific notation: -2,59e-05; one such cell hid the column)
+    columns = [Column("x1", 0, "categorical", ("-0,004", "1,250", ",5", "-2,592261998183278e-05")),
                Column("city", 1, "categorical", ("Paris", "Lyon")),
                Column("pair", 2, "categorical", ("1,2", "3")),  # not every value a number
                Column("x", 3, "numeric")]
     warnings = decimal_commas(columns, ["0,5", "1,25"])
     assert len(warnings) == 2
-    assert warnings[0].startswith("warning: column 'x1' is read as a category of 3 levels, but its cells look like "
+    assert warnings[0].startswith("warning: column 'x1' is read as a category of 4 levels, but its cells look like "
                                   "numbers with a decimal comma ('-0,004', ...); slang reads numbers with a decimal "
                                   "point")
     assert warnings[1].startswith("warning: the target is fitted as 2 classes, but its values look like numbers")

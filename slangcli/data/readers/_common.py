@@ -66,8 +66,9 @@ _BLOCK = 1 << 18
 # a line that is neither blank nor a comment: its first non-blank character is not "#" (``\s`` and str.strip
 # agree on what is blank)
 _CONTENT_LINE = re.compile(r"^[^\S\n]*[^\s#].*$", re.MULTILINE)
-# a number written with a decimal comma (0,126), as many locales write them (never a number to Python's float)
-DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")
+# a number written with a decimal comma (0,126; -2,59e-05 as pandas writes small ones with decimal=","), as many
+# locales write them (never a number to Python's float)
+DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+(?:[eE][+-]?\d+)?")
 # the comment lines after the first line of content (their "#" starting a word) that text_batches keeps aside for a
 # parser to check
 _COMMENTS_KEPT = 10_000
