@@ -118,6 +118,24 @@ def test_an_output_named_for_another_format_is_refused(runs, tmp_path, name):
     assert (tmp_path / "out.txt").read_text().startswith("row,")
 
 
+def test_evaluate_on_the_training_file_says_so(runs, tmp_path):
+    """evaluate RUN.h5 TRAIN.csv scored the training rows (with a split, training and test rows together) under the
+    heading "test", without a word; a note now says DATA is the file the run was fitted to. A copy of it is too (its
+    bytes are the data), another file is not."""
+    done = invoke("evaluate", runs["lr"], runs["data"])
+    assert_ok(done)
+    assert (f"slang: {runs['data']} is the file the run was fitted to (the same sha256): its scores are of its "
+            "training rows and its held-out test rows together") in done.stderr.splitlines()
+    copy, fewer = tmp_path / "copy.csv", tmp_path / "fewer.csv"
+    copy.write_bytes(runs["data"].read_bytes())
+    lines = runs["data"].read_text().splitlines(keepends=True)
+    fewer.write_text("".join(lines[:1] + lines[2:]))  # (one row fewer: other data)
+    assert "is the file the run was fitted to" in invoke("evaluate", runs["lr"], copy).stderr
+    done = invoke("evaluate", runs["lr"], fewer)
+    assert_ok(done)
+    assert "is the file the run was fitted to" not in done.stderr
+
+
 def test_a_gz_output_is_gzip_compressed_csv(runs, tmp_path):
     """-o out.csv.gz wrote plain text under a name that pandas (and gzip) read as compressed."""
     import gzip
