@@ -136,6 +136,24 @@ def test_evaluate_on_the_training_file_says_so(runs, tmp_path):
     assert "is the file the run was fitted to" not in done.stderr
 
 
+def test_a_headerless_file_with_an_index_first_is_warned_about(runs, tmp_path):
+    """``df.to_csv(header=False)`` keeps pandas' index: four columns, the training file's width, so the file was read
+    as features and target, one column off (the index as feature a, c as the target), without a word. The index
+    lies tens of training standard deviations from a's mean: predict and evaluate warn."""
+    rows = runs["reg_data"].read_text().splitlines()[1:]
+    shifted, plain = tmp_path / "shifted.csv", tmp_path / "plain.csv"
+    shifted.write_text("".join(f"{i},{','.join(row.split(',')[:3])}\n" for i, row in enumerate(rows)))
+    plain.write_text("".join(f"{row}\n" for row in rows))
+    warning = f"slang: warning: {shifted}: 1 of the 3 features lies far from the training rows"
+    for command in (["predict", runs["reg"], shifted, "-o", tmp_path / "p.csv"], ["evaluate", runs["reg"], shifted]):
+        done = invoke(*command)
+        assert_ok(done)
+        assert any(line.startswith(warning) and "'a' at " in line for line in done.stderr.splitlines()), done.stderr
+    done = invoke("predict", runs["reg"], plain, "-o", tmp_path / "q.csv")
+    assert_ok(done)
+    assert "far from the training rows" not in done.stderr
+
+
 def test_a_gz_output_is_gzip_compressed_csv(runs, tmp_path):
     """-o out.csv.gz wrote plain text under a name that pandas (and gzip) read as compressed."""
     import gzip

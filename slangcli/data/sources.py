@@ -504,6 +504,33 @@ def transform(run: Run, X, y_raw, path, *, text=None, where=None, row_where=None
     return X, y
 
 
+# a feature whose median over the rows of a data file lies this many training standard deviations from the training
+# rows' mean is not the feature the fit saw: most often a file read by position whose columns are not the fit's
+FAR = 10.0
+
+
+def _far_from_training(run: Run, X: np.ndarray, path) -> list[str]:
+    """A warning naming the features of ``X`` (standardised as the fit standardised its own) whose median lies
+    :data:`FAR` or more training standard deviations from the training mean. A headerless file with a pandas index
+    first was read one column off, without a word (the index as the first feature, the last feature as the target:
+    predictive standard deviations 17 times the training ones). Runs that do not standardise are not judged."""
+    schema = schema_of(run)
+    if not schema.standardize or X.size == 0:
+        return []
+    with np.errstate(invalid="ignore"):
+        median = np.nanmedian(np.abs(X), axis=0) if np.isnan(X).any() else np.median(np.abs(X), axis=0)
+    far = np.flatnonzero(median >= FAR)
+    if not far.size:
+        return []
+    names = schema.encoded_names
+    listed = ", ".join(f"{names[j]!r} at {median[j]:.3g}" for j in far[:3]) + (", ..." if far.size > 3 else "")
+    return [f"warning: {path}: {far.size} of the {X.shape[1]} features {'lies' if far.size == 1 else 'lie'} far from "
+            "the training rows (median "
+            f"distance from the training mean, in training standard deviations: {listed}); is the file laid out as "
+            "the fit's (a file without a header row is read by position: an index or id column first shifts every "
+            "feature)?"]
+
+
 def _transform_table(run: Run, table: Table, path, index=None, *, impute: bool = False, features_only=False):
     """:func:`transform` of a table read from ``path`` (of its rows ``index``, None: all) for this use alone: its
     features are encoded and standardised in place (a copy held a file's table twice: 3.45 GB to predict from a
@@ -708,6 +735,7 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
         table = _without_missing_targets(table, data_path, notes.append)
         count = schema_of(run).count_missing(table.X, table.text) if impute else 0
         X, y = _transform_table(run, table, data_path, impute=impute)
+        notes += _far_from_training(run, X, data_path)
         for note in notes:
             notify(note)
         _note_imputed(data_path, count, notify)
@@ -799,6 +827,7 @@ def load_inputs(run: Run, data_path, *, missing: str | None = None, layout: str 
                              "there are no predictions for them (the row column says which rows there are)")
     count = schema_of(run).count_missing(table.X, table.text) if missing == "impute" else 0
     X, _ = _transform_table(run, table, data_path, impute=missing == "impute", features_only=True)
+    notes += _far_from_training(run, X, data_path)
     for note in notes:
         notify(note)
     _note_imputed(data_path, count, notify)
