@@ -7,8 +7,8 @@ import pytest
 
 from types import SimpleNamespace
 
-from slangcli.data.task import (decimal_commas, describe, identifier_columns, integer_target_hint,
-                                  one_level_per_row)
+from slangcli.data.task import (decimal_comma_indicators, decimal_commas, describe, identifier_columns,
+                                integer_target_hint, one_level_per_row)
 
 
 def features(n=100, seed=0):
@@ -158,6 +158,28 @@ def test_numbers_with_a_decimal_comma_are_named(tmp_path):
     assert [line.split(": warning: ")[1].split(",")[0] for line in said] == [
         "column 'x1' is read as a category of 40 levels", "column 'x2' is read as a category of 40 levels",
         "the target is fitted as 40 classes"], done.stderr
+
+
+def test_a_poor_fit_of_decimal_commas_read_as_categories_names_them_as_its_cause(tmp_path):
+    """Numbers written with decimal commas become one-hot levels, rare 0/1 indicators: a poor fit of them named
+    standardised indicators as its likely cause and advised --no-standardize, which does not help. It names the
+    columns of decimal commas now."""
+    assert decimal_comma_indicators(["bp=0,0017", "bp=-2,5e-05", "s2=1,5", "sex=a"]) == \
+        "the one-hot levels of columns 'bp' and 's2'"
+    assert decimal_comma_indicators(["sex=a", "sex=b", "bp=0,5"]) is None and decimal_comma_indicators([]) is None
+    from click.testing import CliRunner
+
+    from slangcli.cli import main
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 3)) * 1e-2
+    y = 150 + 5000 * X.sum(axis=1) + rng.normal(size=300) * 10
+    rows = "".join(";".join(f"{v:.6g}".replace(".", ",") for v in x) + f";{t:.0f}\n" for x, t in zip(X, y))
+    (tmp_path / "euro.csv").write_text("a;b;c;y\n" + rows)
+    done = CliRunner().invoke(main, ["fit", str(tmp_path / "euro.csv"), "--test-fraction", "0.3", "--epochs", "5",
+                                     "-o", str(tmp_path / "e.h5")])
+    [poor] = [line for line in done.stderr.splitlines() if "likely cause" in line]
+    assert "likely cause: the one-hot levels of columns 'a', 'b' and 'c', numbers with a decimal comma" in poor, poor
 
 
 def test_a_category_or_a_target_of_one_value_a_row_is_named():

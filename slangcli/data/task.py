@@ -162,6 +162,19 @@ def decimal_commas(columns, classes=None, frame: bool = False) -> list[str]:
     return out
 
 
+def decimal_comma_indicators(names) -> str | None:
+    """The columns, as a phrase ("'bp' and 's2'"), of which most of the one-hot indicators ``names``
+    (``column=level``) are levels that are numbers with a decimal comma; None when fewer than half of them are."""
+    columns = [name.split("=", 1)[0] for name in names
+               if "=" in name and DECIMAL_COMMA.fullmatch(name.split("=", 1)[1])]
+    if not columns or 2 * len(columns) < len(names):
+        return None
+    distinct = [repr(c) for c in dict.fromkeys(columns)]
+    listed = (", ".join(distinct[:3]) + f" and {len(distinct) - 3} more" if len(distinct) > 3 else
+              " and ".join([", ".join(distinct[:-1]), distinct[-1]]) if len(distinct) > 1 else distinct[0])
+    return f"the one-hot levels of {'column' if len(distinct) == 1 else 'columns'} {listed}"
+
+
 def one_level_per_row(columns, n: int, classes=None, frame: bool = False) -> list[str]:
     """Warnings naming each column of text among the schema's ``columns``, and the target's ``classes``, that has
     nearly as many distinct values as the ``n`` training rows (at least ``ID_DISTINCT`` of them): each value is

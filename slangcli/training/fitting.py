@@ -363,7 +363,12 @@ def _sparse_indicators(prepared: Prepared) -> str | None:
     sparse = np.flatnonzero(peak > SPARSE_PEAK)
     if not sparse.size:
         return None
-    name = task.feature_name(prepared.data.get("feature_names", ()), int(sparse[np.argmax(peak[sparse])]))
+    names = prepared.data.get("feature_names", ())
+    commas = task.decimal_comma_indicators([task.feature_name(names, int(j)) for j in sparse])
+    if commas:  # (the indicators are the levels of numbers read as categories: that is the cause to fix)
+        return (f"likely cause: {commas}, numbers with a decimal comma read as categories (see the warnings above: "
+                "write them with a decimal point)")
+    name = task.feature_name(names, int(sparse[np.argmax(peak[sparse])]))
     return (f"likely cause: {len(sparse)} of the {X.shape[1]} features are 0/1 indicators that are rarely 1, which "
             f"standardising scales up to {peak[sparse].max():.3g} ({name!r}), beyond what the prior holds back "
             "(--no-standardize uses them as read, as LIBSVM files are usually meant)")
