@@ -311,22 +311,25 @@ def _targets(y, n: int, what: str = "y", text_numbers: bool = True, bool_text: b
     return a
 
 
-def _digest(X: np.ndarray, y: np.ndarray) -> str:
+def _digests(X: np.ndarray, y: np.ndarray) -> tuple[str, str]:
     """sha256 of the arrays' values, so that runs fitted to the same arrays are recognised as comparable: the
-    targets as text, numbers written as float64 (``3`` and ``3.0`` are one target, and fit one posterior; as
-    given, integer targets' digest differed from the same values as floats, and ``evaluate --reference`` refused
-    two runs of the same data). Integers beyond 2**53, which float64 would round, stay as written."""
-    h = hashlib.sha256(np.ascontiguousarray(X, dtype=np.float64).tobytes())
+    targets as text, numbers written as float64 (``3`` and ``3.0`` are one target, and fit one posterior; integer
+    targets' digest differed from the same values as floats, and ``evaluate --reference`` refused two runs of the
+    same data); integers beyond 2**53, which float64 would round, stay as written. Second, the digest of the targets
+    as given, which runs written before that rule hold (so that they still compare with new ones)."""
+    features = np.ascontiguousarray(X, dtype=np.float64).tobytes()
     y = np.asarray(y)
+    given = hashlib.sha256(features + y.astype(str).tobytes()).hexdigest()
     if y.dtype.kind in "iu" and (y.size == 0 or np.abs(y).max() <= 2 ** 53):
-        y = y.astype(np.float64)
-    h.update(y.astype(str).tobytes())
-    return h.hexdigest()
+        return hashlib.sha256(features + y.astype(np.float64).astype(str).tobytes()).hexdigest(), given
+    return given, given
 
 
 def _provenance(X: np.ndarray, y: np.ndarray) -> dict:
-    return {"path": None, "sha256": _digest(X, y), "format": "arrays", "rows": int(X.shape[0]),
-            "features": int(X.shape[1]), "header": None, "delimiter": None, "target": None, "compressed": False}
+    digest, given = _digests(X, y)
+    return {"path": None, "sha256": digest, **({"sha256_as_given": given} if given != digest else {}),
+            "format": "arrays", "rows": int(X.shape[0]), "features": int(X.shape[1]), "header": None,
+            "delimiter": None, "target": None, "compressed": False}
 
 
 def _encoded_test(X_test, y_test, schema: Schema, width: int, given_names, names, missing: str, notify,

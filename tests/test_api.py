@@ -191,6 +191,18 @@ def test_the_same_targets_as_integers_or_floats_are_the_same_training_data(tmp_p
     done = CliRunner().invoke(main, ["evaluate", str(tmp_path / "int.h5"), str(tmp_path / "t.csv"), "--reference",
                                      str(tmp_path / "float.h5"), "--json"])
     assert done.exit_code == 0 and json.loads(done.stdout)["metrics"]["reference"]["symmetric_kl"] < 1e-12, done.output
+    # a run of integer targets written before (its digest of the targets as given) still compares with a new one
+    old = tmp_path / "old.h5"
+    old.write_bytes((tmp_path / "int.h5").read_bytes())
+    with h5py.File(old, "r+") as f:
+        provenance = json.loads(f["data"].attrs["provenance"])
+        given = hashlib.sha256(X.tobytes() + y.astype(str).tobytes()).hexdigest()
+        assert provenance["train"].pop("sha256_as_given") == given
+        provenance["train"]["sha256"] = given
+        f["data"].attrs["provenance"] = json.dumps(provenance)
+    done = CliRunner().invoke(main, ["evaluate", str(tmp_path / "int.h5"), str(tmp_path / "t.csv"), "--reference",
+                                     str(old), "--json"])
+    assert done.exit_code == 0, done.output
 
 
 def test_noise_precision_round_trips_through_a_command_line_run_file(tmp_path):

@@ -152,6 +152,12 @@ def _members_neg_elbo(posterior, model, X_train, y_train, predictive, samples, s
     return {"neg_elbo_per_example": float(np.mean(values)), "n": int(len(X_train)), "members": values}
 
 
+def _digests_of(train: dict) -> set:
+    """The digests a run's training data go by: their sha256, and for arrays with integer targets the digest of the
+    targets as given, which runs written before targets were hashed as float64 hold (``slangcli.api._digests``)."""
+    return {train.get(key) for key in ("sha256", "sha256_as_given") if train.get(key)} or {None}
+
+
 def check_comparable(run: Run, run_name: str, reference: Run, reference_name: str,
                      notify: Callable[[str], None] | None = None) -> None:
     """Refuse, with one DataError line, a reference run whose posterior is over other parameters (another model)
@@ -179,7 +185,7 @@ def check_comparable(run: Run, run_name: str, reference: Run, reference_name: st
             notify(f"{reference_name}: one run was fitted to a file and the other to arrays from Python, whose "
                    "digests cannot be compared: that they were fitted to the same rows is not checked")
         why = None
-    elif train_a.get("sha256") != train_b.get("sha256"):
+    elif not _digests_of(train_a) & _digests_of(train_b):
         why = "the training files' sha256 differ" if not arrays[0] else "the training arrays' sha256 differ"
     elif not _same_rows(run.arrays.get("train_index"), reference.arrays.get("train_index")):
         why = "different rows of the training file (another split)"
