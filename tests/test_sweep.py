@@ -268,6 +268,11 @@ def test_the_json_table_holds_numbers_as_numbers(tmp_path):
     table = list(csv.DictReader((tmp_path / "results.csv").open()))
     assert [r["prior-precision"] for r in table] == ["auto", "0.1"] and table[0]["epochs"] == "20"
     assert table[0]["hidden"] == "50,50" and table[0]["noise-precision"] == "0.5"
+    # a value that is not finite (--lr inf fails its fit) or, in an older table, no number stays as written: JSON
+    # has no infinity, and the table was not written at all
+    write_results(tmp_path, [{**record, "lr": "inf", "epochs": "one", "prior-precision": "nan"}])
+    [row] = json.loads((tmp_path / "results.json").read_text())
+    assert (row["lr"], row["epochs"], row["prior-precision"]) == ("inf", "one", "nan")
 
 
 def test_spec_files_json_and_toml(data, tmp_path):

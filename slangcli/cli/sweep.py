@@ -108,7 +108,8 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
                                           [spec] if spec else [])
     seconds = time.perf_counter() - started
     complete = sum(r["status"] == "complete" for r in result.records)
-    kept = f", and the {result.kept} complete fits of other grids" if result.kept else ""
+    kept = (f", and the {result.kept} complete fit{'s' if result.kept != 1 else ''} of other grids" if result.kept
+            else "")
     note(f"{len(points)} fit{'s' if len(points) != 1 else ''}: {complete} complete ({result.skipped} already), {len(failures)} failed, "
          f"{seconds:.1f} s; table in {os.path.join(directory, RESULTS[0])}{kept}")
     if as_json:
@@ -177,7 +178,7 @@ def _run_with_progress(points, directory, scheduler, workers, checkpoint_seconds
             bar(skipped, total)
 
         def on_kept(kept):
-            note(f"the table keeps the {kept} complete fits of other grids in {directory}")
+            note(f"the table keeps the {kept} complete fit{'s' if kept != 1 else ''} of other grids in {directory}")
 
         def on_record(record, done, total):
             bar(done, total)

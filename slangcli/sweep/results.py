@@ -69,17 +69,15 @@ def _json_value(param, value):
     """A value as ``results.json`` holds it: a number option's value as a JSON number (``"epochs": 20``, so that
     ``jq 'select(.epochs == 20)'`` and pandas read numbers), a precision's word as written (``"auto"``), other
     options' values as the command line writes them (``"hidden": "50,50"``); a metric that is not finite as null."""
+    if param is not None and isinstance(value, str) and param.kind in ("int", "float", "precision"):
+        try:
+            number = int(value) if param.kind == "int" else float(value)
+        except ValueError:  # (a precision's word, or a value an older table holds that is no number: as written)
+            return value
+        # (--lr inf fails its fit, and its row keeps the value as written: JSON has no infinity)
+        return number if math.isfinite(number) else value
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    if param is None or not isinstance(value, str):
-        return value
-    if param.kind == "int":
-        return int(value)
-    if param.kind in ("float", "precision"):
-        try:
-            return float(value)
-        except ValueError:  # (a precision's word)
-            return value
     return value
 
 
