@@ -152,6 +152,19 @@ def test_a_headerless_file_with_an_index_first_is_warned_about(runs, tmp_path):
     done = invoke("predict", runs["reg"], plain, "-o", tmp_path / "q.csv")
     assert_ok(done)
     assert "far from the training rows" not in done.stderr
+    # a rare 0/1 flag of the training rows is far out, standardised, wherever it is 1: rows that have it are no alarm
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 2))
+    flag = np.zeros(400)
+    flag[:2] = 1
+    y = X[:, 0] + rng.normal(size=400)
+    (tmp_path / "flag.csv").write_text("a,b,flag,y\n" + "".join(f"{a},{b},{f:g},{t}\n" for (a, b), f, t in
+                                                                 zip(X, flag, y)))
+    assert_ok(invoke("fit", tmp_path / "flag.csv", "-o", tmp_path / "flag.h5", *FAST))
+    (tmp_path / "flagged.csv").write_text("a,b,flag\n" + "".join(f"{a},{b},1\n" for a, b in X[:5]))
+    done = invoke("predict", tmp_path / "flag.h5", tmp_path / "flagged.csv", "-o", tmp_path / "r.csv")
+    assert_ok(done)
+    assert "far from the training rows" not in done.stderr
 
 
 def test_a_gz_output_is_gzip_compressed_csv(runs, tmp_path):
