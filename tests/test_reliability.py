@@ -189,13 +189,15 @@ def test_closed_stdout_exits_quietly_with_141(small, args):
     assert err.strip() == "" or "error" not in err.lower(), err
 
 
-@pytest.mark.parametrize("args", [["--version"], ["--help"], ["fit", "--help"], ["sweep", "--help"]])
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["fit", "--help"], ["sweep", "--help"], []])
 def test_help_and_version_on_a_full_or_closed_stdout(tmp_path, args):
     """``--help`` and ``--version`` are printed while click parses the command line, before the group's handlers
     are in force: a full stdout ended in a traceback, a closed pipe (``| true``) in exit 1 without a word. They end
     as every other output does: one line and exit 1, or quietly with 141."""
     with open("/dev/full", "w") as full:
-        result = slang(*args, cwd=tmp_path, stdout=full)
+        result = slang(*args, cwd=tmp_path, stdout=full)  # (no traceback: slang() checks)
+    if not args and result.returncode == 2:  # a bare `slang`'s help: on stderr from click 8.2, on stdout before
+        return
     one_error(result, 1, "no space left on device writing stdout")
     read, write = os.pipe()
     os.close(read)  # (the reader is gone before slang writes: no race with the pipe's buffer)

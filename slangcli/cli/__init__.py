@@ -48,6 +48,13 @@ class SlangGroup(click.Group):
             option.callback = writing_eagerly(option.callback)
         return option
 
+    def parse_args(self, ctx, args):
+        # (click before 8.2 prints a bare `slang`'s help here, on stdout, outside the handlers of invoke)
+        def parse(ctx, param, value):
+            return super(SlangGroup, self).parse_args(ctx, args)
+
+        return writing_eagerly(parse)(ctx, None, None)
+
     def list_commands(self, ctx):
         return [*COMMANDS, *sorted(set(self.commands) - set(COMMANDS))]
 
