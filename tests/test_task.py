@@ -21,8 +21,6 @@ def features(n=100, seed=0):
     [
         (lambda n, rng: rng.permutation(n), "row numbers"),  # a row count, shuffled
         (lambda n, rng: np.arange(1, n + 1), "row numbers"),
-        # the training part of a split of a file written with its index: 70 % of 0..N-1, shuffled
-        (lambda n, rng: rng.permutation(int(n / 0.7))[:n], "row numbers"),
         (lambda n, rng: rng.choice(10**7, size=n, replace=False) + 10**5, "distinct integers"),
         # a sample id repeated for a few re-measured samples is still an id
         (lambda n, rng: np.repeat(rng.choice(10**7, size=n, replace=False), 1)[np.r_[0:n - 5, 0:5]],
@@ -48,6 +46,7 @@ def test_identifier_columns_are_named(column, kind):
         lambda n, rng: rng.choice(10**4, size=n, replace=False),  # distinct, but range under 100 per row
         lambda n, rng: rng.choice(3 * n, size=n, replace=False),  # distinct from near 0, but a third of the range
         lambda n, rng: 1950 + rng.choice(int(1.5 * n), size=n, replace=False),  # dense, but far from 0 (years)
+        lambda n, rng: np.sort(rng.choice(int(1.5 * n), size=n, replace=False)),  # days with gaps: no index
         lambda n, rng: rng.choice(10**6, size=n, replace=False) * 1e12,  # magnitudes beyond exact integers
     ],
 )
@@ -67,6 +66,24 @@ def test_a_column_named_as_a_pandas_index_is_an_identifier_at_any_density(name):
     option = "0" if not name else "'Unnamed: 0'" if name == "Unnamed: 0" else name
     assert warning.endswith(f"--drop-columns {option} leaves it out")
     assert identifier_columns(X, ("id", "a", "b", "c")) == []  # (named otherwise, 10 % is not enough to tell)
+
+
+@pytest.mark.parametrize("split", [[], ["--test-fraction", "0.3"], ["--calibrate", "0.4"]])
+def test_an_index_is_judged_on_every_row_of_the_file(tmp_path, split):
+    """A file's index is consecutive over its rows and not over a split's part of them: a headerless file written
+    with its index was fitted with the index as a feature, without a word, once --test-fraction took some rows."""
+    from click.testing import CliRunner
+
+    from slangcli.cli import main
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 2))
+    rows = "".join(f"{i},{a:.4f},{b:.4f},{int(a > 0)}\n" for i, (a, b) in enumerate(X))
+    (tmp_path / "indexed.csv").write_text(rows)
+    done = CliRunner().invoke(main, ["fit", str(tmp_path / "indexed.csv"), *split, "--epochs", "1", "-o",
+                                     str(tmp_path / "r.h5")])
+    assert done.exit_code == 0, done.output
+    assert "warning: feature 'x0' looks like a row identifier (row numbers from 0 to 119)" in done.stderr
 
 
 def test_small_files_are_not_judged():

@@ -330,6 +330,10 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
     imputed = [(opts.path, schema.count_missing(table.X, table.text))] if impute else []
     # the table is read for this fit alone: encoded (a file of numbers: filled in) in place
     X = schema.encode(table.X, table.text, impute=impute, where=_where(opts.path, table), overwrite=True)
+    # (judged on every row of the file, before the rows are taken apart: a file's index is consecutive there, and a
+    # split's part of it is not)
+    warnings = (_table_warnings(table, schema, X, len(X) if fit_rows is None else len(fit_rows))
+                if table.provenance["format"] == "csv" else [])
     calibration = None if held is None else (X[held], table.y[held], held)
     test_where = None
     if train_index is not None:
@@ -354,9 +358,8 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
     for path, count in imputed:
         _note_imputed(path, count, notify)
 
-    if table.provenance["format"] == "csv":
-        for warning in _table_warnings(table, schema, X_train):
-            notify(f"{opts.path}: {warning}")
+    for warning in warnings:
+        notify(f"{opts.path}: {warning}")
 
     try:
         prepared = prepare(X_train, y_train_raw, X_test, y_test_raw, likelihood=likelihood,
@@ -388,15 +391,16 @@ def load_training(opts: DataOptions, *, likelihood: str = "auto",
     return prepared
 
 
-def _table_warnings(table: Table, schema, X_train: np.ndarray) -> list[str]:
-    """What looks wrong in a CSV file's columns once they are encoded: identifier columns, decimal commas read as
-    text, a text column with a level per row (``slangcli.data.task``)."""
+def _table_warnings(table: Table, schema, X: np.ndarray, n_train: int) -> list[str]:
+    """What looks wrong in a CSV file's columns once they are encoded (``X``: every row of the file): identifier
+    columns, decimal commas read as text, a text column with a level per training row (``n_train`` of them;
+    ``slangcli.data.task``)."""
     positions = None
     if table.columns is not None:  # each model input's column in the file (a category's indicators share it)
         positions = [column for column, c in zip(table.columns, schema.columns) for _ in range(c.width)]
-    return [*task.identifier_columns(X_train, schema.encoded_names, positions),
+    return [*task.identifier_columns(X, schema.encoded_names, positions),
             *task.decimal_commas(schema.columns),
-            *task.one_level_per_row(schema.columns, len(X_train))]
+            *task.one_level_per_row(schema.columns, n_train)]
 
 
 def _test_provenance(opts: DataOptions, test_table: Table | None, test_index) -> dict | None:

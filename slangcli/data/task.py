@@ -36,9 +36,6 @@ HANDFUL = 4
 ID_DISTINCT = 0.9
 ID_RANGE = 100
 ID_MIN_ROWS = 20
-# a column of distinct whole numbers from near 0 that fill at least this fraction of their range holds row numbers
-# of a larger table: the training part of a split (pandas' index, written by to_csv, after train_test_split)
-ID_SUBSET_DENSITY = 0.5
 # names a pandas index column gets: to_csv writes its header cell empty, and read_csv reads it back as "Unnamed: 0"
 INDEX_NAME = re.compile(r"|Unnamed: \d+|index")
 # Features used as read that reach this magnitude are named as the likely cause of a fit that diverged or did not
@@ -218,12 +215,11 @@ def identifier_columns(X: np.ndarray, feature_names, positions=None, frame: bool
     warnings = []
     for j in candidates:
         distinct = len(np.unique(X[:, j]))
-        # row numbers: consecutive, or (all distinct, from near 0, filling half their range or more) some rows' of
-        # a larger table, or the values of a column named as a pandas index is
+        # row numbers: consecutive, or the values of a column named as a pandas index is (a split's part of a file
+        # written with its index is some of them; days with gaps, as many, are no index)
         row_number = distinct == n and (spread[j] == n - 1 or (
-            0 <= lo[j] <= max(10.0, 0.05 * spread[j]) and n >= ID_SUBSET_DENSITY * (spread[j] + 1))
-            or (j < len(feature_names) and INDEX_NAME.fullmatch(str(feature_names[j]).strip()) is not None
-                and lo[j] >= 0))
+            j < len(feature_names) and INDEX_NAME.fullmatch(str(feature_names[j]).strip()) is not None
+            and lo[j] >= 0))
         if distinct >= ID_DISTINCT * n and (spread[j] >= ID_RANGE * n or row_number):
             name = feature_names[j]
             # a file without a header names column k "x<k>": the option takes the index
