@@ -184,6 +184,9 @@ def test_a_poor_fit_of_decimal_commas_read_as_categories_names_them_as_its_cause
     assert decimal_comma_indicators(["bp=0,0017", "bp=-2,5e-05", "s2=1,5", "sex=a"]) == \
         "the one-hot levels of columns 'bp' and 's2'"
     assert decimal_comma_indicators(["sex=a", "sex=b", "bp=0,5"]) is None and decimal_comma_indicators([]) is None
+    from slangcli.data.readers.text import _comma_hint
+
+    assert _comma_hint("-2,59e-05") == ": a decimal comma, which slang does not read (write '-2.59e-05')"
     from click.testing import CliRunner
 
     from slangcli.cli import main

@@ -737,9 +737,11 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
         table = _read_given(run, data_path, opts, need_target=True, layout=layout, notify=notify, header=header)
         notes = _dropped_notes(run, table, data_path)
         if table.provenance.get("sha256") and table.provenance["sha256"] == run.data["train"].get("sha256"):
-            held = run.arrays.get("test_index") is not None
+            held = [what for what, there in (("test rows", run.arrays.get("test_index") is not None),
+                                             ("--calibrate rows", bool((run.calibration or {}).get("index") is not None)))
+                    if there]
             notes.append(f"{data_path} is the file the run was fitted to (the same sha256): its scores are "
-                         + ("of its training rows and its held-out test rows together" if held else
+                         + (f"of its training rows and its held-out {' and '.join(held)} together" if held else
                             "of its training rows, not of data it has not seen"))
         table = _without_missing_targets(table, data_path, notes.append)
         count = schema_of(run).count_missing(table.X, table.text) if impute else 0

@@ -206,6 +206,8 @@ def _comma_hint(cell: str) -> str:
     """What a message about a cell that is no number adds when it is a number with a decimal comma (``1,5``)."""
     if not DECIMAL_COMMA.fullmatch(cell):
         return ""
+    if "e" in cell.lower():  # (-2,59e-05: a decimal comma; no thousands separator has an exponent)
+        return f": a decimal comma, which slang does not read (write {cell.replace(',', '.')!r})"
     return f": a decimal comma or a thousands separator, which slang does not read (write {cell.replace(',', '.')!r} " \
            f"or {cell.replace(',', '')!r})"
 
