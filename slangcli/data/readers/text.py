@@ -914,12 +914,7 @@ def _range_names(rows, t) -> bool:
     of data that counts up from zero or one is rarer than such a header, and the fit names the columns it read."""
     first = [cell.strip() for cell in rows[0]]
     features = [cell for j, cell in enumerate(first) if j != t]
-    named = features
-    if features[:1] == [""]:  # a pandas index's empty header cell, over its values: distinct whole numbers
-        named = features[1:]
-        index = [row[0].strip() for row in rows[1:] if row]
-        if len(index) < 2 or len(set(index)) < len(index) or not all(cell.isdigit() for cell in index):
-            return False  # (a row of data whose first value is missing: ,0,1,2,3 above rows of counts)
+    named = features[1:] if features[:1] == [""] else features  # (a pandas index's empty header cell)
     start = next((s for s in (0, 1) if named == [str(k) for k in range(s, s + len(named))]), None)
     # (rows of data count up from one more often than from zero: 1-based names need four features or more)
     if start is None or len(named) < (2 if start == 0 else 4):
