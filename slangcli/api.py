@@ -459,14 +459,16 @@ def _fit(X, y, options: dict, *, X_test=None, y_test=None, progress=None, notify
                                                notify, text_numbers=not estimator and y.dtype.kind != "U")
     X = schema.encode(X, text, impute=missing == "impute", where=_where("X", names))
     train = _provenance(X, y)  # (of every row given: the rows held out are among them)
+    # what slang fit says of a file's columns: identifiers (judged on every row, as slang fit judges a file's),
+    # decimal commas read as text, a level per row
+    warnings = [*task.identifier_columns(X, schema.encoded_names, frame=True),
+                *task.decimal_commas(schema.columns, frame=True),
+                *task.one_level_per_row(schema.columns, len(X) if kept is None else len(kept), frame=True)]
     calibration = None
     if held is not None:
         calibration = (X[held], y[held], held)
         X, y = X[kept], y[kept]
-    # what slang fit says of a file's columns: identifiers, decimal commas read as text, a level per row
-    for warning in [*task.identifier_columns(X, schema.encoded_names, frame=True),
-                    *task.decimal_commas(schema.columns, frame=True),
-                    *task.one_level_per_row(schema.columns, len(X), frame=True)]:
+    for warning in warnings:
         notify(warning)
     train["target"] = target_name if isinstance(target_name, str) else None
     # features known by name, as a header row names a file's: matched by name by every prediction

@@ -21,6 +21,8 @@ def features(n=100, seed=0):
     [
         (lambda n, rng: rng.permutation(n), "row numbers"),  # a row count, shuffled
         (lambda n, rng: np.arange(1, n + 1), "row numbers"),
+        # the shuffled training part of a split of a file written with its index: 70 % of 0..N-1
+        (lambda n, rng: rng.permutation(int(n / 0.7))[:n], "row numbers"),
         (lambda n, rng: rng.choice(10**7, size=n, replace=False) + 10**5, "distinct integers"),
         # a sample id repeated for a few re-measured samples is still an id
         (lambda n, rng: np.repeat(rng.choice(10**7, size=n, replace=False), 1)[np.r_[0:n - 5, 0:5]],
@@ -68,22 +70,37 @@ def test_a_column_named_as_a_pandas_index_is_an_identifier_at_any_density(name):
     assert identifier_columns(X, ("id", "a", "b", "c")) == []  # (named otherwise, 10 % is not enough to tell)
 
 
-@pytest.mark.parametrize("split", [[], ["--test-fraction", "0.3"], ["--calibrate", "0.4"]])
+@pytest.mark.parametrize("split", [[], ["--test-fraction", "0.3"], ["--calibrate", "0.4"], ["--missing", "drop"]])
 def test_an_index_is_judged_on_every_row_of_the_file(tmp_path, split):
-    """A file's index is consecutive over its rows and not over a split's part of them: a headerless file written
-    with its index was fitted with the index as a feature, without a word, once --test-fraction took some rows."""
+    """A file's index is consecutive over its rows and not over a split's part of them, and it counts the data rows
+    where some are left out for a missing value: a headerless file written with its index was fitted with the index
+    as a feature, without a word, once a split or --missing drop took some rows."""
     from click.testing import CliRunner
 
     from slangcli.cli import main
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(120, 2))
-    rows = "".join(f"{i},{a:.4f},{b:.4f},{int(a > 0)}\n" for i, (a, b) in enumerate(X))
-    (tmp_path / "indexed.csv").write_text(rows)
+    rows = [f"{i},{a:.4f},{b:.4f},{int(a > 0)}\n" for i, (a, b) in enumerate(X)]
+    for i in (5, 50, 90):  # (a missing value: --missing drop leaves the row out, a gap in the index)
+        rows[i] = f"{i},,{X[i, 1]:.4f},{int(X[i, 0] > 0)}\n"
+    (tmp_path / "indexed.csv").write_text("".join(rows))
     done = CliRunner().invoke(main, ["fit", str(tmp_path / "indexed.csv"), *split, "--epochs", "1", "-o",
-                                     str(tmp_path / "r.h5")])
+                                     str(tmp_path / "r.h5"), *([] if "--missing" in split else ["--missing",
+                                                                                                "impute"])])
     assert done.exit_code == 0, done.output
     assert "warning: feature 'x0' looks like a row identifier (row numbers from 0 to 119)" in done.stderr
+
+
+def test_an_index_is_judged_on_every_row_given_from_python():
+    """slangcli.fit with calibrate judged the rows it kept, the command line every row of the file."""
+    import slangcli
+
+    rng = np.random.default_rng(0)
+    X = np.column_stack([np.arange(120.0), rng.normal(size=(120, 2))])
+    y = (X[:, 1] > 0).astype(int)
+    with pytest.warns(UserWarning, match=r"feature 'x0' looks like a row identifier \(row numbers from 0 to 119\)"):
+        slangcli.fit(X, y, calibrate=0.4, epochs=1)
 
 
 def test_small_files_are_not_judged():

@@ -398,7 +398,7 @@ def _table_warnings(table: Table, schema, X: np.ndarray, n_train: int) -> list[s
     positions = None
     if table.columns is not None:  # each model input's column in the file (a category's indicators share it)
         positions = [column for column, c in zip(table.columns, schema.columns) for _ in range(c.width)]
-    return [*task.identifier_columns(X, schema.encoded_names, positions),
+    return [*task.identifier_columns(X, schema.encoded_names, positions, rows=table.rows),
             *task.decimal_commas(schema.columns),
             *task.one_level_per_row(schema.columns, n_train)]
 

@@ -36,6 +36,10 @@ HANDFUL = 4
 ID_DISTINCT = 0.9
 ID_RANGE = 100
 ID_MIN_ROWS = 20
+# a column of distinct whole numbers from near 0, in no order, that fill at least this fraction of their range holds
+# row numbers of a larger table: the shuffled part of a split (pandas' index, written by to_csv after
+# train_test_split); days with gaps, as dense, come in order
+ID_SUBSET_DENSITY = 0.5
 # names a pandas index column gets: to_csv writes its header cell empty, and read_csv reads it back as "Unnamed: 0"
 INDEX_NAME = re.compile(r"|Unnamed: \d+|index")
 # Features used as read that reach this magnitude are named as the likely cause of a fit that diverged or did not
@@ -195,10 +199,11 @@ def one_level_per_row(columns, n: int, classes=None, frame: bool = False) -> lis
     return out
 
 
-def identifier_columns(X: np.ndarray, feature_names, positions=None, frame: bool = False) -> list[str]:
+def identifier_columns(X: np.ndarray, feature_names, positions=None, frame: bool = False, rows=None) -> list[str]:
     """Warnings naming each feature column of ``X : (N, P)`` (raw values) that looks like a row identifier;
     ``positions``: each feature's 0-based column in the file, which the advice gives where a name cannot be
-    (empty, as the header cell of a pandas index column is, or holding a comma)."""
+    (empty, as the header cell of a pandas index column is, or holding a comma); ``rows``: each row's 0-based data
+    row in the file (rows left out for a missing value leave gaps), which an index column counts."""
     n = len(X)
     if n < ID_MIN_ROWS or X.size == 0:
         return []
@@ -208,18 +213,25 @@ def identifier_columns(X: np.ndarray, feature_names, positions=None, frame: bool
     # beyond 2**53 every float64 is a whole number: such magnitudes are measurements, not ids (tested a block of rows
     # at a time: the tests of all rows at once took two temporary copies of the data)
     exact = np.ones(X.shape[1], dtype=bool)
-    for rows in row_blocks(*X.shape):
-        block = X[rows]
+    for block_rows in row_blocks(*X.shape):
+        block = X[block_rows]
         exact &= np.all((block == np.round(block)) & (np.abs(block) < 2.0**53), axis=0)
     candidates = np.flatnonzero((spread >= n - 1) & exact)
     warnings = []
     for j in candidates:
         distinct = len(np.unique(X[:, j]))
-        # row numbers: consecutive, or the values of a column named as a pandas index is (a split's part of a file
-        # written with its index is some of them; days with gaps, as many, are no index)
-        row_number = distinct == n and (spread[j] == n - 1 or (
-            j < len(feature_names) and INDEX_NAME.fullmatch(str(feature_names[j]).strip()) is not None
-            and lo[j] >= 0))
+        # row numbers: consecutive, or the file's data rows counted (from 0 or 1), or the values of a column named as
+        # a pandas index is, or distinct from near 0, filling half their range, in no order (a shuffled split's part
+        # of a file written with its index; days with gaps come in order)
+        column = X[:, j]
+        row_number = distinct == n and (
+            spread[j] == n - 1
+            or (rows is not None and len(rows) == n and column[0] - rows[0] in (0, 1)
+                and np.array_equal(column - rows, np.full(n, column[0] - rows[0])))
+            or (j < len(feature_names) and INDEX_NAME.fullmatch(str(feature_names[j]).strip()) is not None
+                and lo[j] >= 0)
+            or (0 <= lo[j] <= max(10.0, 0.05 * spread[j]) and n >= ID_SUBSET_DENSITY * (spread[j] + 1)
+                and not np.all(np.diff(column) > 0)))
         if distinct >= ID_DISTINCT * n and (spread[j] >= ID_RANGE * n or row_number):
             name = feature_names[j]
             # a file without a header names column k "x<k>": the option takes the index
