@@ -511,6 +511,8 @@ def transform(run: Run, X, y_raw, path, *, text=None, where=None, row_where=None
 # a feature whose median over the rows of a data file lies this many training standard deviations from the training
 # rows' mean is not the feature the fit saw: most often a file read by position whose columns are not the fit's
 FAR = 10.0
+# ... judged on files of this many rows or more: one row's heavy-tailed value (a rare pixel of the digits) is no sign
+FAR_ROWS = 5
 
 
 def _far_from_training(run: Run, X: np.ndarray, path) -> list[str]:
@@ -519,7 +521,7 @@ def _far_from_training(run: Run, X: np.ndarray, path) -> list[str]:
     first was read one column off, without a word (the index as the first feature, the last feature as the target:
     predictive standard deviations 17 times the training ones). Runs that do not standardise are not judged."""
     schema = schema_of(run)
-    if not schema.standardize or X.size == 0:
+    if not schema.standardize or len(X) < FAR_ROWS or X.size == 0:
         return []
     with np.errstate(invalid="ignore"):
         median = np.nanmedian(np.abs(X), axis=0) if np.isnan(X).any() else np.median(np.abs(X), axis=0)
@@ -528,7 +530,8 @@ def _far_from_training(run: Run, X: np.ndarray, path) -> list[str]:
         # a rare 0/1 flag of the training rows is standardised far out wherever it is 1, in a file of rows that
         # have it as in any other: values of 0 and 1 alone are never judged
         raw = X[:, far] * schema.scale[far] + schema.mean[far]
-        far = far[~np.all((np.abs(raw) < 1e-9) | (np.abs(raw - 1.0) < 1e-9) | np.isnan(raw), axis=0)]
+        flags = np.all((np.abs(raw) < 1e-9) | (np.abs(raw - 1.0) < 1e-9) | np.isnan(raw), axis=0)
+        far = far[~(flags & (schema.mean[far] >= 0) & (schema.mean[far] <= 1))]  # (a 0/1 flag's mean is in [0, 1])
     if not far.size:
         return []
     names = schema.encoded_names
