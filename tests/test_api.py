@@ -197,12 +197,17 @@ def test_the_same_targets_as_integers_or_floats_are_the_same_training_data(tmp_p
     with h5py.File(old, "r+") as f:
         provenance = json.loads(f["data"].attrs["provenance"])
         given = hashlib.sha256(X.tobytes() + y.astype(str).tobytes()).hexdigest()
-        assert provenance["train"].pop("sha256_as_given") == given
+        assert provenance["train"].pop("sha256_as_integers") == given
         provenance["train"]["sha256"] = given
         f["data"].attrs["provenance"] = json.dumps(provenance)
-    done = CliRunner().invoke(main, ["evaluate", str(tmp_path / "int.h5"), str(tmp_path / "t.csv"), "--reference",
-                                     str(old), "--json"])
-    assert done.exit_code == 0, done.output
+    # ... and so do new runs of the same values as floats or as int32
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        slangcli.fit(X, y.astype(np.int32), likelihood="gaussian", epochs=2).save(tmp_path / "int32.h5")
+    for new in ("int.h5", "float.h5", "int32.h5"):
+        done = CliRunner().invoke(main, ["evaluate", str(tmp_path / new), str(tmp_path / "t.csv"), "--reference",
+                                         str(old), "--json"])
+        assert done.exit_code == 0, (new, done.output)
 
 
 def test_noise_precision_round_trips_through_a_command_line_run_file(tmp_path):

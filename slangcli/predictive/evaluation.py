@@ -153,9 +153,10 @@ def _members_neg_elbo(posterior, model, X_train, y_train, predictive, samples, s
 
 
 def _digests_of(train: dict) -> set:
-    """The digests a run's training data go by: their sha256, and for arrays with integer targets the digest of the
-    targets as given, which runs written before targets were hashed as float64 hold (``slangcli.api._digests``)."""
-    return {train.get(key) for key in ("sha256", "sha256_as_given") if train.get(key)} or {None}
+    """The digests a run's training data go by: their sha256, and for arrays with whole-number targets the digest of
+    them written as integers, which runs written before targets were hashed as float64 hold for integer targets
+    (``slangcli.api._digests``)."""
+    return {train.get(key) for key in ("sha256", "sha256_as_integers") if train.get(key)} or {None}
 
 
 def check_comparable(run: Run, run_name: str, reference: Run, reference_name: str,
