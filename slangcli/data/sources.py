@@ -740,9 +740,10 @@ def load_test(run: Run, run_name: str, data_path=None, *, missing: str | None = 
         table = _read_given(run, data_path, opts, need_target=True, layout=layout, notify=notify, header=header)
         notes = _dropped_notes(run, table, data_path)
         if table.provenance.get("sha256") and table.provenance["sha256"] == run.data["train"].get("sha256"):
+            # (a compressed run keeps no calibration, but its config says the fit held rows out for one)
+            calibrated = (run.calibration or {}).get("index") is not None or bool((run.config or {}).get("calibrate"))
             held = [what for what, there in (("test rows", run.arrays.get("test_index") is not None),
-                                             ("--calibrate rows", bool((run.calibration or {}).get("index") is not None)))
-                    if there]
+                                             ("--calibrate rows", calibrated)) if there]
             notes.append(f"{data_path} is the file the run was fitted to (the same sha256): its scores are "
                          + (f"of its training rows and its held-out {' and '.join(held)} together" if held else
                             "of its training rows, not of data it has not seen"))
