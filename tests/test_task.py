@@ -21,8 +21,6 @@ def features(n=100, seed=0):
     [
         (lambda n, rng: rng.permutation(n), "row numbers"),  # a row count, shuffled
         (lambda n, rng: np.arange(1, n + 1), "row numbers"),
-        # the shuffled training part of a split of a file written with its index: 70 % of 0..N-1
-        (lambda n, rng: rng.permutation(int(n / 0.7))[:n], "row numbers"),
         (lambda n, rng: rng.choice(10**7, size=n, replace=False) + 10**5, "distinct integers"),
         # a sample id repeated for a few re-measured samples is still an id
         (lambda n, rng: np.repeat(rng.choice(10**7, size=n, replace=False), 1)[np.r_[0:n - 5, 0:5]],
@@ -101,6 +99,20 @@ def test_an_index_is_judged_on_every_row_given_from_python():
     y = (X[:, 1] > 0).astype(int)
     with pytest.warns(UserWarning, match=r"feature 'x0' looks like a row identifier \(row numbers from 0 to 119\)"):
         slangcli.fit(X, y, calibrate=0.4, epochs=1)
+
+
+def test_a_shuffled_part_of_an_index_is_one_in_a_headerless_file_only():
+    """The shuffled training part of a split of a headerless file written with its index (70 % of 0..N-1, in no
+    order) is an index; a named column as dense (a day or rank of a shuffled split) and days with gaps in order,
+    ascending or descending, are not."""
+    rng = np.random.default_rng(1)
+    X = features()
+    part = rng.permutation(int(len(X) / 0.7))[:len(X)].astype(float)
+    [warning] = identifier_columns(np.column_stack([X[:, :1], part, X[:, 1:]]), ("x0", "x1", "x2", "x3"))
+    assert "feature 'x1' looks like a row identifier (row numbers from " in warning
+    assert identifier_columns(np.column_stack([X[:, :1], part, X[:, 1:]]), ("a", "day", "b", "c")) == []
+    for days in (np.sort(part), np.sort(part)[::-1]):
+        assert identifier_columns(np.column_stack([X[:, :1], days, X[:, 1:]]), ("x0", "x1", "x2", "x3")) == []
 
 
 def test_small_files_are_not_judged():

@@ -222,16 +222,19 @@ def identifier_columns(X: np.ndarray, feature_names, positions=None, frame: bool
         distinct = len(np.unique(X[:, j]))
         # row numbers: consecutive, or the file's data rows counted (from 0 or 1), or the values of a column named as
         # a pandas index is, or distinct from near 0, filling half their range, in no order (a shuffled split's part
-        # of a file written with its index; days with gaps come in order)
+        # of a headerless file written with its index; days with gaps come in order, ascending or descending)
         column = X[:, j]
+        # (the shuffled part's rule only for a column without a name of its own, as a headerless file's x<k>: a
+        # named day or rank column of a shuffled split fills its range as densely)
+        unnamed = j >= len(feature_names) or re.fullmatch(r"x\d+", str(feature_names[j])) is not None
         row_number = distinct == n and (
             spread[j] == n - 1
             or (rows is not None and len(rows) == n and column[0] - rows[0] in (0, 1)
                 and np.array_equal(column - rows, np.full(n, column[0] - rows[0])))
             or (j < len(feature_names) and INDEX_NAME.fullmatch(str(feature_names[j]).strip()) is not None
                 and lo[j] >= 0)
-            or (0 <= lo[j] <= max(10.0, 0.05 * spread[j]) and n >= ID_SUBSET_DENSITY * (spread[j] + 1)
-                and not np.all(np.diff(column) > 0)))
+            or (unnamed and 0 <= lo[j] <= max(10.0, 0.05 * spread[j]) and n >= ID_SUBSET_DENSITY * (spread[j] + 1)
+                and not (np.all(np.diff(column) > 0) or np.all(np.diff(column) < 0))))
         if distinct >= ID_DISTINCT * n and (spread[j] >= ID_RANGE * n or row_number):
             name = feature_names[j]
             # a file without a header names column k "x<k>": the option takes the index
