@@ -170,15 +170,16 @@ def test_a_headerless_file_with_an_index_first_is_warned_about(runs, tmp_path):
     done = invoke("predict", tmp_path / "flag.h5", tmp_path / "flagged.csv", "-o", tmp_path / "r.csv")
     assert_ok(done)
     assert "far from the training rows" not in done.stderr
-    # ... but 0 and 1 given for a feature around 100 are far out (a shifted file); and fewer than five rows are not
-    # judged (one row's rare value is no sign)
-    (tmp_path / "hundred.csv").write_text("a,b,y\n" + "".join(f"{100 + a},{b},{t}\n" for (a, b), t in zip(X, y)))
-    assert_ok(invoke("fit", tmp_path / "hundred.csv", "-o", tmp_path / "hundred.h5", *FAST))
-    (tmp_path / "zeros.csv").write_text("a,b\n" + "".join(f"{k % 2},{b}\n" for k, b in enumerate(X[:5, 1])))
-    assert "far from the training rows" in invoke("predict", tmp_path / "hundred.h5", tmp_path / "zeros.csv",
-                                                  "-o", tmp_path / "s.csv").stderr
-    (tmp_path / "one.csv").write_text(f"a,b\n{100 + 15 * X[:, 0].std()},0\n")
-    assert "far from the training rows" not in invoke("predict", tmp_path / "hundred.h5", tmp_path / "one.csv",
+    # ... nor a -1/+1 flag (a column of two values is not judged); and fewer than five rows are not judged (one
+    # row's rare value is no sign)
+    (tmp_path / "pm.csv").write_text("a,b,flag,y\n" + "".join(f"{a},{b},{2 * f - 1:g},{t}\n" for (a, b), f, t in
+                                                               zip(X, flag, y)))
+    assert_ok(invoke("fit", tmp_path / "pm.csv", "-o", tmp_path / "pm.h5", *FAST))
+    (tmp_path / "plus.csv").write_text("a,b,flag\n" + "".join(f"{a},{b},1\n" for a, b in X[:6]))
+    assert "far from the training rows" not in invoke("predict", tmp_path / "pm.h5", tmp_path / "plus.csv", "-o",
+                                                      tmp_path / "s.csv").stderr
+    (tmp_path / "one.csv").write_text(f"a,b,flag\n{15 * X[:, 0].std()},0,-1\n")
+    assert "far from the training rows" not in invoke("predict", tmp_path / "pm.h5", tmp_path / "one.csv",
                                                       "-o", tmp_path / "t.csv").stderr
 
 

@@ -526,12 +526,12 @@ def _far_from_training(run: Run, X: np.ndarray, path) -> list[str]:
     with np.errstate(invalid="ignore"):
         median = np.nanmedian(np.abs(X), axis=0) if np.isnan(X).any() else np.median(np.abs(X), axis=0)
     far = np.flatnonzero(median >= FAR)
-    if far.size and schema.mean is not None and schema.scale is not None:
-        # a rare 0/1 flag of the training rows is standardised far out wherever it is 1, in a file of rows that
-        # have it as in any other: values of 0 and 1 alone are never judged
-        raw = X[:, far] * schema.scale[far] + schema.mean[far]
-        flags = np.all((np.abs(raw) < 1e-9) | (np.abs(raw - 1.0) < 1e-9) | np.isnan(raw), axis=0)
-        far = far[~(flags & (schema.mean[far] >= 0) & (schema.mean[far] <= 1))]  # (a 0/1 flag's mean is in [0, 1])
+    if far.size:
+        # a rare flag of the training rows (0/1, -1/+1, 1/2) is standardised far out wherever it is set, in a file of
+        # rows that have it as in any other: a column of two values or fewer is not judged (a file read one column
+        # off shows in its index, of many values)
+        two = [j for j in far if len(np.unique(X[:, j][~np.isnan(X[:, j])])) <= 2]
+        far = np.setdiff1d(far, two)
     if not far.size:
         return []
     names = schema.encoded_names
