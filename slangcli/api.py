@@ -311,23 +311,26 @@ def _targets(y, n: int, what: str = "y", text_numbers: bool = True, bool_text: b
     return a
 
 
-def _digests(X: np.ndarray, y: np.ndarray) -> tuple[str, str | None]:
+def _digests(X: np.ndarray, y: np.ndarray) -> tuple[str, list]:
     """sha256 of the arrays' values, so that runs fitted to the same arrays are recognised as comparable: the
     targets as text, numbers written as float64 (``3`` and ``3.0`` are one target, and fit one posterior; integer
     targets' digest differed from the same values as floats, and ``evaluate --reference`` refused two runs of the
     same data); integers beyond 2**53, which float64 would round, stay as written. Second, for numeric targets that
-    are whole numbers, the digest of them written as int64, which runs written before that rule hold for integer
-    targets (so that they still compare with new ones, of integers of any width or of floats); else None."""
+    are whole numbers, the digests of them written as int64 and as their own integer type, which runs written before
+    that rule hold for integer targets (so that they still compare with new ones, of integers of any width or of
+    floats); else none."""
     features = np.ascontiguousarray(X, dtype=np.float64).tobytes()
     y = np.asarray(y)
     numeric = y.dtype.kind in "iuf" and (y.size == 0 or (np.all(np.isfinite(y)) and np.abs(y).max() <= 2 ** 53))
     if y.dtype.kind in "iu" and not numeric:  # (beyond 2**53: as written)
-        return hashlib.sha256(features + y.astype(str).tobytes()).hexdigest(), None
+        return hashlib.sha256(features + y.astype(str).tobytes()).hexdigest(), []
     canonical = y.astype(np.float64) if y.dtype.kind in "iu" else y
     digest = hashlib.sha256(features + canonical.astype(str).tobytes()).hexdigest()
     if not numeric or not np.all(y == np.round(y)):
-        return digest, None
-    return digest, hashlib.sha256(features + y.astype(np.int64).astype(str).tobytes()).hexdigest()
+        return digest, []
+    # as int64 text, and as the integer type given (the text's width is the type's: int32's '<U11', uint8's '<U3')
+    kinds = [np.int64, *([y.dtype] if y.dtype.kind in "iu" and y.dtype != np.int64 else [])]
+    return digest, [hashlib.sha256(features + y.astype(kind).astype(str).tobytes()).hexdigest() for kind in kinds]
 
 
 def _provenance(X: np.ndarray, y: np.ndarray) -> dict:

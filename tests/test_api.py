@@ -197,7 +197,7 @@ def test_the_same_targets_as_integers_or_floats_are_the_same_training_data(tmp_p
     with h5py.File(old, "r+") as f:
         provenance = json.loads(f["data"].attrs["provenance"])
         given = hashlib.sha256(X.tobytes() + y.astype(str).tobytes()).hexdigest()
-        assert provenance["train"].pop("sha256_as_integers") == given
+        assert provenance["train"].pop("sha256_as_integers") == [given]
         provenance["train"]["sha256"] = given
         f["data"].attrs["provenance"] = json.dumps(provenance)
     # ... and so do new runs of the same values as floats or as int32
@@ -208,6 +208,18 @@ def test_the_same_targets_as_integers_or_floats_are_the_same_training_data(tmp_p
         done = CliRunner().invoke(main, ["evaluate", str(tmp_path / new), str(tmp_path / "t.csv"), "--reference",
                                          str(old), "--json"])
         assert done.exit_code == 0, (new, done.output)
+    # an old run of int32 targets (its digest of their int32 text) compares with a new one of int32 targets
+    old32 = tmp_path / "old32.h5"
+    old32.write_bytes((tmp_path / "int32.h5").read_bytes())
+    with h5py.File(old32, "r+") as f:
+        provenance = json.loads(f["data"].attrs["provenance"])
+        given32 = hashlib.sha256(X.tobytes() + y.astype(np.int32).astype(str).tobytes()).hexdigest()
+        assert given32 in provenance["train"].pop("sha256_as_integers") and given32 != given
+        provenance["train"]["sha256"] = given32
+        f["data"].attrs["provenance"] = json.dumps(provenance)
+    done = CliRunner().invoke(main, ["evaluate", str(tmp_path / "int32.h5"), str(tmp_path / "t.csv"), "--reference",
+                                     str(old32), "--json"])
+    assert done.exit_code == 0, done.output
 
 
 def test_noise_precision_round_trips_through_a_command_line_run_file(tmp_path):

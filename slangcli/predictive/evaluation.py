@@ -153,10 +153,11 @@ def _members_neg_elbo(posterior, model, X_train, y_train, predictive, samples, s
 
 
 def _digests_of(train: dict) -> set:
-    """The digests a run's training data go by: their sha256, and for arrays with whole-number targets the digest of
-    them written as integers, which runs written before targets were hashed as float64 hold for integer targets
-    (``slangcli.api._digests``)."""
-    return {train.get(key) for key in ("sha256", "sha256_as_integers") if train.get(key)} or {None}
+    """The digests a run's training data go by: their sha256, and for arrays with whole-number targets the digests of
+    them written as integers (int64 and their own type), which runs written before targets were hashed as float64
+    hold for integer targets (``slangcli.api._digests``; ``sha256_as_given``: files of the few commits before)."""
+    found = [train.get("sha256"), train.get("sha256_as_given"), *(train.get("sha256_as_integers") or [])]
+    return {digest for digest in found if isinstance(digest, str)} or {None}
 
 
 def check_comparable(run: Run, run_name: str, reference: Run, reference_name: str,
