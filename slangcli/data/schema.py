@@ -37,14 +37,12 @@ import numpy as np
 
 from slangcli.blocks import row_blocks
 from slangcli.data.prepare import Standardizer
-from slangcli.data.readers._common import _is_number, _listing
+from slangcli.data.readers._common import BOOLEAN_WORDS, _is_number, _listing
 from slangcli.data.readers.text import MISSING_POLICIES, NA_VALUES
 from slangcli.errors import DataError
 
 NUMERIC, BOOLEAN, CATEGORICAL = "numeric", "boolean", "categorical"
 KINDS = (NUMERIC, BOOLEAN, CATEGORICAL)
-# the words of a boolean column (compared in lower case), and the value each encodes to
-BOOLEAN_WORDS = {"true": 1.0, "yes": 1.0, "false": 0.0, "no": 0.0}
 # A column of text with more distinct values than this is refused: one indicator column per level of an identifier
 # or of free text (a name, a comment) makes the table N x N and gives the model one weight per row to memorise.
 MAX_LEVELS = 1000

@@ -69,6 +69,8 @@ _CONTENT_LINE = re.compile(r"^[^\S\n]*[^\s#].*$", re.MULTILINE)
 # a number written with a decimal comma (0,126; -2,59e-05 as pandas writes small ones with decimal=","), as many
 # locales write them (never a number to Python's float)
 DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+(?:[eE][+-]?\d+)?")
+# the words of a boolean column (compared in lower case), and the value each encodes to
+BOOLEAN_WORDS = {"true": 1.0, "yes": 1.0, "false": 0.0, "no": 0.0}
 # the comment lines after the first line of content (their "#" starting a word) that text_batches keeps aside for a
 # parser to check
 _COMMENTS_KEPT = 10_000

@@ -34,8 +34,8 @@ import re
 
 import numpy as np
 
-from slangcli.data.readers._common import (DECIMAL_COMMA, Table, _is_number, _listing, _nonfinite_word,
-                                          check_distinct_names, floats)
+from slangcli.data.readers._common import (BOOLEAN_WORDS, DECIMAL_COMMA, Table, _is_number, _listing,
+                                          _nonfinite_word, check_distinct_names, floats)
 from slangcli.errors import DataError
 
 # The caller's spelling -> the delimiter used. A single space means "runs of whitespace": space-aligned
@@ -216,7 +216,7 @@ def _boolean_hint(cell: str) -> str:
     """What a message about a cell that is no number adds, in a column a fitted run reads as numbers, when it is a
     boolean word: a DataFrame's boolean column reaches the scikit-learn estimators as 0 and 1 (scikit-learn's
     convention), so their run reads the column as numbers, and the same frame written to CSV holds True/False."""
-    if cell.lower() not in ("true", "false", "yes", "no"):
+    if cell.lower() not in BOOLEAN_WORDS:
         return ""
     return " (the run reads this column as numbers: write its booleans as 1 and 0)"
 
