@@ -24,7 +24,7 @@ if too_small_address_space() is not None:
     sys.stderr.write(f"slang: error: {too_small_address_space()}\n")
     raise SystemExit(1)
 
-from slangcli.cli.output import error, one_line, stdout_gone, writing_eagerly  # noqa: E402
+from slangcli.cli.output import HelpWritten, error, one_line, stdout_gone, writing_eagerly  # noqa: E402
 from slangcli.errors import OUT_OF_MEMORY, SlangError, exit_code
 from slangcli.runfile import outputs
 from slangcli.runfile.outputs import Terminated, raise_swallowed_signal, signals_raise
@@ -38,15 +38,9 @@ COMMANDS = {"fit": "slangcli.cli.fit", "evaluate": "slangcli.cli.evaluate", "pre
             "sweep": "slangcli.cli.sweep"}
 
 
-class SlangGroup(click.Group):
+class SlangGroup(HelpWritten, click.Group):
     """Loads each command's module on first use, and maps the engine's exceptions to one-line messages and exit
     codes."""
-
-    def get_help_option(self, ctx):
-        option = super().get_help_option(ctx)
-        if option is not None:  # (as a command's: slangcli.cli.output.Command)
-            option.callback = writing_eagerly(option.callback)
-        return option
 
     def parse_args(self, ctx, args):
         # (click before 8.2 prints a bare `slang`'s help here, on stdout, outside the handlers of invoke)

@@ -340,11 +340,15 @@ def writing_eagerly(callback):
     return eager
 
 
-class Command(click.Command):
-    """A ``slang`` command: its ``--help`` written as :func:`writing_eagerly` says."""
+class HelpWritten:
+    """A click command (or group) whose ``--help`` is written as :func:`writing_eagerly` says."""
 
     def get_help_option(self, ctx):
         option = super().get_help_option(ctx)
         if option is not None:
             option.callback = writing_eagerly(option.callback)
         return option
+
+
+class Command(HelpWritten, click.Command):
+    """A ``slang`` command."""
