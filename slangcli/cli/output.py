@@ -17,7 +17,7 @@ from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progre
 from rich.table import Table
 
 from slangcli.runfile.outputs import check_stdout, discard_stdout as stdout_gone, one_line, writing_stdout  # noqa: F401
-from slangcli.runfile.outputs import output_error, write_all
+from slangcli.runfile.outputs import output_error, utf8_stdout
 
 class _Console(Console):
     """rich's console, except where its reader went away: rich then exits with 1 itself (``SystemExit(1)``), which
@@ -81,15 +81,8 @@ def needs_stdout(ctx, param, value):
 def emit_json(obj) -> None:
     """Exactly one JSON object on stdout (ASCII: non-ASCII text as JSON escapes), all of it or an error."""
     text = json.dumps(_clean(obj), allow_nan=False) + "\n"
-    with writing_stdout():
-        sys.stdout.flush()
-        buffer = getattr(sys.stdout, "buffer", None)
-        if buffer is None:  # (a text-only stream that a caller put in place of stdout)
-            sys.stdout.write(text)
-            sys.stdout.flush()
-            return
-        write_all(buffer, text.encode("ascii"))
-        buffer.flush()
+    with writing_stdout(), utf8_stdout() as out:
+        out.write(text)
 
 
 def metric_rows(scores: dict) -> list[tuple[str, str, object]]:

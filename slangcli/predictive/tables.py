@@ -20,14 +20,13 @@ import datetime
 import gzip
 import io
 import json
-import sys
 
 import h5py
 import numpy as np
 
 from slangcli import __version__
 from slangcli.data.prepare import LabelMap
-from slangcli.runfile.outputs import atomic_output, hdf5_image, write_all, writing_stdout
+from slangcli.runfile.outputs import atomic_output, hdf5_image, utf8_stdout, writing_stdout
 from slangcli.runfile.provenance import versions
 
 PREDICTIONS_TYPE = "slang-predictions"
@@ -144,38 +143,13 @@ def _write_h5(path, predictions) -> None:
                 ds.attrs["level"] = predictions.info["calibration"]["level"]
 
 
-def _write_csv_to_stdout(predictions) -> None:
-    """The CSV on stdout in UTF-8, as in a file, whatever the locale's encoding: under ``LC_ALL=C`` (without
-    Python's UTF-8 coercion) or a Latin-1 locale a label such as '東京' ended in a UnicodeEncodeError traceback, and
-    ``-o -`` and ``-o file.csv`` give the same bytes."""
-    sys.stdout.flush()
-    buffer = getattr(sys.stdout, "buffer", None)
-    if buffer is None:  # (a text-only stream that a caller put in place of stdout)
-        _write_csv(sys.stdout, predictions)
-        sys.stdout.flush()
-        return
-    _write_csv(_Utf8(buffer), predictions)
-    buffer.flush()
-
-
-class _Utf8:
-    """What the CSV writer writes to: text, written to a binary stream as UTF-8 (not a TextIOWrapper, which would
-    own stdout's buffer and close it if a failed write left it undetached)."""
-
-    def __init__(self, buffer):
-        self.buffer = buffer
-
-    def write(self, text: str) -> None:
-        write_all(self.buffer, text.encode("utf-8"))
-
-
 def write_predictions(output: str, predictions) -> None:
     """Write ``predictions`` to ``output``: HDF5 for ``.h5``/``.hdf5``, CSV on stdout for ``-``, gzip-compressed CSV
     for ``.gz`` (as pandas writes and reads such a name; no time stamp inside, so a seed gives the same bytes), else
     CSV."""
-    if output == "-":
-        with writing_stdout():
-            _write_csv_to_stdout(predictions)
+    if output == "-":  # (UTF-8, the bytes -o file.csv holds, whatever the locale)
+        with writing_stdout(), utf8_stdout() as out:
+            _write_csv(out, predictions)
         return
     with atomic_path(output) as tmp:
         if output.lower().endswith(HDF5_SUFFIXES):

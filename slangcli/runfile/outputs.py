@@ -294,6 +294,35 @@ def write_all(buffer, data: bytes) -> None:
         view = view[written:]
 
 
+class _Utf8:
+    """Text written to a binary stream as UTF-8, each write whole (:func:`write_all`); not a TextIOWrapper, which
+    would own stdout's buffer and close it if a failed write left it undetached."""
+
+    def __init__(self, buffer):
+        self.buffer = buffer
+
+    def write(self, text: str) -> None:
+        write_all(self.buffer, text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def utf8_stdout():
+    """stdout as a writer of text in UTF-8, as files are written, whatever the locale's encoding (under ``LC_ALL=C``
+    without Python's UTF-8 coercion, or a Latin-1 locale, a label such as '東京' ended in a UnicodeEncodeError), each
+    write whole or an OSError; flushed at the end. A text-only stream that a caller put in place of stdout (it has
+    no buffer) is written as it is."""
+    import sys
+
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    yield _Utf8(buffer)
+    buffer.flush()
+
+
 def check_stdout(what: str = "the output") -> None:
     """Refuse to write to a closed stdout: Python sets ``sys.stdout`` to None when file descriptor 1 was closed at
     start-up (``>&-``)."""
