@@ -110,8 +110,8 @@ def sweep(data, directory, spec, scheduler, workers, checkpoint_seconds, dry_run
     complete = sum(r["status"] == "complete" for r in result.records)
     kept = (f", and the {result.kept} complete fit{'s' if result.kept != 1 else ''} of other grids" if result.kept
             else "")
-    note(f"{len(points)} fit{'s' if len(points) != 1 else ''}: {complete} complete ({result.skipped} already), {len(failures)} failed, "
-         f"{seconds:.1f} s; table in {os.path.join(directory, RESULTS[0])}{kept}")
+    note(f"{len(points)} fit{'s' if len(points) != 1 else ''}: {complete} complete ({result.skipped} already), "
+         f"{len(failures)} failed, {seconds:.1f} s; table in {os.path.join(directory, RESULTS[0])}{kept}")
     if as_json:
         emit_json({"directory": directory, "fits": len(points), "ran": result.ran, "skipped": result.skipped,
                    "kept": result.kept, "complete": complete, "failed": len(failures), "seconds": seconds,

@@ -908,10 +908,11 @@ def _seen_below(rows, na) -> bool:
 
 def _range_names(rows, t) -> bool:
     """Whether a first row of numbers is the header ``DataFrame.to_csv`` writes for integer column names: the
-    feature cells are ``0, 1, ..., k-1`` (k >= 2), or ``1, ..., k`` (k >= 4), each after an empty cell where the frame's
-    index was written too (``,0,1,...``: its header cell is empty); and the target's cell (column ``t``) is the next
-    number (k >= 3; names from zero only), or a name that no later row has as its target (``0,1,2,y`` above labels ``a`` and ``b``). A row
-    of data that counts up from zero or one is rarer than such a header, and the fit names the columns it read."""
+    feature cells are ``0, 1, ..., k-1`` (k >= 2), or ``1, ..., k`` (k >= 4), each after an empty cell where the
+    frame's index was written too (``,0,1,...``: its header cell is empty); and the target's cell (column ``t``) is
+    the next number (k >= 3; names from zero only), or a name that no later row has as its target (``0,1,2,y`` above
+    labels ``a`` and ``b``). A row of data that counts up from zero or one is rarer than such a header, and the fit
+    names the columns it read."""
     first = [cell.strip() for cell in rows[0]]
     features = [cell for j, cell in enumerate(first) if j != t]
     named = features[1:] if features[:1] == [""] else features  # (a pandas index's empty header cell)
