@@ -319,18 +319,25 @@ def _digests(X: np.ndarray, y: np.ndarray) -> tuple[str, list]:
     are whole numbers, the digests of them written as int64 and as their own integer type, which runs written before
     that rule hold for integer targets (so that they still compare with new ones, of integers of any width or of
     floats); else none."""
-    features = np.ascontiguousarray(X, dtype=np.float64).tobytes()
+    # the features hashed once, each digest going on from a copy of that state (not features + targets: a copy of
+    # every feature's bytes per digest)
+    features = hashlib.sha256(np.ascontiguousarray(X, dtype=np.float64))
     y = np.asarray(y)
+
+    def digest(targets: np.ndarray) -> str:
+        h = features.copy()
+        h.update(targets.astype(str).tobytes())
+        return h.hexdigest()
+
     numeric = y.dtype.kind in "iuf" and (y.size == 0 or (np.all(np.isfinite(y)) and np.abs(y).max() <= 2 ** 53))
     if y.dtype.kind in "iu" and not numeric:  # (beyond 2**53: as written)
-        return hashlib.sha256(features + y.astype(str).tobytes()).hexdigest(), []
-    canonical = y.astype(np.float64) if y.dtype.kind in "iu" else y
-    digest = hashlib.sha256(features + canonical.astype(str).tobytes()).hexdigest()
+        return digest(y), []
+    main = digest(y.astype(np.float64) if y.dtype.kind in "iu" else y)
     if not numeric or not np.all(y == np.round(y)):
-        return digest, []
+        return main, []
     # as int64 text, and as the integer type given (the text's width is the type's: int32's '<U11', uint8's '<U3')
     kinds = [np.int64, *([y.dtype] if y.dtype.kind in "iu" and y.dtype != np.int64 else [])]
-    return digest, [hashlib.sha256(features + y.astype(kind).astype(str).tobytes()).hexdigest() for kind in kinds]
+    return main, [digest(y.astype(kind)) for kind in kinds]
 
 
 def _provenance(X: np.ndarray, y: np.ndarray) -> dict:
